@@ -1,0 +1,47 @@
+"""tubemq: a fast, wire-compatible Python SDK for Apache InLong TubeMQ.
+
+Public names are imported lazily so that ``import tubemq`` stays cheap and the codec can be used on
+its own.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Producer": "tubemq.producer",
+    "SendResult": "tubemq.producer",
+    "ProducerConfig": "tubemq.config",
+    "ConsumerConfig": "tubemq.config",
+    "ClientConfig": "tubemq.config",
+    "Consumer": "tubemq.consumer",
+    "BoundConsumer": "tubemq.consumer",
+    "Batch": "tubemq.consumer",
+    "Message": "tubemq.codec",
+    "Partition": "tubemq.codec",
+    "BrokerInfo": "tubemq.codec",
+    "errors": "tubemq.errors",
+    "codec": "tubemq.codec",
+    "aio": "tubemq.aio",
+    "server": "tubemq.server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'tubemq' has no attribute {name!r}")
+    module = importlib.import_module(mod)
+    value = module if mod.rsplit(".", 1)[-1] == name else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_LAZY))
+
+
+__all__ = ["__version__", *_LAZY]

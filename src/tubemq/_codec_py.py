@@ -1,0 +1,944 @@
+"""Pure-Python twin of :mod:`tubemq._codec` (same contract, selected with TUBEMQ_NO_EXTENSIONS=1).
+
+Sans-IO: bytes in, bytes and small objects out. No sockets, no asyncio, no threads. It also carries a
+tiny hand-written protobuf reader/writer for the hot flat messages (send request/response, getMessage
+response) because the codec layer sits *below* the generated protobuf modules (DESIGN.md layers).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from .errors import DecodeError, FrameError
+
+implementation = "python"
+
+BEGIN_TOKEN = 0xFF7FF4FE
+MAX_BLOCK_SIZE = 8192
+MAX_LIST_SIZE = 3584
+DEFAULT_MAX_FRAME_SIZE = MAX_LIST_SIZE * MAX_BLOCK_SIZE
+DEFAULT_BROKER_PORT = 8123
+META_STORE_INS_BASE = 10000
+INDEX_ENTRY_SIZE = 28
+TOKEN_MSG_TYPE = "$msgType$"
+TOKEN_MSG_TIME = "$msgTime$"
+
+_HEADER = struct.Struct(">III")
+_U32 = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+_TOKEN_BYTES = _U32.pack(BEGIN_TOKEN)
+
+
+# ----------------------------------------------------------------------------------------------------
+# small typed objects
+
+
+class BrokerInfo(NamedTuple):
+    """One broker of the cluster (§4.1)."""
+
+    broker_id: int
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"{self.broker_id}:{self.host}:{self.port}"
+
+
+class Partition(NamedTuple):
+    """A topic partition on a broker; ``str()`` is the wire partition string (§4.3)."""
+
+    broker_id: int
+    host: str
+    port: int
+    topic: str
+    partition_id: int
+
+    @property
+    def key(self) -> str:
+        """partitionKey ``brokerId:topic:partitionId``."""
+        return f"{self.broker_id}:{self.topic}:{self.partition_id}"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"{self.broker_id}:{self.host}:{self.port}#{self.topic}:{self.partition_id}"
+
+
+#: Alias kept for DESIGN.md's wording (`parse_topic_info -> list[TopicPartition]`).
+TopicPartition = Partition
+
+
+class SubscribeInfo(NamedTuple):
+    """``consumerId@group#brokerId:host:port#topic:partitionId`` (§4.3)."""
+
+    consumer_id: str
+    group: str
+    partition: Partition
+
+    def __str__(self) -> str:
+        return f"{self.consumer_id}@{self.group}#{self.partition}"
+
+
+class Response(NamedTuple):
+    """A decoded response payload (§2.5/§2.6)."""
+
+    flag: int
+    status: int  # 0 SUCCESS, 1 ERROR, 2 FATAL
+    method: int  # -1 on error responses
+    body: bytes  # RspResponseBody.data on success, b"" otherwise
+    exception_name: str
+    message: str
+    protocol_ver: int  # -1 when absent
+
+
+class Request(NamedTuple):
+    """A decoded request payload (server side)."""
+
+    flag: int
+    service_type: int  # -1 when absent
+    protocol_ver: int  # -1 when absent
+    method: int
+    timeout: int | None  # None when absent
+    body: bytes
+
+
+class SendResponse(NamedTuple):
+    success: bool
+    err_code: int
+    err_msg: str
+    message_id: int
+    append_time: int
+    append_offset: int
+    require_auth: bool
+
+
+class RawMessage(NamedTuple):
+    """One TransferedMessage as stored by the broker (§3.7)."""
+
+    message_id: int
+    checksum: int
+    payload: bytes
+    flag: int
+
+
+class GetMessageResult(NamedTuple):
+    success: bool
+    err_code: int
+    err_msg: str
+    messages: list[Any]  # list[Message]
+    curr_offset: int
+    min_limit_time: int
+    esc_flow_ctrl: bool
+    curr_data_dlt: int
+    require_slow: bool
+    max_offset: int
+    dropped: int  # messages dropped by the §4.9 rules (bad checksum, bad header)
+
+
+class Message:
+    """A consumed (or to-be-sent) message.
+
+    ``offset`` is a per-partition position: the fetch's start offset plus 28 × the message's index in
+    that fetch. It is strictly increasing within a partition and equals the broker's index offset
+    when the partition does not share its store with siblings (§4.10).
+    """
+
+    __slots__ = (
+        "topic",
+        "data",
+        "attributes",
+        "stream_id",
+        "msg_time",
+        "message_id",
+        "flag",
+        "partition",
+        "offset",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        data: bytes,
+        attributes: dict[str, str] | None = None,
+        stream_id: str | None = None,
+        msg_time: str | None = None,
+        message_id: int = 0,
+        flag: int = 0,
+        partition: Partition | None = None,
+        offset: int = -1,
+    ) -> None:
+        self.topic = topic
+        self.data = data
+        self.attributes = attributes if attributes is not None else {}
+        self.stream_id = stream_id
+        self.msg_time = msg_time
+        self.message_id = message_id
+        self.flag = flag
+        self.partition = partition
+        self.offset = offset
+
+    @property
+    def value(self) -> bytes:
+        return self.data
+
+    def __repr__(self) -> str:
+        return (
+            f"Message(topic={self.topic!r}, partition={self.partition.key if self.partition else None!r}, "
+            f"offset={self.offset}, message_id={self.message_id}, stream_id={self.stream_id!r}, "
+            f"data={self.data[:32]!r}{'...' if len(self.data) > 32 else ''})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+# ----------------------------------------------------------------------------------------------------
+# checksums and small helpers
+
+
+def crc32(data: Any) -> int:
+    """Masked CRC-32 TubeMQ stores with every message (§4.6)."""
+    return zlib.crc32(data) & 0x7FFFFFFF
+
+
+def ip_to_int(ip: str) -> int:
+    """IPv4 text to the signed int32 the Java client sends as ``sentAddr`` (§4.5)."""
+    parts = ip.strip().split(".")
+    if len(parts) != 4:
+        raise ValueError(f"not an IPv4 address: {ip!r}")
+    value = 0
+    for p in parts:
+        n = int(p)
+        if not 0 <= n <= 255:
+            raise ValueError(f"not an IPv4 address: {ip!r}")
+        value = (value << 8) | n
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def java_hash(text: str) -> int:
+    """Java ``String.hashCode`` over UTF-16 code units, int32 wrap-around (filter keys, §4.8)."""
+    h = 0
+    raw = text.encode("utf-16-be")
+    for i in range(0, len(raw), 2):
+        h = (31 * h + ((raw[i] << 8) | raw[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+# ----------------------------------------------------------------------------------------------------
+# framing (§1)
+
+
+def _frame_into(out: bytearray, serial: int, payload: Any) -> None:
+    view = memoryview(payload).cast("B")
+    n = len(view)
+    blocks = max(1, -(-n // MAX_BLOCK_SIZE))
+    out += _HEADER.pack(BEGIN_TOKEN, serial & 0xFFFFFFFF, blocks)
+    if n == 0:
+        out += _U32.pack(0)
+        return
+    for start in range(0, n, MAX_BLOCK_SIZE):
+        chunk = view[start : start + MAX_BLOCK_SIZE]
+        out += _U32.pack(len(chunk))
+        out += chunk
+
+
+def encode_frame(serial: int, payload: Any) -> bytes:
+    """Frame ``payload`` as token + serial + block list, Java layout (8192-byte blocks)."""
+    out = bytearray()
+    _frame_into(out, serial, payload)
+    return bytes(out)
+
+
+class FrameDecoder:
+    """Streaming frame decoder: feed bytes cut anywhere, get ``(serial, payload)`` tuples back.
+
+    Raises :class:`FrameError` on a bad begin token, a zero or oversized block count, or a frame
+    above ``max_frame_size``; after that every call raises again (the stream is unusable).
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, max_blocks: int = MAX_LIST_SIZE) -> None:
+        if max_frame_size <= 0 or max_blocks <= 0:
+            raise ValueError("max_frame_size and max_blocks must be positive")
+        self.max_frame_size = max_frame_size
+        self.max_blocks = max_blocks
+        self._buf = bytearray()
+        self._pos = 0
+        self._error: str | None = None
+        # state of the frame being assembled
+        self._serial = -1
+        self._blocks_left = 0
+        self._payload = bytearray()
+
+    @property
+    def failed(self) -> bool:
+        return self._error is not None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for the incomplete frame (bounded by ``max_frame_size`` + 12)."""
+        return len(self._buf) - self._pos + len(self._payload)
+
+    def _fail(self, reason: str) -> FrameError:
+        self._error = reason
+        self._buf = bytearray()
+        self._payload = bytearray()
+        self._pos = 0
+        return FrameError(reason)
+
+    def feed(self, data: Any) -> list[tuple[int, bytes]]:
+        if self._error is not None:
+            raise FrameError(f"decoder failed earlier: {self._error}")
+        self._buf += data
+        out: list[tuple[int, bytes]] = []
+        buf = self._buf
+        pos = self._pos
+        end = len(buf)
+        while True:
+            if self._serial < 0:
+                if end - pos < 12:
+                    break
+                token, serial, blocks = _HEADER.unpack_from(buf, pos)
+                if token != BEGIN_TOKEN:
+                    raise self._fail(f"bad begin token 0x{token:08x}")
+                if blocks == 0:
+                    raise self._fail("frame with an empty block list")
+                if blocks > self.max_blocks:
+                    raise self._fail(f"block count {blocks} over the limit {self.max_blocks}")
+                pos += 12
+                self._serial = serial
+                self._blocks_left = blocks
+            while self._blocks_left:
+                if end - pos < 4:
+                    break
+                (length,) = _U32.unpack_from(buf, pos)
+                if length > self.max_frame_size or len(self._payload) + length > self.max_frame_size:
+                    raise self._fail(f"frame size over the limit {self.max_frame_size}")
+                if end - pos - 4 < length:
+                    break
+                self._payload += buf[pos + 4 : pos + 4 + length]
+                pos += 4 + length
+                self._blocks_left -= 1
+            if self._blocks_left:
+                break
+            out.append((self._serial, bytes(self._payload)))
+            self._payload = bytearray()
+            self._serial = -1
+        if pos:
+            del buf[:pos]
+            pos = 0
+        self._pos = pos
+        return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# protobuf wire helpers (only what the hot messages need)
+
+
+def _varint(value: int) -> bytes:
+    if value < 0:
+        value += 1 << 64
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _read_varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise DecodeError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise DecodeError("varint too long")
+
+
+def _signed64(v: int) -> int:
+    v &= 0xFFFFFFFFFFFFFFFF
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _signed32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _iter_fields(buf: Any, pos: int, end: int) -> Iterable[tuple[int, int, Any]]:
+    """Yield (field number, wire type, value); value is int for varints, a slice for LEN fields."""
+    while pos < end:
+        key, pos = _read_varint(buf, pos, end)
+        field, wt = key >> 3, key & 7
+        if wt == 0:
+            value, pos = _read_varint(buf, pos, end)
+        elif wt == 2:
+            n, pos = _read_varint(buf, pos, end)
+            if pos + n > end:
+                raise DecodeError("truncated length-delimited field")
+            value = buf[pos : pos + n]
+            pos += n
+        elif wt == 1:
+            if pos + 8 > end:
+                raise DecodeError("truncated fixed64")
+            value = int.from_bytes(buf[pos : pos + 8], "little")
+            pos += 8
+        elif wt == 5:
+            if pos + 4 > end:
+                raise DecodeError("truncated fixed32")
+            value = int.from_bytes(buf[pos : pos + 4], "little")
+            pos += 4
+        else:
+            raise DecodeError(f"unsupported wire type {wt}")
+        if field == 0:
+            raise DecodeError("field number 0")
+        yield field, wt, value
+
+
+def _f_varint(field: int, value: int) -> bytes:
+    return _varint(field << 3) + _varint(value)
+
+
+def _f_bytes(field: int, value: bytes) -> bytes:
+    return _varint((field << 3) | 2) + _varint(len(value)) + value
+
+
+def _read_delimited(buf: Any, pos: int, end: int) -> tuple[Any, int]:
+    n, pos = _read_varint(buf, pos, end)
+    if pos + n > end:
+        raise DecodeError("truncated delimited message")
+    return buf[pos : pos + n], pos + n
+
+
+# ----------------------------------------------------------------------------------------------------
+# envelope (§2)
+
+
+def _request_payload(service_type: int, method: int, body: Any, timeout_ms: int, protocol_ver: int) -> bytes:
+    conn = b"\x08\x00"
+    header = _f_varint(1, service_type) + _f_varint(2, protocol_ver)
+    req_body = _f_varint(1, method) + _f_varint(2, timeout_ms) + _f_bytes(3, bytes(body))
+    return (
+        _varint(len(conn)) + conn + _varint(len(header)) + header + _varint(len(req_body)) + req_body
+    )
+
+
+def encode_request(
+    serial: int,
+    service_type: int,
+    method: int,
+    body: Any,
+    *,
+    timeout_ms: int,
+    protocol_ver: int = 3,
+) -> bytes:
+    """A whole request frame: RpcConnHeader{flag 0} + RequestHeader + RequestBody(method, timeout, body)."""
+    if timeout_ms is None or timeout_ms <= 0:
+        raise ValueError("timeout_ms must be positive: the server never answers a request without it")
+    return encode_frame(serial, _request_payload(service_type, method, body, timeout_ms, protocol_ver))
+
+
+def decode_request(payload: Any) -> Request:
+    """Server side: the three delimited messages of a request (trailing bytes ignored, §1.4)."""
+    buf = memoryview(payload).cast("B")
+    end = len(buf)
+    conn, pos = _read_delimited(buf, 0, end)
+    header, pos = _read_delimited(buf, pos, end)
+    body, pos = _read_delimited(buf, pos, end)
+    flag = None
+    for f, wt, v in _iter_fields(conn, 0, len(conn)):
+        if f == 1 and wt == 0:
+            flag = _signed32(v)
+    if flag is None:
+        raise DecodeError("RpcConnHeader: Message missing required fields: flag")
+    service_type = protocol_ver = -1
+    for f, wt, v in _iter_fields(header, 0, len(header)):
+        if f == 1 and wt == 0:
+            service_type = _signed32(v)
+        elif f == 2 and wt == 0:
+            protocol_ver = _signed32(v)
+    method = None
+    timeout: int | None = None
+    req = b""
+    for f, wt, v in _iter_fields(body, 0, len(body)):
+        if f == 1 and wt == 0:
+            method = _signed32(v)
+        elif f == 2 and wt == 0:
+            timeout = _signed64(v)
+        elif f == 3 and wt == 2:
+            req = bytes(v)
+    if method is None:
+        raise DecodeError("RequestBody: Message missing required fields: method")
+    return Request(flag, service_type, protocol_ver, method, timeout, req)
+
+
+def encode_response(serial: int, method: int, body: Any, *, protocol_ver: int = 3) -> bytes:
+    """Server side: a success response frame (flag 1, status SUCCESS, protocolVer 3)."""
+    header = b"\x08\x00" + _f_varint(3, protocol_ver)
+    rsp = _f_varint(1, method) + _f_bytes(2, bytes(body))
+    payload = b"\x02\x08\x01" + _varint(len(header)) + header + _varint(len(rsp)) + rsp
+    return encode_frame(serial, payload)
+
+
+def encode_error_response(
+    serial: int, exception_name: str, message: str, *, status: int = 1, protocol_ver: int | None = 3
+) -> bytes:
+    """Server side: ERROR (status + protocolVer) or FATAL (status only) with an RspExceptionBody."""
+    header = _f_varint(1, status)
+    if protocol_ver is not None:
+        header += _f_varint(3, protocol_ver)
+    exc = _f_bytes(1, exception_name.encode()) + _f_bytes(2, message.encode())
+    payload = b"\x02\x08\x01" + _varint(len(header)) + header + _varint(len(exc)) + exc
+    return encode_frame(serial, payload)
+
+
+def decode_response(payload: Any) -> Response:
+    """Client side: the three delimited messages of a response (trailing bytes ignored)."""
+    buf = memoryview(payload).cast("B")
+    end = len(buf)
+    conn, pos = _read_delimited(buf, 0, end)
+    header, pos = _read_delimited(buf, pos, end)
+    body, pos = _read_delimited(buf, pos, end)
+    flag = 0
+    for f, wt, v in _iter_fields(conn, 0, len(conn)):
+        if f == 1 and wt == 0:
+            flag = _signed32(v)
+    status = None
+    protocol_ver = -1
+    for f, wt, v in _iter_fields(header, 0, len(header)):
+        if f == 1 and wt == 0:
+            status = _signed32(v)
+        elif f == 3 and wt == 0:
+            protocol_ver = _signed32(v)
+    if status is None:
+        raise DecodeError("ResponseHeader without status")
+    if status == 0:
+        method = None
+        data = None
+        for f, wt, v in _iter_fields(body, 0, len(body)):
+            if f == 1 and wt == 0:
+                method = _signed32(v)
+            elif f == 2 and wt == 2:
+                data = bytes(v)
+        if method is None or data is None:
+            raise DecodeError("RspResponseBody: Message missing required fields")
+        return Response(flag, status, method, data, "", "", protocol_ver)
+    name = None
+    message = ""
+    for f, wt, v in _iter_fields(body, 0, len(body)):
+        if f == 1 and wt == 2:
+            name = bytes(v).decode("utf-8", "replace")
+        elif f == 2 and wt == 2:
+            message = bytes(v).decode("utf-8", "replace")
+    if name is None:
+        raise DecodeError("RspExceptionBody: Message missing required fields: exceptionName")
+    return Response(flag, status, -1, b"", name, message, protocol_ver)
+
+
+# ----------------------------------------------------------------------------------------------------
+# attributes and payloads (§4.6, §4.7)
+
+
+def encode_attributes(attributes: Mapping[str, Any] | None) -> str:
+    """``k=v`` items joined with ``,``; keys/values must not contain ``,`` or ``=``."""
+    if not attributes:
+        return ""
+    items = []
+    for k, v in attributes.items():
+        k = str(k)
+        v = "" if v is None else str(v)
+        if not k or "," in k or "=" in k or "," in v or "=" in v:
+            raise ValueError(f"attribute {k!r}={v!r}: keys and values must be non-empty keys without ',' or '='")
+        items.append(f"{k}={v}")
+    return ",".join(items)
+
+
+def decode_attributes(text: str | None) -> dict[str, str]:
+    """Parse an attribute string the way Java's ``getAttrValue`` reads it (malformed items skipped)."""
+    result: dict[str, str] = {}
+    if not text:
+        return result
+    for item in text.split(","):
+        if not item:
+            continue
+        parts = item.split("=")
+        if len(parts) < 2 or not parts[0]:
+            continue
+        result[parts[0]] = parts[1]
+    return result
+
+
+def put_system_header(previous: str | None, msg_type: str | None, msg_time: str | None) -> str:
+    """``Message.putSystemHeader``: ``$msgType$``/``$msgTime$`` first, then old non-system items."""
+    items = []
+    if msg_type and msg_type.strip():
+        items.append(f"{TOKEN_MSG_TYPE}={msg_type.strip()}")
+    if msg_time and msg_time.strip():
+        items.append(f"{TOKEN_MSG_TIME}={msg_time.strip()}")
+    if previous:
+        for item in previous.split(","):
+            if item and TOKEN_MSG_TYPE not in item and TOKEN_MSG_TIME not in item:
+                items.append(item)
+    return ",".join(items)
+
+
+def encode_payload(data: Any, attributes: str | Mapping[str, Any] | None) -> bytes:
+    """``SendMessageRequestP2B.data``: header only when the attribute text is non-empty (§4.7)."""
+    if attributes is None or isinstance(attributes, str):
+        text = attributes or ""
+    else:
+        text = encode_attributes(attributes)
+    body = bytes(data)
+    if not text:
+        return body
+    raw = text.encode("utf-8")
+    return _I32.pack(len(raw)) + raw + body
+
+
+def payload_flag(attributes: str | Mapping[str, Any] | None) -> int:
+    """Flag bit 0 is set only when a header is actually written (unlike the Java quirk, §4.7)."""
+    if attributes is None:
+        return 0
+    return 1 if (attributes if isinstance(attributes, str) else encode_attributes(attributes)) else 0
+
+
+def _split_payload(data: Any, flag: int) -> tuple[str | None, Any]:
+    if not flag & 1:
+        return None, data
+    n = len(data)
+    if n < 4:
+        raise DecodeError("flag says attributes but the payload is shorter than 4 bytes")
+    (alen,) = _I32.unpack_from(data, 0)
+    if alen < 0 or alen > n - 4:
+        raise DecodeError(f"attribute length {alen} does not fit in a {n}-byte payload")
+    attr = bytes(data[4 : 4 + alen]).decode("utf-8", "replace") if alen > 0 else None
+    return attr, data[4 + alen :]
+
+
+def decode_payload(data: Any, flag: int) -> tuple[dict[str, str], bytes]:
+    """Split a stored payload into (attributes, body) (§4.9 steps 2-3)."""
+    attr, body = _split_payload(data, flag)
+    return decode_attributes(attr), bytes(body)
+
+
+# ----------------------------------------------------------------------------------------------------
+# strings (§4.1 - §4.3)
+
+
+def parse_broker_info(text: str, default_port: int = DEFAULT_BROKER_PORT) -> BrokerInfo:
+    """``brokerId:host:port``; a blank (or missing) port means the default port."""
+    parts = text.strip().split(":")
+    if len(parts) < 2 or not parts[0].strip() or not parts[1].strip():
+        raise DecodeError(f"bad brokerInfo {text!r}")
+    try:
+        broker_id = int(parts[0])
+        port = int(parts[2]) if len(parts) > 2 and parts[2].strip() else default_port
+    except ValueError as exc:
+        raise DecodeError(f"bad brokerInfo {text!r}") from exc
+    return BrokerInfo(broker_id, parts[1].strip(), port)
+
+
+def parse_topic_info(
+    topic_infos: Iterable[str], brokers: Mapping[int, BrokerInfo]
+) -> tuple[list[Partition], dict[str, int]]:
+    """Expand producer topicInfos into partitions; returns (partitions, {topic: max size})."""
+    partitions: list[Partition] = []
+    sizes: dict[str, int] = {}
+    for text in topic_infos:
+        segs = text.split("#")
+        if len(segs) < 2 or not segs[0]:
+            raise DecodeError(f"bad topicInfo {text!r}")
+        topic = segs[0]
+        if len(segs) > 2 and segs[2].strip():
+            try:
+                sizes[topic] = int(segs[2])
+            except ValueError as exc:
+                raise DecodeError(f"bad max size in topicInfo {text!r}") from exc
+        for item in segs[1].split(","):
+            if not item:
+                continue
+            fields = item.split(":")
+            if len(fields) != 3:
+                raise DecodeError(f"bad topicInfo item {item!r} in {text!r}")
+            try:
+                bid, parts, stores = int(fields[0]), int(fields[1]), int(fields[2])
+            except ValueError as exc:
+                raise DecodeError(f"bad topicInfo item {item!r} in {text!r}") from exc
+            broker = brokers.get(bid)
+            if broker is None:
+                continue
+            for s in range(stores):
+                for i in range(parts):
+                    partitions.append(
+                        Partition(bid, broker.host, broker.port, topic, s * META_STORE_INS_BASE + i)
+                    )
+    return partitions, sizes
+
+
+def parse_topic_meta_info(
+    topic_metas: Iterable[str], brokers: Mapping[int, BrokerInfo]
+) -> list[tuple[Partition, bool]]:
+    """Client-balance ``topic#brokerId:storeNum:partNum:statusId`` -> [(partition, subscribable)]."""
+    result: list[tuple[Partition, bool]] = []
+    for text in topic_metas:
+        segs = text.split("#")
+        if len(segs) < 2 or not segs[0]:
+            raise DecodeError(f"bad topicMetaInfo {text!r}")
+        topic = segs[0]
+        for item in segs[1].split(","):
+            if not item:
+                continue
+            fields = item.split(":")
+            if len(fields) != 4:
+                raise DecodeError(f"bad topicMetaInfo item {item!r}")
+            bid, stores, parts, status = (int(x) for x in fields)
+            broker = brokers.get(bid)
+            if broker is None:
+                continue
+            for s in range(stores):
+                for i in range(parts):
+                    p = Partition(bid, broker.host, broker.port, topic, s * META_STORE_INS_BASE + i)
+                    result.append((p, status == 1))
+    return result
+
+
+def parse_partition(text: str) -> Partition:
+    """Partition string ``brokerId:host:port#topic:partitionId`` (§4.3, §4.4)."""
+    segs = text.split("#")
+    if len(segs) != 2:
+        raise DecodeError(f"bad partition string {text!r}")
+    broker = parse_broker_info(segs[0])
+    tp = segs[1].rsplit(":", 1)
+    if len(tp) != 2 or not tp[0]:
+        raise DecodeError(f"bad partition string {text!r}")
+    try:
+        pid = int(tp[1])
+    except ValueError as exc:
+        raise DecodeError(f"bad partition id in {text!r}") from exc
+    return Partition(broker.broker_id, broker.host, broker.port, tp[0], pid)
+
+
+def parse_subscribe_info(text: str) -> SubscribeInfo:
+    """``consumerId@group#brokerId:host:port#topic:partitionId``."""
+    segs = text.split("#")
+    if len(segs) != 3:
+        raise DecodeError(f"bad subscribeInfo {text!r}")
+    cg = segs[0].split("@")
+    if len(cg) != 2:
+        raise DecodeError(f"bad subscribeInfo {text!r}")
+    return SubscribeInfo(cg[0], cg[1], parse_partition(segs[1] + "#" + segs[2]))
+
+
+# ----------------------------------------------------------------------------------------------------
+# hot path: send request / response, getMessage response
+
+
+def encode_send_request(
+    serial: int,
+    client_id: str,
+    topic: str,
+    partition_id: int,
+    data: Any,
+    flag: int,
+    sent_addr: int,
+    visit_token: int,
+    *,
+    msg_type: str | None = None,
+    msg_time: str | None = None,
+    auth_token: str | None = None,
+    checksum: int = -1,
+    timeout_ms: int = 10000,
+    service_type: int = 3,
+    protocol_ver: int = 3,
+) -> bytes:
+    """The whole send-message frame, byte-identical to building SendMessageRequestP2B with protobuf."""
+    auth = _f_varint(1, visit_token)
+    if auth_token:
+        auth += _f_bytes(2, auth_token.encode())
+    body = (
+        _f_bytes(1, client_id.encode())
+        + _f_bytes(2, topic.encode())
+        + _f_varint(3, partition_id)
+        + _f_bytes(4, bytes(data))
+        + _f_varint(5, flag)
+        + _f_varint(6, checksum)
+        + _f_varint(7, sent_addr)
+    )
+    if msg_type is not None:
+        body += _f_bytes(8, msg_type.encode())
+    if msg_time is not None:
+        body += _f_bytes(9, msg_time.encode())
+    body += _f_bytes(10, auth)
+    return encode_request(serial, service_type, 13, body, timeout_ms=timeout_ms, protocol_ver=protocol_ver)
+
+
+def decode_send_response(body: Any) -> SendResponse:
+    """SendMessageResponseB2P; the message id falls back to errMsg for old brokers (§3.7)."""
+    buf = memoryview(body).cast("B")
+    success = False
+    code = 0
+    msg = ""
+    mid = None
+    atime = aoff = -1
+    require_auth = False
+    seen = 0
+    for f, wt, v in _iter_fields(buf, 0, len(buf)):
+        if f == 1 and wt == 0:
+            success = bool(v)
+            seen |= 1
+        elif f == 2 and wt == 0:
+            code = _signed32(v)
+            seen |= 2
+        elif f == 3 and wt == 2:
+            msg = bytes(v).decode("utf-8", "replace")
+            seen |= 4
+        elif f == 4 and wt == 0:
+            require_auth = bool(v)
+        elif f == 5 and wt == 0:
+            mid = _signed64(v)
+        elif f == 6 and wt == 0:
+            atime = _signed64(v)
+        elif f == 7 and wt == 0:
+            aoff = _signed64(v)
+    if seen != 7:
+        raise DecodeError("SendMessageResponseB2P: Message missing required fields")
+    if mid is None:
+        try:
+            mid = int(msg) if success else -1
+        except ValueError:
+            mid = -1
+    return SendResponse(success, code, msg, mid, atime, aoff, require_auth)
+
+
+def decode_message(
+    raw: RawMessage, topic: str, partition: Partition | None = None, offset: int = -1
+) -> Message | None:
+    """One TransferedMessage -> Message, or None when §4.9 says drop (bad checksum / header)."""
+    if crc32(raw.payload) != raw.checksum:
+        return None
+    try:
+        attr, body = _split_payload(raw.payload, raw.flag)
+    except DecodeError:
+        return None
+    attrs = decode_attributes(attr)
+    return Message(
+        topic,
+        bytes(body),
+        attrs,
+        attrs.get(TOKEN_MSG_TYPE),
+        attrs.get(TOKEN_MSG_TIME),
+        raw.message_id,
+        raw.flag,
+        partition,
+        offset,
+    )
+
+
+def _parse_transfered(buf: Any) -> RawMessage:
+    mid = cs = flag = None
+    payload = None
+    for f, wt, v in _iter_fields(buf, 0, len(buf)):
+        if f == 1 and wt == 0:
+            mid = _signed64(v)
+        elif f == 2 and wt == 0:
+            cs = _signed32(v)
+        elif f == 3 and wt == 2:
+            payload = v
+        elif f == 4 and wt == 0:
+            flag = _signed32(v)
+    if mid is None or cs is None or payload is None or flag is None:
+        raise DecodeError("TransferedMessage: Message missing required fields")
+    return RawMessage(mid, cs, bytes(payload), flag)
+
+
+def decode_get_message_response(
+    body: Any, topic: str, partition: Partition | None = None, verify: bool = True
+) -> GetMessageResult:
+    """GetMessageResponseB2C with its messages decoded and checked (§3.7, §4.9)."""
+    buf = memoryview(body).cast("B")
+    success = False
+    code = 0
+    msg = ""
+    raws: list[RawMessage] = []
+    curr = -1
+    min_limit = 0
+    esc = False
+    dlt = -1
+    slow = False
+    max_off = -1
+    seen = 0
+    for f, wt, v in _iter_fields(buf, 0, len(buf)):
+        if f == 1 and wt == 0:
+            success = bool(v)
+            seen |= 1
+        elif f == 2 and wt == 0:
+            code = _signed32(v)
+            seen |= 2
+        elif f == 3 and wt == 2:
+            msg = bytes(v).decode("utf-8", "replace")
+        elif f == 4 and wt == 2:
+            raws.append(_parse_transfered(v))
+        elif f == 5 and wt == 0:
+            curr = _signed64(v)
+        elif f == 6 and wt == 0:
+            min_limit = _signed32(v)
+        elif f == 7 and wt == 0:
+            esc = bool(v)
+        elif f == 8 and wt == 0:
+            dlt = _signed64(v)
+        elif f == 9 and wt == 0:
+            slow = bool(v)
+        elif f == 10 and wt == 0:
+            max_off = _signed64(v)
+    if seen != 3:
+        raise DecodeError("GetMessageResponseB2C: Message missing required fields")
+    messages: list[Message] = []
+    dropped = 0
+    for i, raw in enumerate(raws):
+        if verify:
+            m = decode_message(raw, topic, partition, curr + INDEX_ENTRY_SIZE * i if curr >= 0 else -1)
+        else:
+            attr, data = _split_payload(raw.payload, raw.flag)
+            attrs = decode_attributes(attr)
+            m = Message(topic, bytes(data), attrs, attrs.get(TOKEN_MSG_TYPE), attrs.get(TOKEN_MSG_TIME),
+                        raw.message_id, raw.flag, partition, curr + INDEX_ENTRY_SIZE * i)
+        if m is None:
+            dropped += 1
+        else:
+            messages.append(m)
+    return GetMessageResult(success, code, msg, messages, curr, min_limit, esc, dlt, slow, max_off, dropped)
+
+
+def encode_transfered_message(message_id: int, checksum: int, payload: Any, flag: int) -> bytes:
+    """Server side: one TransferedMessage, in the form stored on disk and returned by getMessage."""
+    return _f_varint(1, message_id) + _f_varint(2, checksum) + _f_bytes(3, bytes(payload)) + _f_varint(4, flag)
+
+
+def wrap_repeated(field: int, encoded_messages: Iterable[Any]) -> bytes:
+    """Server side: join pre-encoded sub-messages as a repeated LEN field (no re-encoding)."""
+    out = bytearray()
+    key = _varint((field << 3) | 2)
+    for m in encoded_messages:
+        out += key
+        out += _varint(len(m))
+        out += m
+    return bytes(out)
