@@ -1,0 +1,172 @@
+"""Master-side authentication (PROTOCOL.md §8) and the visit-token manager.
+
+* ``auth_signature``: the §8.1 signature (HMAC-SHA1, Base64, ``URLEncoder`` rules).
+* ``MasterAuthenticator``: the check of ``MasterCertificateInfo`` that the real master's
+  ``SimpleCertificateMasterHandler.identityValidUserInfo`` makes when authentication is on, with its
+  415 texts, in its order (userName, signature, timestamp window). Unlike the upstream placeholder it
+  can also verify the signature against a user table, and it hands out an ``authAuthorizedToken`` on
+  register that later heartbeats may present instead of a fresh ``AuthenticateInfo`` (the flow §8.2
+  describes for clients; the upstream placeholder handler would reject such heartbeats).
+* ``VisitTokenManager``: the rotating ``visitAuthorizedToken`` (ms timestamps, §4.11); the broker
+  accepts any of the last 6 tokens (§8.3) through ``is_valid``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import logging
+import secrets
+import time
+import urllib.parse
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from tubemq.protocol import master_pb
+from tubemq.protocol.constants import AUTH_TIMESTAMP_VALID_MS, ErrorCode
+
+log = logging.getLogger("tubemq.server.auth")
+
+#: How many visit tokens the broker keeps accepting (SimpleVisitTokenManager, §8.3).
+VISIT_TOKEN_HISTORY = 6
+#: Bound on authorized tokens remembered for heartbeats (one per registered client is plenty).
+MAX_AUTHORIZED_TOKENS = 65536
+
+MSG_NO_CERTIFICATE = "Server required MasterCertificateInfo!"
+MSG_USER_BLANK = "Illegal value: authInfo.userName is Blank!"
+MSG_SIGNATURE_BLANK = "Illegal value: authInfo.signature is Blank!"
+MSG_TIMESTAMP = "Illegal value: timestamp out of effective period in authenticateToken!"
+MSG_BAD_PASSWORD = "Illegal value: userName or password is not correct!"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def auth_signature(user_name: str, password: str, timestamp_ms: int, nonce: int) -> str:
+    """§8.1: URL-encoded Base64 of HMAC-SHA1(password, user ‖ timestamp ‖ nonce)."""
+    msg = f"{user_name}{int(timestamp_ms)}{int(nonce)}".encode()
+    mac = hmac.new(password.encode(), msg, hashlib.sha1).digest()
+    return urllib.parse.quote_plus(base64.b64encode(mac).decode("ascii"), safe="-_.*")
+
+
+@dataclass(frozen=True)
+class AuthResult:
+    """Outcome of a certificate check; ``authorized_token`` goes back as ``authAuthorizedToken``."""
+
+    ok: bool
+    err_code: int = ErrorCode.SUCCESS
+    message: str = ""
+    user_name: str = ""
+    authorized_token: str = ""
+
+
+_OK = AuthResult(True)
+
+
+class MasterAuthenticator:
+    """Checks ``MasterCertificateInfo`` when ``enabled`` (§8.2); everything passes when off."""
+
+    def __init__(
+        self,
+        enabled: bool,
+        users: Mapping[str, str] | None = None,
+        *,
+        valid_window_ms: int = AUTH_TIMESTAMP_VALID_MS,
+        clock_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.enabled = enabled
+        self._users = dict(users) if users else None
+        self._window = valid_window_ms
+        self._clock = clock_ms
+        self._tokens: OrderedDict[str, str] = OrderedDict()  # authorized token -> user
+
+    def check(
+        self, cert: master_pb.MasterCertificateInfo | None, *, allow_token: bool = False
+    ) -> AuthResult:
+        """Validate a request's certificate; ``allow_token`` accepts a token issued by ``issue_token``.
+
+        Absent sub-messages count as empty ones, as in Java (getters never return null), so a
+        request without ``authInfo`` fails with the blank-userName text.
+        """
+        if not self.enabled:
+            return _OK
+        if cert is None:
+            return AuthResult(False, ErrorCode.CERTIFICATE_FAILURE, MSG_NO_CERTIFICATE)
+        if allow_token and not cert.HasField("authInfo"):
+            token = cert.authorizedToken.strip()
+            user = self._tokens.get(token) if token else None
+            if user is not None:
+                return AuthResult(True, user_name=user, authorized_token=token)
+        info = cert.authInfo
+        user = info.userName.strip()
+        if not user:
+            return AuthResult(False, ErrorCode.CERTIFICATE_FAILURE, MSG_USER_BLANK)
+        signature = info.signature.strip()
+        if not signature:
+            return AuthResult(False, ErrorCode.CERTIFICATE_FAILURE, MSG_SIGNATURE_BLANK)
+        if abs(self._clock() - info.timestamp) > self._window:
+            return AuthResult(False, ErrorCode.CERTIFICATE_FAILURE, MSG_TIMESTAMP)
+        if self._users is not None:
+            password = self._users.get(user)
+            expected = None if password is None else auth_signature(user, password, info.timestamp, info.nonce)
+            if expected is None or not hmac.compare_digest(expected, signature):
+                return AuthResult(False, ErrorCode.CERTIFICATE_FAILURE, MSG_BAD_PASSWORD)
+        return AuthResult(True, user_name=user)
+
+    def issue_token(self, user_name: str) -> str:
+        """A token for later heartbeats of an authenticated client (bounded LRU)."""
+        if not self.enabled:
+            return ""
+        token = secrets.token_urlsafe(18)
+        self._tokens[token] = user_name
+        while len(self._tokens) > MAX_AUTHORIZED_TOKENS:
+            self._tokens.popitem(last=False)
+        return token
+
+
+class VisitTokenManager:
+    """Rotating visit tokens (``SimpleVisitTokenManager``): ms timestamps, the last 6 stay valid."""
+
+    def __init__(self, rotate_period_ms: int, *, clock_ms: Callable[[], int] = _now_ms) -> None:
+        if rotate_period_ms <= 0:
+            raise ValueError("rotate_period_ms must be positive")
+        self._period = rotate_period_ms
+        self._clock = clock_ms
+        self._tokens: deque[int] = deque(maxlen=VISIT_TOKEN_HISTORY)
+        self._last_rotation = 0
+        self.rotate()
+
+    @property
+    def current(self) -> int:
+        """``visitAuthorizedToken`` handed to clients in register/heartbeat responses."""
+        return self._tokens[-1]
+
+    def tokens(self) -> list[int]:
+        return list(self._tokens)
+
+    def rotate(self) -> int:
+        """Start a new token now (strictly greater than the previous one)."""
+        now = self._clock()
+        token = now if not self._tokens or now > self._tokens[-1] else self._tokens[-1] + 1
+        self._tokens.append(token)
+        self._last_rotation = now
+        return token
+
+    def rotate_if_due(self) -> bool:
+        """Rotate when a period has passed since the last rotation; returns whether it did."""
+        if self._clock() - self._last_rotation >= self._period:
+            self.rotate()
+            return True
+        return False
+
+    def is_valid(self, token: int) -> bool:
+        """True for any of the last ``VISIT_TOKEN_HISTORY`` tokens (the broker's check, §8.3)."""
+        return token in self._tokens
+
+    def broker_tokens(self) -> str:
+        """``"valid,fresh"`` string form the master pushes to brokers (§3.6)."""
+        toks = list(self._tokens)
+        return f"{toks[0]},{toks[-1]}"
