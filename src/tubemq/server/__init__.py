@@ -1,0 +1,23 @@
+"""Embedded TubeMQ-compatible server: master + broker in one asyncio loop (``tubemq serve``).
+
+``EmbeddedCluster`` runs it on a private thread for tests and scripts; ``EmbeddedServer`` is the
+``async with`` twin for code that already runs an event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import ServerConfig
+from .meta import TopicConf
+
+__all__ = ["EmbeddedCluster", "EmbeddedServer", "ServerConfig", "TopicConf"]
+
+
+def __getattr__(name: str) -> Any:
+    # cluster.py pulls in the master and broker; import it only when asked for
+    if name in ("EmbeddedCluster", "EmbeddedServer"):
+        from . import cluster
+
+        return getattr(cluster, name)
+    raise AttributeError(f"module 'tubemq.server' has no attribute {name!r}")

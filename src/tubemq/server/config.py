@@ -1,0 +1,128 @@
+"""Configuration of the embedded TubeMQ server (master + broker in one process).
+
+One flat dataclass so that ``EmbeddedCluster(data_dir, **fields)`` and ``tubemq serve`` share the same
+names; defaults follow the real servers (PROTOCOL.md §5.7) except where a test-friendly value is
+documented on the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..protocol import constants as C
+
+FLUSH_POLICIES = ("always", "interval", "never")
+
+
+@dataclass
+class ServerConfig:
+    """Settings of one embedded server; ``validate()`` raises ConfigError naming the bad field."""
+
+    data_dir: Path
+    host: str = "127.0.0.1"
+    master_port: int = 0  # 0 = ephemeral
+    broker_port: int = 0
+    admin_port: int = 0
+    broker_id: int = 1
+    #: Master balance round period (real master: 60000 ms; tests use ~200 ms).
+    balance_period_ms: int = 1000
+    consumer_heartbeat_timeout_ms: int = C.CONSUMER_HEARTBEAT_TIMEOUT_MS
+    producer_heartbeat_timeout_ms: int = C.PRODUCER_HEARTBEAT_TIMEOUT_MS
+    #: Broker-side expiry of a (consumer, partition) registration (§5.2.5).
+    consumer_reg_timeout_ms: int = C.CONSUMER_REG_TIMEOUT_MS
+    standby: bool = False
+    #: Master checks signature/timestamp of AuthenticateInfo (§8.2).
+    auth_enabled: bool = False
+    #: Broker checks visit tokens against the master's last tokens (§8.3).
+    visit_token_check: bool = False
+    visit_token_period_ms: int = 240000
+    #: confModAuthToken required by admin write calls (None = no check).
+    admin_token: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    #: "always" = fsync before acknowledging, "interval" = fsync every flush_interval_ms, "never".
+    flush: str = "interval"
+    flush_interval_ms: int = 1000
+    retention_ms: int | None = None
+    retention_bytes: int | None = None
+    default_max_msg_size: int = C.DEFAULT_MAX_MSG_SIZE
+    #: Bytes returned by one getMessage at most (plus the message that crosses it), §5.3.
+    transfer_size: int = C.MAX_TRANSFER_SIZE
+    #: Size at which a partition store rolls to a new segment (retention deletes whole segments).
+    segment_bytes: int = 64 * 1024 * 1024
+    max_connections: int = 1024
+    max_inflight_per_connection: int = 1024
+    max_buffered_bytes_per_connection: int = 64 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data_dir, Path):
+            if not isinstance(self.data_dir, str) or not self.data_dir:
+                raise ConfigError("data_dir", f"must be a path, got {self.data_dir!r}")
+            self.data_dir = Path(self.data_dir)
+        self.validate()
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.tls_cert)
+
+    def validate(self) -> None:
+        """Check every field; the first problem raises ConfigError(field, message)."""
+        for name in ("master_port", "broker_port", "admin_port"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 65535:
+                raise ConfigError(name, f"must be a port number 0..65535, got {v!r}")
+        if not isinstance(self.host, str) or not self.host.strip():
+            raise ConfigError("host", "must be a non-empty host name or address")
+        if not isinstance(self.broker_id, int) or isinstance(self.broker_id, bool) or self.broker_id < 0:
+            raise ConfigError("broker_id", f"must be a non-negative int, got {self.broker_id!r}")
+        positive = (
+            "balance_period_ms",
+            "consumer_heartbeat_timeout_ms",
+            "producer_heartbeat_timeout_ms",
+            "consumer_reg_timeout_ms",
+            "visit_token_period_ms",
+            "flush_interval_ms",
+            "transfer_size",
+            "segment_bytes",
+            "max_connections",
+            "max_inflight_per_connection",
+            "max_buffered_bytes_per_connection",
+        )
+        for name in positive:
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise ConfigError(name, f"must be a positive int, got {v!r}")
+        if self.segment_bytes < 4096:
+            raise ConfigError("segment_bytes", f"must be at least 4096, got {self.segment_bytes}")
+        if self.flush not in FLUSH_POLICIES:
+            raise ConfigError("flush", f"must be one of {', '.join(FLUSH_POLICIES)}, got {self.flush!r}")
+        for name in ("retention_ms", "retention_bytes"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+                raise ConfigError(name, f"must be None or a positive int, got {v!r}")
+        v = self.default_max_msg_size
+        if not isinstance(v, int) or isinstance(v, bool) or not C.MIN_MAX_MSG_SIZE <= v <= C.MAX_MAX_MSG_SIZE:
+            raise ConfigError(
+                "default_max_msg_size", f"must be within {C.MIN_MAX_MSG_SIZE}..{C.MAX_MAX_MSG_SIZE}, got {v!r}"
+            )
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("tls_cert", "tls_cert and tls_key must be given together")
+        if self.admin_token is not None and (not isinstance(self.admin_token, str) or not self.admin_token):
+            raise ConfigError("admin_token", "must be None or a non-empty string")
+
+    def replace(self, **changes: Any) -> ServerConfig:
+        """A validated copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_kwargs(cls, data_dir: Any, **kwargs: Any) -> ServerConfig:
+        """Build from keyword arguments, naming an unknown keyword in the ConfigError."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        for k in kwargs:
+            if k not in names:
+                raise ConfigError(k, "unknown server option")
+        return cls(data_dir=data_dir, **kwargs)

@@ -1,0 +1,607 @@
+"""RPC server plumbing shared by the embedded master and broker (PROTOCOL.md §1, §2; captures s6a/b/d).
+
+Why an asyncio ``Protocol`` and not streams: the broker's send path must stay lean (tens of thousands of
+requests per second on one core), so frames of one TCP read are decoded, dispatched and answered in one
+pass with a single ``transport.write``. Handlers may return their answer directly (no task is created)
+or return an awaitable (a task per request, for slow paths such as fsync-before-ack).
+
+Fidelity rules reproduced from the real Java server (captures win over the spec):
+
+* bad begin token / bad list size: no answer, no close, the rest of the current read is discarded;
+  list size 0 makes every later frame on that connection unanswered (captures README item 5);
+* envelope parse failure: FATAL ``IPC server unable to read call parameters:<msg>``;
+* unknown method id: FATAL ``java.lang.Exception`` ``IPC server handle request error :Unsupported
+  method ID :<m>``; body missing required fields / malformed: FATAL InvalidProtocolBufferException
+  ``IPC server handle request error :<msg>`` with protobuf-java's texts;
+* (serviceType, method) outside the whitelist: ERROR ``java.lang.Exception`` (``Service Type is
+  invalid!`` / ``Unsupported method <m>in service type <s>!``); whitelisted but not served here:
+  ERROR ``No service <s> found on the server``;
+* timeouts (§2.7): absent/0 => processed, never answered; negative or expired => dropped;
+* handler exceptions other than RpcException: ERROR InvocationTargetException with "" message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import ssl as _ssl
+import time
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any, Union
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError as PbDecodeError
+from google.protobuf.message import Message
+
+from .. import codec
+from ..errors import FrameError
+from ..protocol import broker_pb, master_pb
+from ..protocol import constants as C
+
+log = logging.getLogger("tubemq.server.rpc")
+
+#: What a handler may return: a protobuf message, pre-serialized response bytes, or an awaitable of those.
+HandlerResult = Union[Message, bytes, bytearray, memoryview]
+Handler = Callable[[Any, "RpcContext"], Union[HandlerResult, Awaitable[HandlerResult]]]
+
+#: method id -> request protobuf class (PbEnDecoder.pbDecode, §2.3). Methods 7-9 (broker -> master) have
+#: no message types in our .proto files, so like 11/12/14/19 they decode as "Unsupported method ID".
+REQUEST_TYPES: dict[int, type[Message]] = {
+    1: master_pb.RegisterRequestP2M,
+    2: master_pb.HeartRequestP2M,
+    3: master_pb.CloseRequestP2M,
+    4: master_pb.RegisterRequestC2M,
+    5: master_pb.HeartRequestC2M,
+    6: master_pb.CloseRequestC2M,
+    13: broker_pb.SendMessageRequestP2B,
+    15: broker_pb.RegisterRequestC2B,
+    16: broker_pb.HeartBeatRequestC2B,
+    17: broker_pb.GetMessageRequestC2B,
+    18: broker_pb.CommitOffsetRequestC2B,
+    20: master_pb.RegisterRequestC2MV2,
+    21: master_pb.HeartRequestC2MV2,
+    22: master_pb.GetPartMetaRequestC2M,
+}
+
+MASTER_METHODS = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 21, 22})
+BROKER_METHODS = frozenset({11, 12, 13, 14, 15, 16, 17, 18, 19})
+
+_FATAL_READ = "IPC server unable to read call parameters:"
+_FATAL_HANDLE = "IPC server handle request error :"
+
+# protobuf-java (3.19) InvalidProtocolBufferException texts.
+PB_TRUNCATED = (
+    "While parsing a protocol message, the input ended unexpectedly in the middle of a field.  "
+    "This could mean either that the input has been truncated or that an embedded message "
+    "misreported its own length."
+)
+PB_NEGATIVE_SIZE = (
+    "CodedInputStream encountered an embedded string or message which claimed to have negative size."
+)
+PB_MALFORMED_VARINT = "CodedInputStream encountered a malformed varint."
+PB_INVALID_TAG = "Protocol message contained an invalid tag (zero)."
+PB_INVALID_END_TAG = "Protocol message end-group tag did not match expected tag."
+PB_INVALID_WIRE_TYPE = "Protocol message tag had invalid wire type."
+PB_MISSING = "Message missing required fields: "
+
+
+class RpcException(Exception):
+    """Raised by handlers for an ERROR (status 1) or FATAL (status 2) RPC answer."""
+
+    def __init__(self, exception_name: str, message: str = "", status: int = 1) -> None:
+        super().__init__(f"{exception_name}: {message}")
+        self.exception_name = exception_name
+        self.message = message
+        self.status = status
+
+
+class RpcContext:
+    """Per-request facts a handler may need (peer, port, TLS, timing)."""
+
+    __slots__ = (
+        "serial",
+        "service_type",
+        "protocol_ver",
+        "method",
+        "timeout_ms",
+        "remote",
+        "local_port",
+        "tls",
+        "received_at",
+    )
+
+    def __init__(
+        self,
+        serial: int,
+        service_type: int,
+        protocol_ver: int,
+        method: int,
+        timeout_ms: int,
+        remote: str,
+        local_port: int,
+        tls: bool,
+        received_at: float,
+    ) -> None:
+        self.serial = serial
+        self.service_type = service_type
+        self.protocol_ver = protocol_ver
+        self.method = method
+        self.timeout_ms = timeout_ms
+        self.remote = remote
+        self.local_port = local_port
+        self.tls = tls
+        self.received_at = received_at
+
+    @property
+    def remote_host(self) -> str:
+        return self.remote.rsplit(":", 1)[0]
+
+
+def rewrite_exception_name(name: str, protocol_ver: int) -> str:
+    """MixUtils.replaceClassNamePrefix (§2.4): only the org.apache.inlong.tubemq. prefix changes."""
+    repl = C.JAVA_PREFIX_BY_VERSION.get(protocol_ver)
+    if repl is not None and name.startswith(C.JAVA_PREFIX):
+        return repl + name[len(C.JAVA_PREFIX) :]
+    return name
+
+
+# ----------------------------------------------------------------------------------------------------
+# protobuf-java error emulation (only used on failure paths)
+
+
+class _JavaParseError(Exception):
+    pass
+
+
+def _read_varint(buf: bytes, pos: int, end: int, limit: int = 10) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    for _ in range(limit):
+        if pos >= end:
+            raise _JavaParseError(PB_TRUNCATED)
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result & 0xFFFFFFFFFFFFFFFF, pos
+        shift += 7
+    raise _JavaParseError(PB_MALFORMED_VARINT)
+
+
+def _check_wire(buf: bytes, pos: int, end: int, descriptor: Any, end_group: int = 0) -> int:
+    """Walk a protobuf message like CodedInputStream would; raise _JavaParseError with Java's text."""
+    fields = descriptor.fields_by_number if descriptor is not None else {}
+    while pos < end:
+        tag, pos = _read_varint(buf, pos, end)
+        tag &= 0xFFFFFFFF
+        number, wt = tag >> 3, tag & 7
+        if number == 0:
+            raise _JavaParseError(PB_INVALID_TAG)
+        if wt == 0:
+            _, pos = _read_varint(buf, pos, end)
+        elif wt == 1:
+            if end - pos < 8:
+                raise _JavaParseError(PB_TRUNCATED)
+            pos += 8
+        elif wt == 5:
+            if end - pos < 4:
+                raise _JavaParseError(PB_TRUNCATED)
+            pos += 4
+        elif wt == 2:
+            n, pos = _read_varint(buf, pos, end)
+            if n >= 1 << 63 or (n & 0xFFFFFFFF) >= 1 << 31:
+                raise _JavaParseError(PB_NEGATIVE_SIZE)
+            if end - pos < n:
+                raise _JavaParseError(PB_TRUNCATED)
+            fd = fields.get(number)
+            if fd is not None and fd.type == FieldDescriptor.TYPE_MESSAGE:
+                _check_wire(buf, pos, pos + n, fd.message_type)
+            pos += n
+        elif wt == 3:
+            pos = _check_wire(buf, pos, end, None, end_group=number)
+        elif wt == 4:
+            if number != end_group:
+                raise _JavaParseError(PB_INVALID_END_TAG)
+            return pos
+        else:
+            raise _JavaParseError(PB_INVALID_WIRE_TYPE)
+    if end_group:
+        raise _JavaParseError(PB_TRUNCATED)
+    return pos
+
+
+def java_parse_error(data: bytes, message_type: type[Message]) -> str:
+    """protobuf-java's exception text for ``data`` parsed as ``message_type`` ("" if it would parse)."""
+    try:
+        _check_wire(data, 0, len(data), message_type.DESCRIPTOR)
+    except _JavaParseError as exc:
+        return str(exc)
+    msg = message_type()
+    try:
+        msg.MergeFromString(data)
+    except PbDecodeError:
+        return PB_TRUNCATED  # upb refused something our walker accepted; closest Java text
+    if not msg.IsInitialized():
+        return PB_MISSING + ", ".join(msg.FindInitializationErrors())
+    return ""
+
+
+def parse_request_message(method: int, data: bytes) -> Message:
+    """Decode a request body like PbEnDecoder: raise _JavaParseError with Java's wording on failure."""
+    cls = REQUEST_TYPES.get(method)
+    if cls is None:
+        raise _JavaParseError("Unsupported method ID :%d" % method)
+    msg = cls()
+    try:
+        msg.MergeFromString(data)
+    except PbDecodeError:
+        raise _JavaParseError(java_parse_error(data, cls) or PB_TRUNCATED) from None
+    if not msg.IsInitialized():
+        raise _JavaParseError(PB_MISSING + ", ".join(msg.FindInitializationErrors()))
+    return msg
+
+
+_ENVELOPE = (
+    ("RpcConnHeader", ((1, 0),)),  # (field, wire type) of required fields
+    ("RequestHeader", ()),
+    ("RequestBody", ((1, 0),)),
+)
+
+
+def _slow_envelope(payload: bytes) -> tuple[int, int, int, int | None, bytes]:
+    """Envelope parse with Java's failure texts: (service_type, protocol_ver, method, timeout, body)."""
+    from ..protocol import rpc_pb
+
+    types = (rpc_pb.RpcConnHeader, rpc_pb.RequestHeader, rpc_pb.RequestBody)
+    pos = 0
+    end = len(payload)
+    parsed: list[Message] = []
+    for cls in types:
+        n, pos = _read_varint(payload, pos, end)
+        if n >= 1 << 31:
+            raise _JavaParseError(PB_NEGATIVE_SIZE)
+        if end - pos < n:
+            raise _JavaParseError(PB_TRUNCATED)
+        chunk = payload[pos : pos + n]
+        pos += n
+        err = java_parse_error(chunk, cls)
+        if err:
+            raise _JavaParseError(err)
+        parsed.append(cls.FromString(chunk))
+    header, body = parsed[1], parsed[2]
+    return (
+        header.serviceType if header.HasField("serviceType") else -1,
+        header.protocolVer if header.HasField("protocolVer") else -1,
+        body.method,
+        body.timeout if body.HasField("timeout") else None,
+        body.request,
+    )
+
+
+def _fast_envelope(payload: bytes) -> tuple[int, int, int, int | None, bytes]:
+    """Hot path: the codec's envelope decoder; any failure is re-diagnosed by the slow path."""
+    try:
+        r = codec.decode_request(payload)
+    except Exception:
+        return _slow_envelope(payload)
+    return r.service_type, r.protocol_ver, r.method, r.timeout, r.body
+
+
+# ----------------------------------------------------------------------------------------------------
+# server
+
+
+def _served_service_types(methods: Collection[int]) -> frozenset[int]:
+    types: set[int] = set()
+    for m in methods:
+        if m in MASTER_METHODS:
+            types.add(int(C.ServiceType.MASTER))
+        if m in BROKER_METHODS:
+            types.update((int(C.ServiceType.BROKER_READ), int(C.ServiceType.BROKER_WRITE)))
+    return frozenset(types)
+
+
+class RpcServer:
+    """A TubeMQ RPC listener: framing, envelope, whitelist, timeouts, bounded per-connection state."""
+
+    def __init__(
+        self,
+        name: str,
+        host: str,
+        port: int,
+        handlers: dict[int, Handler],
+        *,
+        ssl: _ssl.SSLContext | None = None,
+        max_connections: int = 1024,
+        max_inflight_per_connection: int = 1024,
+        max_buffered_bytes_per_connection: int = 64 * 1024 * 1024,
+        service_types: Collection[int] | None = None,
+        on_batch_end: Callable[[], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.handlers = dict(handlers)
+        self.ssl = ssl
+        self.max_connections = max_connections
+        self.max_inflight = max_inflight_per_connection
+        self.max_buffered = max_buffered_bytes_per_connection
+        self.max_frame = min(codec.DEFAULT_MAX_FRAME_SIZE, max_buffered_bytes_per_connection)
+        self.service_types = (
+            frozenset(service_types) if service_types is not None else _served_service_types(self.handlers)
+        )
+        #: Called after the frames of one read were handled and before their answers are written
+        #: (the broker writes its append buffers to the OS here, so an answer never precedes its data).
+        self.on_batch_end = on_batch_end
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: set[_Connection] = set()
+        self.rejected_connections = 0
+
+    @property
+    def connections(self) -> int:
+        return len(self._conns)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Connection(self), self.host, self.port, ssl=self.ssl, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("%s listening on %s:%d%s", self.name, self.host, self.port, " (TLS)" if self.ssl else "")
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._conns):
+            conn.close()
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+            except asyncio.TimeoutError:  # pragma: no cover - defensive
+                log.warning("%s: listener did not close within 5 s", self.name)
+            self._server = None
+
+    # ---- request processing
+
+    def process(self, conn: _Connection, serial: int, payload: bytes) -> bytes | None:
+        """Handle one request frame; returns the answer frame, or None (no answer now / ever)."""
+        received = time.monotonic()
+        try:
+            service_type, protocol_ver, method, timeout, body = _fast_envelope(payload)
+        except _JavaParseError as exc:
+            return codec.encode_error_response(
+                serial, C.EXC_INVALID_PROTOBUF, _FATAL_READ + str(exc), status=2, protocol_ver=None
+            )
+        except Exception:  # defensive: never let a malformed frame break the connection
+            log.exception("%s: envelope decode failed", self.name)
+            return codec.encode_error_response(
+                serial, C.EXC_INVALID_PROTOBUF, _FATAL_READ + PB_TRUNCATED, status=2, protocol_ver=None
+            )
+        try:
+            request = parse_request_message(method, body)
+        except _JavaParseError as exc:
+            text = str(exc)
+            name = C.EXC_JAVA_EXCEPTION if text.startswith("Unsupported method ID") else C.EXC_INVALID_PROTOBUF
+            return codec.encode_error_response(serial, name, _FATAL_HANDLE + text, status=2, protocol_ver=None)
+        timeout_ms = 0 if timeout is None else timeout
+        # whitelist (PbEnDecoder.isValidServiceTypeAndMethod), then the service lookup
+        allowed = C.SERVICE_METHOD_WHITELIST.get(service_type)
+        if allowed is None:
+            return self._answer_error(serial, received, timeout_ms, C.EXC_JAVA_EXCEPTION, "Service Type is invalid!")
+        if method not in allowed:
+            return self._answer_error(
+                serial,
+                received,
+                timeout_ms,
+                C.EXC_JAVA_EXCEPTION,
+                "Unsupported method %din service type %d!" % (method, service_type),
+            )
+        if service_type not in self.service_types:
+            return self._answer_error(
+                serial, received, timeout_ms, C.EXC_JAVA_EXCEPTION, "No service %d found on the server" % service_type
+            )
+        handler = self.handlers.get(method)
+        if handler is None:
+            return self._answer_error(
+                serial,
+                received,
+                timeout_ms,
+                C.EXC_JAVA_EXCEPTION,
+                "No method %d in service %d found on the server" % (method, service_type),
+            )
+        # §2.7: a request older than its timeout (or with a negative one) is dropped unprocessed
+        if int((time.monotonic() - received) * 1000) > timeout_ms:
+            return None
+        ctx = RpcContext(
+            serial, service_type, protocol_ver, method, timeout_ms, conn.remote, self.port, conn.tls, received
+        )
+        try:
+            result = handler(request, ctx)
+        except RpcException as exc:
+            return self._answer_rpc_exception(ctx, exc)
+        except Exception:
+            log.exception("%s: handler for method %d failed", self.name, method)
+            return self._answer_error(serial, received, timeout_ms, C.EXC_INVOCATION_TARGET, "")
+        if isinstance(result, (Message, bytes, bytearray, memoryview)):
+            return self._answer(ctx, result)
+        conn.start_async(ctx, result)
+        return None
+
+    def _expired(self, received: float, timeout_ms: int) -> bool:
+        return int((time.monotonic() - received) * 1000) >= timeout_ms
+
+    def _answer(self, ctx: RpcContext, result: HandlerResult) -> bytes | None:
+        if self._expired(ctx.received_at, ctx.timeout_ms):
+            return None
+        body = result.SerializeToString() if isinstance(result, Message) else result
+        return codec.encode_response(ctx.serial, ctx.method, body)
+
+    def _answer_error(
+        self, serial: int, received: float, timeout_ms: int, name: str, message: str
+    ) -> bytes | None:
+        if self._expired(received, timeout_ms):
+            return None
+        return codec.encode_error_response(serial, name, message, status=1, protocol_ver=C.PROTOCOL_VERSION)
+
+    def _answer_rpc_exception(self, ctx: RpcContext, exc: RpcException) -> bytes | None:
+        if self._expired(ctx.received_at, ctx.timeout_ms):
+            return None
+        name = rewrite_exception_name(exc.exception_name, ctx.protocol_ver)
+        fatal = exc.status == int(C.ResponseStatus.FATAL)
+        return codec.encode_error_response(
+            ctx.serial, name, exc.message, status=exc.status, protocol_ver=None if fatal else C.PROTOCOL_VERSION
+        )
+
+    async def finish_async(self, ctx: RpcContext, awaitable: Awaitable[HandlerResult]) -> bytes | None:
+        try:
+            result = await awaitable
+        except RpcException as exc:
+            return self._answer_rpc_exception(ctx, exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s: handler for method %d failed", self.name, ctx.method)
+            return self._answer_error(ctx.serial, ctx.received_at, ctx.timeout_ms, C.EXC_INVOCATION_TARGET, "")
+        return self._answer(ctx, result)
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: decode, dispatch, answer; pauses reading when its bounds are reached."""
+
+    def __init__(self, server: RpcServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.decoder = codec.FrameDecoder(server.max_frame)
+        self.remote = "?:0"
+        self.tls = server.ssl is not None
+        self.muted = False  # after a list-size-0 header: nothing on this connection is answered
+        self.closed = False
+        self.inflight = 0
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._paused_write = False
+        self._paused_inflight = False
+        self._reading_paused = False
+
+    # ---- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        server = self.server
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.remote = f"{peer[0]}:{peer[1]}"
+        if len(server._conns) >= server.max_connections:
+            server.rejected_connections += 1
+            log.warning("%s: connection limit %d reached, refusing %s", server.name, server.max_connections, self.remote)
+            self.closed = True
+            transport.abort()
+            return
+        server._conns.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:  # pragma: no cover - not a TCP socket
+                pass
+        transport.set_write_buffer_limits(high=server.max_buffered // 2, low=server.max_buffered // 8)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server._conns.discard(self)
+        for t in list(self.tasks):
+            t.cancel()
+
+    def pause_writing(self) -> None:
+        self._paused_write = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._paused_write = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self.muted or self.closed:
+            return
+        try:
+            frames = self.decoder.feed(data)
+        except FrameError as exc:
+            # Java: no answer, no close; the rest of this read is dropped and the next read starts a
+            # fresh frame. A zero list size leaves the Java decoder waiting forever: mute the connection.
+            self.decoder = codec.FrameDecoder(self.server.max_frame)
+            if "empty" in str(exc) or _has_zero_list_header(data):
+                self.muted = True
+            log.debug("%s: framing error from %s: %s", self.server.name, self.remote, exc)
+            return
+        if not frames:
+            return
+        server = self.server
+        out: list[bytes] = []
+        for serial, payload in frames:
+            try:
+                answer = server.process(self, serial, payload)
+            except Exception:  # pragma: no cover - process() catches everything it knows of
+                log.exception("%s: unexpected failure handling a frame", server.name)
+                answer = None
+            if answer is not None:
+                out.append(answer)
+        if server.on_batch_end is not None:
+            try:
+                server.on_batch_end()
+            except Exception:
+                log.exception("%s: batch-end hook failed", server.name)
+                out = []  # never acknowledge what may not have reached the store
+        if out and self.transport is not None and not self.closed:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    # ---- async requests
+
+    def start_async(self, ctx: RpcContext, awaitable: Awaitable[HandlerResult]) -> None:
+        task = asyncio.ensure_future(self._run_async(ctx, awaitable))
+        self.tasks.add(task)
+        self.inflight += 1
+        if self.inflight >= self.server.max_inflight:
+            self._paused_inflight = True
+            self._update_reading()
+
+    async def _run_async(self, ctx: RpcContext, awaitable: Awaitable[HandlerResult]) -> None:
+        try:
+            answer = await self.server.finish_async(ctx, awaitable)
+            if answer is not None and self.transport is not None and not self.closed:
+                self.transport.write(answer)
+        finally:
+            self.inflight -= 1
+            task = asyncio.current_task()
+            if task is not None:
+                self.tasks.discard(task)  # type: ignore[arg-type]
+            if self._paused_inflight and self.inflight < self.server.max_inflight:
+                self._paused_inflight = False
+                self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        want_pause = self._paused_write or self._paused_inflight
+        if want_pause and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        elif not want_pause and self._reading_paused:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.close()
+
+
+def _has_zero_list_header(data: bytes) -> bool:
+    """True when ``data`` holds a frame header (token, serial) with list size 0."""
+    token = codec.BEGIN_TOKEN.to_bytes(4, "big")
+    start = data.find(token)
+    while start >= 0:
+        if len(data) >= start + 12 and data[start + 8 : start + 12] == b"\x00\x00\x00\x00":
+            return True
+        start = data.find(token, start + 1)
+    return False
