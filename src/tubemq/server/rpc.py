@@ -42,8 +42,8 @@ from ..protocol import constants as C
 log = logging.getLogger("tubemq.server.rpc")
 
 #: What a handler may return: a protobuf message, pre-serialized response bytes, or an awaitable of those.
-HandlerResult = Union[Message, bytes, bytearray, memoryview]
-Handler = Callable[[Any, "RpcContext"], Union[HandlerResult, Awaitable[HandlerResult]]]
+HandlerResult = Union[Message, bytes, bytearray, memoryview]  # noqa: UP007 - runtime alias on 3.10
+Handler = Callable[[Any, "RpcContext"], Union[HandlerResult, Awaitable[HandlerResult]]]  # noqa: UP007
 
 #: method id -> request protobuf class (PbEnDecoder.pbDecode, §2.3). Methods 7-9 (broker -> master) have
 #: no message types in our .proto files, so like 11/12/14/19 they decode as "Unsupported method ID".
@@ -231,7 +231,7 @@ def parse_request_message(method: int, data: bytes) -> Message:
     """Decode a request body like PbEnDecoder: raise _JavaParseError with Java's wording on failure."""
     cls = REQUEST_TYPES.get(method)
     if cls is None:
-        raise _JavaParseError("Unsupported method ID :%d" % method)
+        raise _JavaParseError(f"Unsupported method ID :{method}")
     msg = cls()
     try:
         msg.MergeFromString(data)
@@ -395,11 +395,11 @@ class RpcServer:
                 received,
                 timeout_ms,
                 C.EXC_JAVA_EXCEPTION,
-                "Unsupported method %din service type %d!" % (method, service_type),
+                f"Unsupported method {method}in service type {service_type}!",
             )
         if service_type not in self.service_types:
             return self._answer_error(
-                serial, received, timeout_ms, C.EXC_JAVA_EXCEPTION, "No service %d found on the server" % service_type
+                serial, received, timeout_ms, C.EXC_JAVA_EXCEPTION, f"No service {service_type} found on the server"
             )
         handler = self.handlers.get(method)
         if handler is None:
@@ -408,7 +408,7 @@ class RpcServer:
                 received,
                 timeout_ms,
                 C.EXC_JAVA_EXCEPTION,
-                "No method %d in service %d found on the server" % (method, service_type),
+                f"No method {method} in service {service_type} found on the server",
             )
         # §2.7: a request older than its timeout (or with a negative one) is dropped unprocessed
         if int((time.monotonic() - received) * 1000) > timeout_ms:
