@@ -1,0 +1,1555 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: embedsignature=True
+"""Compiled TubeMQ wire codec: the same contract as :mod:`tubemq._codec_py`, hand-written in C-level loops.
+
+Sans-IO: bytes in, bytes and small objects out; no sockets, asyncio or threads. The hot paths (framing,
+the send request, the send and getMessage responses, topicInfo parsing) never build protobuf objects:
+they read and write the proto2 wire format directly, byte-identical to what protobuf produces.
+The small NamedTuple result types are shared with the twin (one class per name in the whole process);
+:class:`Message` is a cdef class with the twin's attributes.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.list cimport PyList_Append
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
+from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy, memmove
+
+from .errors import DecodeError, FrameError
+
+from ._codec_py import (
+    BrokerInfo,
+    GetMessageResult,
+    Partition,
+    RawMessage,
+    Request,
+    Response,
+    SendResponse,
+    SubscribeInfo,
+)
+
+cdef extern from "Python.h":
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    const char* PyUnicode_AsUTF8AndSize(object u, Py_ssize_t* size) except NULL
+    int PyUnicode_KIND(object u)
+    void* PyUnicode_DATA(object u)
+    Py_UCS4 PyUnicode_READ(int kind, void* data, Py_ssize_t index)
+    Py_ssize_t PyUnicode_GET_LENGTH(object u)
+    object PyUnicode_Substring(object u, Py_ssize_t start, Py_ssize_t end)
+    bint PyUnicode_CheckExact(object o)
+    bint PyDict_CheckExact(object o)
+    bint PyTuple_CheckExact(object o)
+
+cdef extern from *:
+    """
+    #include <string.h>
+    static uint32_t tq_crc_table[8][256];
+    static void tq_crc_init(void) {
+        uint32_t i, c; int k, t;
+        for (i = 0; i < 256; i++) {
+            c = i;
+            for (k = 0; k < 8; k++) c = (c & 1) ? (0xEDB88320u ^ (c >> 1)) : (c >> 1);
+            tq_crc_table[0][i] = c;
+        }
+        for (i = 0; i < 256; i++) {
+            c = tq_crc_table[0][i];
+            for (t = 1; t < 8; t++) { c = tq_crc_table[0][c & 0xFF] ^ (c >> 8); tq_crc_table[t][i] = c; }
+        }
+    }
+    /* slice-by-8 CRC-32 (IEEE, zlib-compatible); portable: no zlib needed on Windows */
+    static uint32_t tq_crc32(const unsigned char *p, Py_ssize_t n) {
+        uint32_t crc = 0xFFFFFFFFu, a, b;
+        while (n >= 8) {
+            a = ((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24)) ^ crc;
+            b = (uint32_t)p[4] | ((uint32_t)p[5] << 8) | ((uint32_t)p[6] << 16) | ((uint32_t)p[7] << 24);
+            crc = tq_crc_table[7][a & 0xFF] ^ tq_crc_table[6][(a >> 8) & 0xFF] ^
+                  tq_crc_table[5][(a >> 16) & 0xFF] ^ tq_crc_table[4][a >> 24] ^
+                  tq_crc_table[3][b & 0xFF] ^ tq_crc_table[2][(b >> 8) & 0xFF] ^
+                  tq_crc_table[1][(b >> 16) & 0xFF] ^ tq_crc_table[0][b >> 24];
+            p += 8; n -= 8;
+        }
+        while (n-- > 0) crc = tq_crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+        return crc ^ 0xFFFFFFFFu;
+    }
+    static inline int tq_varint_len(uint64_t v) { int n = 1; while (v >= 0x80) { v >>= 7; n++; } return n; }
+    static inline char *tq_put_varint(char *p, uint64_t v) {
+        while (v >= 0x80) { *p++ = (char)((v & 0x7F) | 0x80); v >>= 7; }
+        *p++ = (char)v;
+        return p;
+    }
+    static inline void tq_put_be32(char *p, uint32_t v) {
+        p[0] = (char)(v >> 24); p[1] = (char)(v >> 16); p[2] = (char)(v >> 8); p[3] = (char)v;
+    }
+    static inline uint32_t tq_get_be32(const unsigned char *p) {
+        return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+    }
+    /* >= 0: new position; -1 truncated; -2 longer than 10 bytes */
+    static inline Py_ssize_t tq_get_varint(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, uint64_t *out) {
+        uint64_t r = 0; int shift = 0; unsigned char c;
+        for (;;) {
+            if (pos >= end) return -1;
+            c = b[pos++];
+            if (shift < 64) r |= (uint64_t)(c & 0x7F) << shift;
+            if (!(c & 0x80)) { *out = r; return pos; }
+            shift += 7;
+            if (shift >= 70) return -2;
+        }
+    }
+    /* a NamedTuple instance without running its Python-level __new__ */
+    static PyObject *tq_nt_new(PyObject *cls, PyObject *fields) {
+        PyObject *args = PyTuple_Pack(1, fields), *r;
+        if (args == NULL) return NULL;
+        r = PyTuple_Type.tp_new((PyTypeObject *)cls, args, NULL);
+        Py_DECREF(args);
+        return r;
+    }
+    """
+    void tq_crc_init()
+    uint32_t tq_crc32(const unsigned char* p, Py_ssize_t n) nogil
+    int tq_varint_len(uint64_t v) nogil
+    char* tq_put_varint(char* p, uint64_t v) nogil
+    void tq_put_be32(char* p, uint32_t v) nogil
+    uint32_t tq_get_be32(const unsigned char* p) nogil
+    Py_ssize_t tq_get_varint(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, uint64_t* out) nogil
+    object tq_nt_new(object cls, object fields)
+
+tq_crc_init()
+
+implementation = "cython"
+
+BEGIN_TOKEN = 0xFF7FF4FE
+MAX_BLOCK_SIZE = 8192
+MAX_LIST_SIZE = 3584
+DEFAULT_MAX_FRAME_SIZE = MAX_LIST_SIZE * MAX_BLOCK_SIZE
+DEFAULT_BROKER_PORT = 8123
+META_STORE_INS_BASE = 10000
+INDEX_ENTRY_SIZE = 28
+TOKEN_MSG_TYPE = "$msgType$"
+TOKEN_MSG_TIME = "$msgTime$"
+
+#: Alias kept for DESIGN.md's wording (`parse_topic_info -> list[TopicPartition]`).
+TopicPartition = Partition
+
+cdef enum:
+    C_BEGIN_TOKEN = 0xFF7FF4FE
+    C_BLOCK = 8192
+    C_MAX_LIST_SIZE = 3584
+    C_STORE_BASE = 10000
+    C_INDEX_ENTRY = 28
+
+cdef str _TYPE_KEY = TOKEN_MSG_TYPE
+cdef str _TIME_KEY = TOKEN_MSG_TIME
+cdef bytes _EMPTY = b""
+
+
+# ----------------------------------------------------------------------------------------------------
+# buffers and small conversions
+
+
+cdef struct CBuf:
+    const unsigned char* p
+    Py_ssize_t n
+    bint view  # True when `buf` holds a Py_buffer that must be released
+
+
+cdef inline int _get(object obj, CBuf* b, Py_buffer* buf) except -1:
+    """Borrow the bytes of any buffer; bytes objects skip the buffer protocol."""
+    if PyBytes_CheckExact(obj):
+        b.p = <const unsigned char*>PyBytes_AS_STRING(obj)
+        b.n = PyBytes_GET_SIZE(obj)
+        b.view = False
+        return 0
+    PyObject_GetBuffer(obj, buf, PyBUF_SIMPLE)
+    b.p = <const unsigned char*>buf.buf
+    b.n = buf.len
+    b.view = True
+    return 0
+
+
+cdef inline void _release(CBuf* b, Py_buffer* buf) noexcept:
+    if b.view:
+        b.view = False
+        PyBuffer_Release(buf)
+
+
+cdef inline uint32_t _serial32(object serial) except? 0xFFFFFFFF:
+    """``serial & 0xFFFFFFFF`` without Python arithmetic in the common case."""
+    cdef int overflow = 0
+    cdef long long v = PyLong_AsLongLongAndOverflow(serial, &overflow)
+    if overflow:
+        v = <long long>(serial & 0xFFFFFFFF)
+    return <uint32_t>v
+
+
+cdef inline const char* _utf8(object s, Py_ssize_t* n) except NULL:
+    if not PyUnicode_CheckExact(s) and not isinstance(s, str):
+        raise TypeError(f"expected str, got {type(s).__name__}")
+    return PyUnicode_AsUTF8AndSize(s, n)
+
+
+cdef inline str _dec(const unsigned char* p, Py_ssize_t n):
+    return PyUnicode_DecodeUTF8(<const char*>p, n, "replace")
+
+
+cdef inline int _flen(uint64_t v) noexcept nogil:
+    """Size of a varint field with a 1-byte key."""
+    return 1 + tq_varint_len(v)
+
+
+cdef inline Py_ssize_t _blen(Py_ssize_t n) noexcept nogil:
+    """Size of a LEN field with a 1-byte key."""
+    return 1 + tq_varint_len(<uint64_t>n) + n
+
+
+cdef inline char* _put_v(char* p, unsigned char key, uint64_t v) noexcept nogil:
+    p[0] = <char>key
+    return tq_put_varint(p + 1, v)
+
+
+cdef inline char* _put_b(char* p, unsigned char key, const void* s, Py_ssize_t n) noexcept nogil:
+    p[0] = <char>key
+    p = tq_put_varint(p + 1, <uint64_t>n)
+    if n:
+        memcpy(p, s, n)
+    return p + n
+
+
+cdef inline int64_t _signed(uint64_t v) noexcept nogil:
+    return <int64_t>v
+
+
+cdef inline int32_t _signed32(uint64_t v) noexcept nogil:
+    return <int32_t><uint32_t>v
+
+
+# ----------------------------------------------------------------------------------------------------
+# checksums and small helpers
+
+
+cdef uint32_t c_crc32(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    return tq_crc32(p, n) & 0x7FFFFFFF
+
+
+def crc32(data) -> int:
+    """Masked CRC-32 TubeMQ stores with every message (§4.6)."""
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef uint32_t c
+    _get(data, &b, &buf)
+    try:
+        with nogil:
+            c = c_crc32(b.p, b.n)
+    finally:
+        _release(&b, &buf)
+    return c
+
+
+def ip_to_int(str ip) -> int:
+    """IPv4 text to the signed int32 the Java client sends as ``sentAddr`` (§4.5)."""
+    parts = ip.strip().split(".")
+    if len(parts) != 4:
+        raise ValueError(f"not an IPv4 address: {ip!r}")
+    cdef long long value = 0
+    cdef long long n
+    for p in parts:
+        n = int(p)
+        if not 0 <= n <= 255:
+            raise ValueError(f"not an IPv4 address: {ip!r}")
+        value = (value << 8) | n
+    return value - (1 << 32) if value >= (1 << 31) else value
+
+
+def java_hash(str text) -> int:
+    """Java ``String.hashCode`` over UTF-16 code units, int32 wrap-around (filter keys, §4.8)."""
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef Py_ssize_t i, n = PyUnicode_GET_LENGTH(text)
+    cdef uint32_t h = 0
+    cdef Py_UCS4 c
+    for i in range(n):
+        c = PyUnicode_READ(kind, data, i)
+        if c > 0xFFFF:
+            c -= 0x10000
+            h = 31 * h + (0xD800 + (c >> 10))
+            h = 31 * h + (0xDC00 + (c & 0x3FF))
+        else:
+            h = 31 * h + c
+    return <int32_t>h
+
+
+# ----------------------------------------------------------------------------------------------------
+# framing (§1)
+
+
+cdef inline Py_ssize_t _nblocks(Py_ssize_t n) noexcept nogil:
+    return 1 if n == 0 else (n + C_BLOCK - 1) // C_BLOCK
+
+
+cdef inline char* _frame_header(char* p, uint32_t serial, Py_ssize_t blocks) noexcept nogil:
+    tq_put_be32(p, C_BEGIN_TOKEN)
+    tq_put_be32(p + 4, serial)
+    tq_put_be32(p + 8, <uint32_t>blocks)
+    return p + 12
+
+
+cdef bytes c_encode_frame(uint32_t serial, const char* payload, Py_ssize_t n):
+    """One allocation: token + serial + block count, then (length, ≤8192 bytes) blocks."""
+    cdef Py_ssize_t blocks = _nblocks(n)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, 12 + 4 * blocks + n)
+    cdef char* p = _frame_header(PyBytes_AS_STRING(out), serial, blocks)
+    cdef Py_ssize_t chunk
+    if n == 0:
+        tq_put_be32(p, 0)
+        return out
+    while n > 0:
+        chunk = C_BLOCK if n > C_BLOCK else n
+        tq_put_be32(p, <uint32_t>chunk)
+        memcpy(p + 4, payload, chunk)
+        p += 4 + chunk
+        payload += chunk
+        n -= chunk
+    return out
+
+
+cdef inline bytes _new_frame(uint32_t serial, Py_ssize_t plen, char** payload):
+    """Allocate a whole frame; the caller writes the payload contiguously at ``payload[0]``."""
+    cdef Py_ssize_t blocks = _nblocks(plen)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, 12 + 4 * blocks + plen)
+    cdef char* p = _frame_header(PyBytes_AS_STRING(out), serial, blocks)
+    payload[0] = p + 4 * blocks
+    return out
+
+
+cdef inline void _spread_blocks(bytes frame, Py_ssize_t plen) noexcept:
+    """Turn the contiguous payload written by ``_new_frame`` into length-prefixed blocks, in place.
+
+    Block i moves back by 4*(blocks-1-i) bytes; moving in order never overwrites unread data.
+    """
+    cdef Py_ssize_t blocks = _nblocks(plen)
+    cdef char* base = PyBytes_AS_STRING(frame)
+    cdef char* src = base + 12 + 4 * blocks
+    cdef char* dst = base + 12
+    cdef Py_ssize_t i, chunk, left = plen
+    if blocks == 1:
+        tq_put_be32(dst, <uint32_t>plen)
+        return
+    for i in range(blocks):
+        chunk = C_BLOCK if left > C_BLOCK else left
+        tq_put_be32(dst, <uint32_t>chunk)
+        memmove(dst + 4, src + i * C_BLOCK, chunk)
+        dst += 4 + chunk
+        left -= chunk
+
+
+def encode_frame(serial, payload) -> bytes:
+    """Frame ``payload`` as token + serial + block list, Java layout (8192-byte blocks)."""
+    cdef uint32_t s = _serial32(serial)
+    cdef Py_buffer buf
+    cdef CBuf b
+    if PyBytes_CheckExact(payload):
+        return c_encode_frame(s, PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload))
+    _get(payload, &b, &buf)
+    try:
+        return c_encode_frame(s, <const char*>b.p, b.n)
+    finally:
+        _release(&b, &buf)
+
+
+cdef Py_ssize_t _IDLE_KEEP = 256 * 1024  # buffer capacity kept between frames
+
+
+cdef class FrameDecoder:
+    """Streaming frame decoder: feed bytes cut anywhere, get ``(serial, payload)`` tuples back.
+
+    Raises :class:`FrameError` on a bad begin token, a zero or oversized block count, or a frame
+    above ``max_frame_size``; after that every call raises again (the stream is unusable).
+    Complete frames are copied straight from the fed buffer; only the incomplete tail frame is held
+    (at most ``12 + 4 * max_blocks + max_frame_size`` bytes).
+    """
+
+    def __cinit__(self):
+        self._buf = NULL
+        self._len = 0
+        self._cap = 0
+        self._error = None
+        self._reset_scan()
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, max_blocks: int = MAX_LIST_SIZE) -> None:
+        if max_frame_size <= 0 or max_blocks <= 0:
+            raise ValueError("max_frame_size and max_blocks must be positive")
+        self.max_frame_size = max_frame_size
+        self.max_blocks = max_blocks
+
+    def __dealloc__(self):
+        free(self._buf)
+
+    @property
+    def failed(self) -> bool:
+        return self._error is not None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for the incomplete frame (bounded by ``12 + 4*max_blocks + max_frame_size``)."""
+        return self._len
+
+    cdef void _reset_scan(self):
+        self._off = 0
+        self._serial = 0
+        self._blocks = 0
+        self._done = 0
+        self._total = 0
+
+    cdef object _fail(self, str reason):
+        self._error = reason
+        free(self._buf)
+        self._buf = NULL
+        self._len = self._cap = 0
+        self._reset_scan()
+        return FrameError(reason)
+
+    cdef int _scan(self, const unsigned char* p, Py_ssize_t avail):
+        """Advance over the frame starting at ``p``: 1 complete, 0 needs more, <0 a framing error."""
+        cdef uint32_t length
+        if self._off == 0:
+            if avail < 12:
+                return 0
+            if tq_get_be32(p) != C_BEGIN_TOKEN:
+                return -1
+            self._serial = tq_get_be32(p + 4)
+            self._blocks = tq_get_be32(p + 8)
+            if self._blocks == 0:
+                return -2
+            if self._blocks > <uint64_t>self.max_blocks:
+                return -3
+            self._off = 12
+        while self._done < self._blocks:
+            if avail - self._off < 4:
+                return 0
+            length = tq_get_be32(p + self._off)
+            if <uint64_t>length > <uint64_t>(self.max_frame_size - self._total):
+                return -4
+            if avail - self._off - 4 < <Py_ssize_t>length:
+                return 0
+            self._off += 4 + length
+            self._total += length
+            self._done += 1
+        return 1
+
+    cdef Py_ssize_t _need(self):
+        """Bytes to append to the buffered prefix before ``_scan`` can make progress."""
+        cdef Py_ssize_t have, length
+        if self._off == 0:
+            return 12 - self._len
+        have = self._len - self._off
+        if have < 4:
+            return 4 - have
+        length = tq_get_be32(<const unsigned char*>self._buf + self._off)
+        return self._off + 4 + length - self._len + (4 if self._done + 1 < self._blocks else 0)
+
+    cdef int _reserve(self, Py_ssize_t n) except -1:
+        cdef Py_ssize_t cap
+        cdef char* nb
+        if n <= self._cap:
+            return 0
+        cap = self._cap * 2 if self._cap else 4096
+        if cap < n:
+            cap = n
+        nb = <char*>realloc(self._buf, cap)
+        if nb == NULL:
+            raise MemoryError()
+        self._buf = nb
+        self._cap = cap
+        return 0
+
+    cdef object _emit(self, const unsigned char* p):
+        """The (serial, joined payload) of the complete, scanned frame at ``p``."""
+        cdef bytes payload
+        cdef char* d
+        cdef Py_ssize_t off = 12, length
+        cdef uint32_t i
+        if self._blocks == 1:
+            payload = PyBytes_FromStringAndSize(<const char*>p + 16, self._total)
+        else:
+            payload = PyBytes_FromStringAndSize(NULL, self._total)
+            d = PyBytes_AS_STRING(payload)
+            for i in range(self._blocks):
+                length = tq_get_be32(p + off)
+                memcpy(d, p + off + 4, length)
+                d += length
+                off += 4 + length
+        return (PyLong_FromLongLong(self._serial), payload)
+
+    def feed(self, data) -> list:
+        """Consume ``data`` (any buffer); return the frames it completed, in order."""
+        if self._error is not None:
+            raise FrameError(f"decoder failed earlier: {self._error}")
+        cdef Py_buffer buf
+        cdef CBuf b
+        cdef list out = []
+        cdef Py_ssize_t pos = 0, take, n
+        cdef int r
+        _get(data, &b, &buf)
+        try:
+            n = b.n
+            if self._len:
+                # finish the frame whose prefix is buffered, taking only the bytes it needs
+                while True:
+                    take = self._need()
+                    if take > n - pos:
+                        take = n - pos
+                    self._reserve(self._len + take)
+                    memcpy(self._buf + self._len, b.p + pos, take)
+                    self._len += take
+                    pos += take
+                    r = self._scan(<const unsigned char*>self._buf, self._len)
+                    if r < 0:
+                        raise self._fail(_frame_reason(self, r, <const unsigned char*>self._buf))
+                    if r == 1:
+                        out.append(self._emit(<const unsigned char*>self._buf))
+                        self._len = 0
+                        self._reset_scan()
+                        if self._cap > _IDLE_KEEP:
+                            free(self._buf)
+                            self._buf = NULL
+                            self._cap = 0
+                        break
+                    if pos >= n:
+                        return out
+            while pos < n:
+                r = self._scan(b.p + pos, n - pos)
+                if r < 0:
+                    raise self._fail(_frame_reason(self, r, b.p + pos))
+                if r == 0:
+                    # keep the incomplete frame; the scan state stays valid for the copied prefix
+                    self._reserve(n - pos)
+                    memcpy(self._buf, b.p + pos, n - pos)
+                    self._len = n - pos
+                    break
+                out.append(self._emit(b.p + pos))
+                pos += self._off
+                self._reset_scan()
+            return out
+        finally:
+            _release(&b, &buf)
+
+
+cdef str _frame_reason(FrameDecoder d, int code, const unsigned char* p):
+    if code == -1:
+        return f"bad begin token 0x{tq_get_be32(p):08x}"
+    if code == -2:
+        return "frame with an empty block list"
+    if code == -3:
+        return f"block count {d._blocks} over the limit {d.max_blocks}"
+    return f"frame size over the limit {d.max_frame_size}"
+
+
+# ----------------------------------------------------------------------------------------------------
+# protobuf wire reading (proto2; unknown fields skipped)
+
+
+cdef struct Field:
+    uint64_t num
+    int wt
+    uint64_t v                  # varint / fixed value
+    const unsigned char* p      # LEN value
+    Py_ssize_t n
+
+
+cdef int _truncated(Py_ssize_t r) except -1:
+    if r == -1:
+        raise DecodeError("truncated varint")
+    raise DecodeError("varint too long")
+
+
+cdef inline int _next(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end, Field* f) except -1:
+    """Read one field at ``pos[0]``: 1 when read, 0 at the end; DecodeError like the twin."""
+    cdef Py_ssize_t q = pos[0]
+    cdef uint64_t key = 0, n = 0
+    if q >= end:
+        return 0
+    if b[q] < 0x80:  # one-byte key (every field we know)
+        key = b[q]
+        q += 1
+    else:
+        q = tq_get_varint(b, q, end, &key)
+        if q < 0:
+            _truncated(q)
+    f.num = key >> 3
+    f.wt = <int>(key & 7)
+    if f.wt == 0:
+        if q < end and b[q] < 0x80:
+            f.v = b[q]
+            q += 1
+        else:
+            q = tq_get_varint(b, q, end, &f.v)
+            if q < 0:
+                _truncated(q)
+    elif f.wt == 2:
+        if q < end and b[q] < 0x80:
+            n = b[q]
+            q += 1
+        else:
+            q = tq_get_varint(b, q, end, &n)
+            if q < 0:
+                _truncated(q)
+        if n > <uint64_t>(end - q):
+            raise DecodeError("truncated length-delimited field")
+        f.p = b + q
+        f.n = <Py_ssize_t>n
+        q += <Py_ssize_t>n
+    elif f.wt == 1:
+        if end - q < 8:
+            raise DecodeError("truncated fixed64")
+        f.v = 0
+        for i in range(8):
+            f.v |= (<uint64_t>b[q + i]) << (8 * i)
+        q += 8
+    elif f.wt == 5:
+        if end - q < 4:
+            raise DecodeError("truncated fixed32")
+        f.v = (<uint64_t>b[q]) | (<uint64_t>b[q + 1] << 8) | (<uint64_t>b[q + 2] << 16) | (<uint64_t>b[q + 3] << 24)
+        q += 4
+    else:
+        raise DecodeError(f"unsupported wire type {f.wt}")
+    if f.num == 0:
+        raise DecodeError("field number 0")
+    pos[0] = q
+    return 1
+
+
+cdef inline int _delimited(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end,
+                           const unsigned char** out, Py_ssize_t* n) except -1:
+    cdef uint64_t ln = 0
+    cdef Py_ssize_t q = tq_get_varint(b, pos[0], end, &ln)
+    if q < 0:
+        _truncated(q)
+    if ln > <uint64_t>(end - q):
+        raise DecodeError("truncated delimited message")
+    out[0] = b + q
+    n[0] = <Py_ssize_t>ln
+    pos[0] = q + <Py_ssize_t>ln
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------
+# envelope (§2)
+
+
+cdef inline int64_t _i64(object v) except? -1:
+    return v
+
+
+def encode_request(serial, service_type, method, body, *, timeout_ms, protocol_ver=3) -> bytes:
+    """A whole request frame: RpcConnHeader{flag 0} + RequestHeader + RequestBody(method, timeout, body)."""
+    if timeout_ms is None or timeout_ms <= 0:
+        raise ValueError("timeout_ms must be positive: the server never answers a request without it")
+    cdef uint32_t s = _serial32(serial)
+    cdef uint64_t st = <uint64_t>_i64(service_type), pv = <uint64_t>_i64(protocol_ver)
+    cdef uint64_t m = <uint64_t>_i64(method), t = <uint64_t>_i64(timeout_ms)
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef Py_ssize_t hlen, rlen, plen
+    cdef char* p
+    cdef bytes frame
+    _get(body, &b, &buf)
+    try:
+        hlen = _flen(st) + _flen(pv)
+        rlen = _flen(m) + _flen(t) + _blen(b.n)
+        plen = 3 + tq_varint_len(hlen) + hlen + tq_varint_len(rlen) + rlen
+        frame = _new_frame(s, plen, &p)
+        p[0] = 2
+        p[1] = 0x08
+        p[2] = 0
+        p = tq_put_varint(p + 3, hlen)
+        p = _put_v(p, 0x08, st)
+        p = _put_v(p, 0x10, pv)
+        p = tq_put_varint(p, rlen)
+        p = _put_v(p, 0x08, m)
+        p = _put_v(p, 0x10, t)
+        _put_b(p, 0x1A, b.p, b.n)
+        _spread_blocks(frame, plen)
+        return frame
+    finally:
+        _release(&b, &buf)
+
+
+def decode_request(payload) -> Request:
+    """Server side: the three delimited messages of a request (trailing bytes ignored, §1.4)."""
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef Py_ssize_t pos = 0, cn, hn, bn, q
+    cdef const unsigned char* conn
+    cdef const unsigned char* header
+    cdef const unsigned char* body
+    cdef Field f
+    cdef bint has_flag = False, has_method = False, has_timeout = False
+    cdef int32_t flag = 0, st = -1, pv = -1, method = 0
+    cdef int64_t timeout = 0
+    cdef object req = _EMPTY
+    _get(payload, &b, &buf)
+    try:
+        _delimited(b.p, &pos, b.n, &conn, &cn)
+        _delimited(b.p, &pos, b.n, &header, &hn)
+        _delimited(b.p, &pos, b.n, &body, &bn)
+        q = 0
+        while _next(conn, &q, cn, &f):
+            if f.num == 1 and f.wt == 0:
+                flag = _signed32(f.v)
+                has_flag = True
+        if not has_flag:
+            raise DecodeError("RpcConnHeader: Message missing required fields: flag")
+        q = 0
+        while _next(header, &q, hn, &f):
+            if f.num == 1 and f.wt == 0:
+                st = _signed32(f.v)
+            elif f.num == 2 and f.wt == 0:
+                pv = _signed32(f.v)
+        q = 0
+        while _next(body, &q, bn, &f):
+            if f.num == 1 and f.wt == 0:
+                method = _signed32(f.v)
+                has_method = True
+            elif f.num == 2 and f.wt == 0:
+                timeout = _signed(f.v)
+                has_timeout = True
+            elif f.num == 3 and f.wt == 2:
+                req = PyBytes_FromStringAndSize(<const char*>f.p, f.n)
+        if not has_method:
+            raise DecodeError("RequestBody: Message missing required fields: method")
+        return tq_nt_new(Request, (flag, st, pv, method, timeout if has_timeout else None, req))
+    finally:
+        _release(&b, &buf)
+
+
+def encode_response(serial, method, body, *, protocol_ver=3) -> bytes:
+    """Server side: a success response frame (flag 1, status SUCCESS, protocolVer 3)."""
+    cdef uint32_t s = _serial32(serial)
+    cdef uint64_t m = <uint64_t>_i64(method), pv = <uint64_t>_i64(protocol_ver)
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef Py_ssize_t hlen, rlen, plen
+    cdef char* p
+    cdef bytes frame
+    _get(body, &b, &buf)
+    try:
+        hlen = 2 + _flen(pv)
+        rlen = _flen(m) + _blen(b.n)
+        plen = 3 + tq_varint_len(hlen) + hlen + tq_varint_len(rlen) + rlen
+        frame = _new_frame(s, plen, &p)
+        p[0] = 2
+        p[1] = 0x08
+        p[2] = 1
+        p = tq_put_varint(p + 3, hlen)
+        p[0] = 0x08
+        p[1] = 0
+        p = _put_v(p + 2, 0x18, pv)
+        p = tq_put_varint(p, rlen)
+        p = _put_v(p, 0x08, m)
+        _put_b(p, 0x12, b.p, b.n)
+        _spread_blocks(frame, plen)
+        return frame
+    finally:
+        _release(&b, &buf)
+
+
+def encode_error_response(serial, str exception_name, str message, *, status=1, protocol_ver=3) -> bytes:
+    """Server side: ERROR (status + protocolVer) or FATAL (status only) with an RspExceptionBody."""
+    cdef uint32_t s = _serial32(serial)
+    cdef uint64_t st = <uint64_t>_i64(status), pv = 0
+    cdef Py_ssize_t nn, mn, hlen, elen, plen
+    cdef const char* name = _utf8(exception_name, &nn)
+    cdef const char* msg = _utf8(message, &mn)
+    cdef char* p
+    cdef bytes frame
+    hlen = _flen(st)
+    if protocol_ver is not None:
+        pv = <uint64_t>_i64(protocol_ver)
+        hlen += _flen(pv)
+    elen = _blen(nn) + _blen(mn)
+    plen = 3 + tq_varint_len(hlen) + hlen + tq_varint_len(elen) + elen
+    frame = _new_frame(s, plen, &p)
+    p[0] = 2
+    p[1] = 0x08
+    p[2] = 1
+    p = tq_put_varint(p + 3, hlen)
+    p = _put_v(p, 0x08, st)
+    if protocol_ver is not None:
+        p = _put_v(p, 0x18, pv)
+    p = tq_put_varint(p, elen)
+    p = _put_b(p, 0x0A, name, nn)
+    _put_b(p, 0x12, msg, mn)
+    _spread_blocks(frame, plen)
+    return frame
+
+
+def decode_response(payload) -> Response:
+    """Client side: the three delimited messages of a response (trailing bytes ignored)."""
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef Py_ssize_t pos = 0, cn, hn, bn, q
+    cdef const unsigned char* conn
+    cdef const unsigned char* header
+    cdef const unsigned char* body
+    cdef Field f
+    cdef bint has_status = False, has_method = False
+    cdef int32_t flag = 0, status = 0, pv = -1, method = 0
+    cdef object data = None, name = None, message = ""
+    _get(payload, &b, &buf)
+    try:
+        _delimited(b.p, &pos, b.n, &conn, &cn)
+        _delimited(b.p, &pos, b.n, &header, &hn)
+        _delimited(b.p, &pos, b.n, &body, &bn)
+        q = 0
+        while _next(conn, &q, cn, &f):
+            if f.num == 1 and f.wt == 0:
+                flag = _signed32(f.v)
+        q = 0
+        while _next(header, &q, hn, &f):
+            if f.num == 1 and f.wt == 0:
+                status = _signed32(f.v)
+                has_status = True
+            elif f.num == 3 and f.wt == 0:
+                pv = _signed32(f.v)
+        if not has_status:
+            raise DecodeError("ResponseHeader without status")
+        q = 0
+        if status == 0:
+            while _next(body, &q, bn, &f):
+                if f.num == 1 and f.wt == 0:
+                    method = _signed32(f.v)
+                    has_method = True
+                elif f.num == 2 and f.wt == 2:
+                    data = PyBytes_FromStringAndSize(<const char*>f.p, f.n)
+            if not has_method or data is None:
+                raise DecodeError("RspResponseBody: Message missing required fields")
+            return tq_nt_new(Response, (flag, status, method, data, "", "", pv))
+        while _next(body, &q, bn, &f):
+            if f.num == 1 and f.wt == 2:
+                name = _dec(f.p, f.n)
+            elif f.num == 2 and f.wt == 2:
+                message = _dec(f.p, f.n)
+        if name is None:
+            raise DecodeError("RspExceptionBody: Message missing required fields: exceptionName")
+        return tq_nt_new(Response, (flag, status, -1, _EMPTY, name, message, pv))
+    finally:
+        _release(&b, &buf)
+
+
+# ----------------------------------------------------------------------------------------------------
+# attributes and payloads (§4.6, §4.7)
+
+
+def encode_attributes(attributes) -> str:
+    """``k=v`` items joined with ``,``; keys/values must not contain ``,`` or ``=``."""
+    if not attributes:
+        return ""
+    items = []
+    for k, v in attributes.items():
+        k = str(k)
+        v = "" if v is None else str(v)
+        if not k or "," in k or "=" in k or "," in v or "=" in v:
+            raise ValueError(f"attribute {k!r}={v!r}: keys and values must be non-empty keys without ',' or '='")
+        items.append(f"{k}={v}")
+    return ",".join(items)
+
+
+cdef dict _attrs_utf8(const unsigned char* p, Py_ssize_t n):
+    """decode_attributes over UTF-8 bytes (``,`` and ``=`` never occur inside a multi-byte sequence)."""
+    cdef dict result = {}
+    cdef Py_ssize_t i = 0, j, e, e2
+    while i < n:
+        j = i
+        while j < n and p[j] != 44:  # ','
+            j += 1
+        if j > i:
+            e = i
+            while e < j and p[e] != 61:  # '='
+                e += 1
+            if e < j and e > i:
+                e2 = e + 1
+                while e2 < j and p[e2] != 61:
+                    e2 += 1
+                PyDict_SetItem(result, _dec(p + i, e - i), _dec(p + e + 1, e2 - e - 1))
+        i = j + 1
+    return result
+
+
+def decode_attributes(text) -> dict:
+    """Parse an attribute string the way Java's ``getAttrValue`` reads it (malformed items skipped)."""
+    cdef dict result = {}
+    if not text:
+        return result
+    for item in text.split(","):
+        if not item:
+            continue
+        parts = item.split("=")
+        if len(parts) < 2 or not parts[0]:
+            continue
+        result[parts[0]] = parts[1]
+    return result
+
+
+def put_system_header(previous, msg_type, msg_time) -> str:
+    """``Message.putSystemHeader``: ``$msgType$``/``$msgTime$`` first, then old non-system items."""
+    items = []
+    if msg_type and msg_type.strip():
+        items.append(f"{TOKEN_MSG_TYPE}={msg_type.strip()}")
+    if msg_time and msg_time.strip():
+        items.append(f"{TOKEN_MSG_TIME}={msg_time.strip()}")
+    if previous:
+        for item in previous.split(","):
+            if item and TOKEN_MSG_TYPE not in item and TOKEN_MSG_TIME not in item:
+                items.append(item)
+    return ",".join(items)
+
+
+cdef inline str _attr_text(object attributes):
+    if attributes is None:
+        return ""
+    if isinstance(attributes, str):
+        return attributes
+    return encode_attributes(attributes)
+
+
+def encode_payload(data, attributes) -> bytes:
+    """``SendMessageRequestP2B.data``: header only when the attribute text is non-empty (§4.7)."""
+    cdef str text = _attr_text(attributes)
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef Py_ssize_t an
+    cdef const char* a
+    cdef bytes out
+    cdef char* p
+    if not text and PyBytes_CheckExact(data):
+        return data
+    _get(data, &b, &buf)
+    try:
+        if not text:
+            return PyBytes_FromStringAndSize(<const char*>b.p, b.n)
+        a = PyUnicode_AsUTF8AndSize(text, &an)
+        out = PyBytes_FromStringAndSize(NULL, 4 + an + b.n)
+        p = PyBytes_AS_STRING(out)
+        tq_put_be32(p, <uint32_t>an)
+        memcpy(p + 4, a, an)
+        memcpy(p + 4 + an, b.p, b.n)
+        return out
+    finally:
+        _release(&b, &buf)
+
+
+def payload_flag(attributes) -> int:
+    """Flag bit 0 is set only when a header is actually written (unlike the Java quirk, §4.7)."""
+    if attributes is None:
+        return 0
+    return 1 if _attr_text(attributes) else 0
+
+
+cdef int _split(const unsigned char* p, Py_ssize_t n, int64_t flag, Py_ssize_t* astart, Py_ssize_t* alen) except -1:
+    """Locate the attribute header: 0 ok (alen -1: no header), -1 malformed (message dropped)."""
+    cdef int32_t ln
+    if not flag & 1:
+        alen[0] = -1
+        return 0
+    if n < 4:
+        return -1
+    ln = <int32_t>tq_get_be32(p)
+    if ln < 0 or ln > n - 4:
+        return -1
+    astart[0] = 4
+    alen[0] = ln
+    return 0
+
+
+cdef int _split_error(const unsigned char* p, Py_ssize_t n) except -1:
+    if n < 4:
+        raise DecodeError("flag says attributes but the payload is shorter than 4 bytes")
+    raise DecodeError(f"attribute length {<int32_t>tq_get_be32(p)} does not fit in a {n}-byte payload")
+
+
+def decode_payload(data, flag) -> tuple:
+    """Split a stored payload into (attributes, body) (§4.9 steps 2-3)."""
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef Py_ssize_t astart = 0, alen = -1
+    cdef int64_t fl = _i64(flag)
+    _get(data, &b, &buf)
+    try:
+        if _split(b.p, b.n, fl, &astart, &alen) < 0:
+            _split_error(b.p, b.n)
+        if alen < 0:
+            return {}, PyBytes_FromStringAndSize(<const char*>b.p, b.n)
+        return (_attrs_utf8(b.p + 4, alen),
+                PyBytes_FromStringAndSize(<const char*>b.p + 4 + alen, b.n - 4 - alen))
+    finally:
+        _release(&b, &buf)
+
+
+# ----------------------------------------------------------------------------------------------------
+# strings (§4.1 - §4.3)
+
+
+def parse_broker_info(str text, default_port=DEFAULT_BROKER_PORT) -> BrokerInfo:
+    """``brokerId:host:port``; a blank (or missing) port means the default port."""
+    parts = text.strip().split(":")
+    if len(parts) < 2 or not parts[0].strip() or not parts[1].strip():
+        raise DecodeError(f"bad brokerInfo {text!r}")
+    try:
+        broker_id = int(parts[0])
+        port = int(parts[2]) if len(parts) > 2 and parts[2].strip() else default_port
+    except ValueError as exc:
+        raise DecodeError(f"bad brokerInfo {text!r}") from exc
+    return tq_nt_new(BrokerInfo, (broker_id, parts[1].strip(), port))
+
+
+cdef inline object _new_partition(object bid, object host, object port, object topic, object pid):
+    return tq_nt_new(Partition, (bid, host, port, topic, pid))
+
+
+cdef void _topic_info_slow(str text, object brokers, list partitions, dict sizes) except *:
+    """The twin's algorithm, for strings the fast scanner does not take (odd digits, spaces, errors)."""
+    segs = text.split("#")
+    if len(segs) < 2 or not segs[0]:
+        raise DecodeError(f"bad topicInfo {text!r}")
+    topic = segs[0]
+    if len(segs) > 2 and segs[2].strip():
+        try:
+            sizes[topic] = int(segs[2])
+        except ValueError as exc:
+            raise DecodeError(f"bad max size in topicInfo {text!r}") from exc
+    for item in segs[1].split(","):
+        if not item:
+            continue
+        fields = item.split(":")
+        if len(fields) != 3:
+            raise DecodeError(f"bad topicInfo item {item!r} in {text!r}")
+        try:
+            bid, parts, stores = int(fields[0]), int(fields[1]), int(fields[2])
+        except ValueError as exc:
+            raise DecodeError(f"bad topicInfo item {item!r} in {text!r}") from exc
+        broker = brokers.get(bid)
+        if broker is None:
+            continue
+        for s in range(stores):
+            for i in range(parts):
+                partitions.append(_new_partition(bid, broker.host, broker.port, topic, s * C_STORE_BASE + i))
+
+
+cdef inline Py_ssize_t _find(int kind, void* data, Py_ssize_t i, Py_ssize_t end, Py_UCS4 ch) noexcept:
+    while i < end and PyUnicode_READ(kind, data, i) != ch:
+        i += 1
+    return i
+
+
+cdef inline bint _digits(int kind, void* data, Py_ssize_t i, Py_ssize_t end, int64_t* out) noexcept:
+    """A plain run of 1..18 ASCII digits -> value; anything else is left to Python's int()."""
+    cdef int64_t v = 0
+    cdef Py_UCS4 c
+    if end <= i or end - i > 18:
+        return False
+    while i < end:
+        c = PyUnicode_READ(kind, data, i)
+        if c < 48 or c > 57:
+            return False
+        v = v * 10 + (c - 48)
+        i += 1
+    out[0] = v
+    return True
+
+
+cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions, dict sizes) except -1:
+    """Canonical ``topic#bid:parts:stores,...[#maxsize]`` in one pass; False means use the slow path."""
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+    cdef Py_ssize_t h1, h2, h3, i, j, c1, c2
+    cdef int64_t size, bid, parts, stores, s, k
+    cdef object topic, broker, host, port, bid_obj
+    cdef PyObject* found
+    h1 = _find(kind, data, 0, n, 35)  # '#'
+    if h1 == 0 or h1 >= n:
+        return False
+    h2 = _find(kind, data, h1 + 1, n, 35)
+    topic = PyUnicode_Substring(text, 0, h1)
+    if h2 < n:
+        h3 = _find(kind, data, h2 + 1, n, 35)
+        if h3 > h2 + 1:
+            if not _digits(kind, data, h2 + 1, h3, &size):
+                return False
+            sizes[topic] = size
+    # validate every item first so a fallback never sees half-appended partitions
+    i = h1 + 1
+    while i <= h2:
+        j = _find(kind, data, i, h2, 44)  # ','
+        if j > i:
+            c1 = _find(kind, data, i, j, 58)  # ':'
+            c2 = _find(kind, data, c1 + 1, j, 58)
+            if c2 >= j or _find(kind, data, c2 + 1, j, 58) < j:
+                return False
+            if not (_digits(kind, data, i, c1, &bid) and _digits(kind, data, c1 + 1, c2, &parts)
+                    and _digits(kind, data, c2 + 1, j, &stores)):
+                return False
+        i = j + 1
+    i = h1 + 1
+    while i <= h2:
+        j = _find(kind, data, i, h2, 44)
+        if j > i:
+            c1 = _find(kind, data, i, j, 58)
+            c2 = _find(kind, data, c1 + 1, j, 58)
+            _digits(kind, data, i, c1, &bid)
+            _digits(kind, data, c1 + 1, c2, &parts)
+            _digits(kind, data, c2 + 1, j, &stores)
+            bid_obj = PyLong_FromLongLong(bid)
+            if exact:
+                found = PyDict_GetItem(brokers, bid_obj)
+                broker = <object>found if found != NULL else None
+            else:
+                broker = brokers.get(bid_obj)
+            if broker is not None:
+                if type(broker) is BrokerInfo:
+                    host = <object>PyTuple_GET_ITEM(broker, 1)
+                    port = <object>PyTuple_GET_ITEM(broker, 2)
+                else:
+                    host = broker.host
+                    port = broker.port
+                for s in range(stores):
+                    for k in range(parts):
+                        PyList_Append(partitions, _new_partition(bid_obj, host, port, topic,
+                                                                 PyLong_FromLongLong(s * C_STORE_BASE + k)))
+        i = j + 1
+    return True
+
+
+def parse_topic_info(topic_infos, brokers) -> tuple:
+    """Expand producer topicInfos into partitions; returns (partitions, {topic: max size})."""
+    cdef list partitions = []
+    cdef dict sizes = {}
+    cdef bint exact = PyDict_CheckExact(brokers)
+    for text in topic_infos:
+        if not (PyUnicode_CheckExact(text) and _topic_info_fast(text, brokers, exact, partitions, sizes)):
+            _topic_info_slow(text, brokers, partitions, sizes)
+    return partitions, sizes
+
+
+def parse_topic_meta_info(topic_metas, brokers) -> list:
+    """Client-balance ``topic#brokerId:storeNum:partNum:statusId`` -> [(partition, subscribable)]."""
+    cdef list result = []
+    for text in topic_metas:
+        segs = text.split("#")
+        if len(segs) < 2 or not segs[0]:
+            raise DecodeError(f"bad topicMetaInfo {text!r}")
+        topic = segs[0]
+        for item in segs[1].split(","):
+            if not item:
+                continue
+            fields = item.split(":")
+            if len(fields) != 4:
+                raise DecodeError(f"bad topicMetaInfo item {item!r}")
+            bid, stores, parts, status = (int(x) for x in fields)
+            broker = brokers.get(bid)
+            if broker is None:
+                continue
+            for s in range(stores):
+                for i in range(parts):
+                    p = _new_partition(bid, broker.host, broker.port, topic, s * C_STORE_BASE + i)
+                    result.append((p, status == 1))
+    return result
+
+
+def parse_partition(str text) -> Partition:
+    """Partition string ``brokerId:host:port#topic:partitionId`` (§4.3, §4.4)."""
+    segs = text.split("#")
+    if len(segs) != 2:
+        raise DecodeError(f"bad partition string {text!r}")
+    broker = parse_broker_info(segs[0])
+    tp = segs[1].rsplit(":", 1)
+    if len(tp) != 2 or not tp[0]:
+        raise DecodeError(f"bad partition string {text!r}")
+    try:
+        pid = int(tp[1])
+    except ValueError as exc:
+        raise DecodeError(f"bad partition id in {text!r}") from exc
+    return _new_partition(broker.broker_id, broker.host, broker.port, tp[0], pid)
+
+
+def parse_subscribe_info(str text) -> SubscribeInfo:
+    """``consumerId@group#brokerId:host:port#topic:partitionId``."""
+    segs = text.split("#")
+    if len(segs) != 3:
+        raise DecodeError(f"bad subscribeInfo {text!r}")
+    cg = segs[0].split("@")
+    if len(cg) != 2:
+        raise DecodeError(f"bad subscribeInfo {text!r}")
+    return tq_nt_new(SubscribeInfo, (cg[0], cg[1], parse_partition(segs[1] + "#" + segs[2])))
+
+
+# ----------------------------------------------------------------------------------------------------
+# messages
+
+
+cdef class Message:
+    """A consumed (or to-be-sent) message.
+
+    ``offset`` is a per-partition position: the fetch's start offset plus 28 × the message's index in
+    that fetch. It is strictly increasing within a partition and equals the broker's index offset
+    when the partition does not share its store with siblings (§4.10).
+    """
+
+    def __init__(self, topic, data, attributes=None, stream_id=None, msg_time=None, message_id=0, flag=0,
+                 partition=None, offset=-1):
+        self.topic = topic
+        self.data = data
+        self.attributes = attributes if attributes is not None else {}
+        self.stream_id = stream_id
+        self.msg_time = msg_time
+        self.message_id = message_id
+        self.flag = flag
+        self.partition = partition
+        self.offset = offset
+
+    @property
+    def value(self):
+        return self.data
+
+    def __repr__(self):
+        return (
+            f"Message(topic={self.topic!r}, partition={self.partition.key if self.partition else None!r}, "
+            f"offset={self.offset}, message_id={self.message_id}, stream_id={self.stream_id!r}, "
+            f"data={self.data[:32]!r}{'...' if len(self.data) > 32 else ''})"
+        )
+
+    def __eq__(self, other):
+        if not isinstance(other, Message):
+            return NotImplemented
+        cdef Message o = <Message>other
+        return (self.topic == o.topic and self.data == o.data and self.attributes == o.attributes
+                and self.stream_id == o.stream_id and self.msg_time == o.msg_time
+                and self.message_id == o.message_id and self.flag == o.flag
+                and self.partition == o.partition and self.offset == o.offset)
+
+    def __ne__(self, other):
+        r = self.__eq__(other)
+        return r if r is NotImplemented else not r
+
+    __hash__ = None
+
+    def __reduce__(self):
+        return (Message, (self.topic, self.data, self.attributes, self.stream_id, self.msg_time,
+                          self.message_id, self.flag, self.partition, self.offset))
+
+
+cdef Message c_new_message(object topic, object data, object attributes, object stream_id, object msg_time,
+                           object message_id, object flag, object partition, object offset):
+    """Build a Message without argument parsing (the decode hot path)."""
+    cdef Message m = Message.__new__(Message)
+    m.topic = topic
+    m.data = data
+    m.attributes = attributes
+    m.stream_id = stream_id
+    m.msg_time = msg_time
+    m.message_id = message_id
+    m.flag = flag
+    m.partition = partition
+    m.offset = offset
+    return m
+
+
+cdef inline object _dict_get(dict d, str key):
+    cdef PyObject* v = PyDict_GetItem(d, key)
+    return <object>v if v != NULL else None
+
+
+cdef object _build_message(const unsigned char* p, Py_ssize_t n, int64_t mid, int32_t flag, object topic,
+                           object partition, object offset, bint strict):
+    """Payload -> Message (attributes split off); None when malformed and not ``strict``."""
+    cdef Py_ssize_t astart = 0, alen = -1
+    cdef dict attrs
+    if _split(p, n, flag, &astart, &alen) < 0:
+        if strict:
+            _split_error(p, n)
+        return None
+    if alen < 0:
+        return c_new_message(topic, PyBytes_FromStringAndSize(<const char*>p, n), {}, None, None,
+                             mid, flag, partition, offset)
+    attrs = _attrs_utf8(p + 4, alen)
+    return c_new_message(topic, PyBytes_FromStringAndSize(<const char*>p + 4 + alen, n - 4 - alen), attrs,
+                         _dict_get(attrs, _TYPE_KEY), _dict_get(attrs, _TIME_KEY), mid, flag, partition, offset)
+
+
+def decode_message(raw, topic, partition=None, offset=-1):
+    """One TransferedMessage -> Message, or None when §4.9 says drop (bad checksum / header)."""
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef int64_t checksum = _i64(raw.checksum)
+    cdef int64_t mid = _i64(raw.message_id)
+    cdef int64_t flag = _i64(raw.flag)
+    _get(raw.payload, &b, &buf)
+    try:
+        if c_crc32(b.p, b.n) != checksum:
+            return None
+        return _build_message(b.p, b.n, mid, <int32_t>flag, topic, partition, offset, False)
+    finally:
+        _release(&b, &buf)
+
+
+# ----------------------------------------------------------------------------------------------------
+# hot path: send request / response, getMessage response
+
+
+def encode_send_request(serial, str client_id, str topic, partition_id, data, flag, sent_addr, visit_token, *,
+                        msg_type=None, msg_time=None, auth_token=None, checksum=-1, timeout_ms=10000,
+                        service_type=3, protocol_ver=3) -> bytes:
+    """The whole send-message frame, byte-identical to building SendMessageRequestP2B with protobuf."""
+    if timeout_ms is None or timeout_ms <= 0:
+        raise ValueError("timeout_ms must be positive: the server never answers a request without it")
+    cdef uint32_t s = _serial32(serial)
+    cdef uint64_t pid = <uint64_t>_i64(partition_id), fl = <uint64_t>_i64(flag)
+    cdef uint64_t cs = <uint64_t>_i64(checksum), addr = <uint64_t>_i64(sent_addr)
+    cdef uint64_t vt = <uint64_t>_i64(visit_token)
+    cdef uint64_t st = <uint64_t>_i64(service_type), pv = <uint64_t>_i64(protocol_ver)
+    cdef uint64_t t = <uint64_t>_i64(timeout_ms)
+    cdef Py_ssize_t cn, tn, mtn = -1, mtin = -1, an = -1
+    cdef const char* cid = _utf8(client_id, &cn)
+    cdef const char* tp = _utf8(topic, &tn)
+    cdef const char* mt = NULL
+    cdef const char* mti = NULL
+    cdef const char* at = NULL
+    if msg_type is not None:
+        mt = _utf8(msg_type, &mtn)
+    if msg_time is not None:
+        mti = _utf8(msg_time, &mtin)
+    if auth_token:
+        at = _utf8(auth_token, &an)
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef Py_ssize_t auth_len, body_len, hlen, rlen, plen
+    cdef char* p
+    cdef bytes frame
+    _get(data, &b, &buf)
+    try:
+        auth_len = _flen(vt) + (_blen(an) if an >= 0 else 0)
+        body_len = (_blen(cn) + _blen(tn) + _flen(pid) + _blen(b.n) + _flen(fl) + _flen(cs) + _flen(addr)
+                    + (_blen(mtn) if mtn >= 0 else 0) + (_blen(mtin) if mtin >= 0 else 0) + _blen(auth_len))
+        hlen = _flen(st) + _flen(pv)
+        rlen = 1 + tq_varint_len(13) + _flen(t) + _blen(body_len)
+        plen = 3 + tq_varint_len(hlen) + hlen + tq_varint_len(rlen) + rlen
+        frame = _new_frame(s, plen, &p)
+        p[0] = 2
+        p[1] = 0x08
+        p[2] = 0
+        p = tq_put_varint(p + 3, hlen)
+        p = _put_v(p, 0x08, st)
+        p = _put_v(p, 0x10, pv)
+        p = tq_put_varint(p, rlen)
+        p = _put_v(p, 0x08, 13)
+        p = _put_v(p, 0x10, t)
+        p[0] = 0x1A
+        p = tq_put_varint(p + 1, body_len)
+        p = _put_b(p, 0x0A, cid, cn)
+        p = _put_b(p, 0x12, tp, tn)
+        p = _put_v(p, 0x18, pid)
+        p = _put_b(p, 0x22, b.p, b.n)
+        p = _put_v(p, 0x28, fl)
+        p = _put_v(p, 0x30, cs)
+        p = _put_v(p, 0x38, addr)
+        if mtn >= 0:
+            p = _put_b(p, 0x42, mt, mtn)
+        if mtin >= 0:
+            p = _put_b(p, 0x4A, mti, mtin)
+        p[0] = 0x52
+        p = tq_put_varint(p + 1, auth_len)
+        p = _put_v(p, 0x08, vt)
+        if an >= 0:
+            _put_b(p, 0x12, at, an)
+        _spread_blocks(frame, plen)
+        return frame
+    finally:
+        _release(&b, &buf)
+
+
+def decode_send_response(body) -> SendResponse:
+    """SendMessageResponseB2P; the message id falls back to errMsg for old brokers (§3.7)."""
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef Py_ssize_t q = 0
+    cdef Field f
+    cdef bint success = False, require_auth = False, has_mid = False
+    cdef int32_t code = 0
+    cdef int64_t mid = -1, atime = -1, aoff = -1
+    cdef int seen = 0
+    cdef object msg = ""
+    _get(body, &b, &buf)
+    try:
+        while _next(b.p, &q, b.n, &f):
+            if f.wt == 0:
+                if f.num == 1:
+                    success = f.v != 0
+                    seen |= 1
+                elif f.num == 2:
+                    code = _signed32(f.v)
+                    seen |= 2
+                elif f.num == 4:
+                    require_auth = f.v != 0
+                elif f.num == 5:
+                    mid = _signed(f.v)
+                    has_mid = True
+                elif f.num == 6:
+                    atime = _signed(f.v)
+                elif f.num == 7:
+                    aoff = _signed(f.v)
+            elif f.wt == 2 and f.num == 3:
+                msg = _dec(f.p, f.n)
+                seen |= 4
+    finally:
+        _release(&b, &buf)
+    if seen != 7:
+        raise DecodeError("SendMessageResponseB2P: Message missing required fields")
+    if not has_mid:
+        mid = -1
+        if success:
+            try:
+                mid = int(msg)
+            except (ValueError, OverflowError):
+                mid = -1
+    return tq_nt_new(SendResponse, (success, code, msg, mid, atime, aoff, require_auth))
+
+
+cdef int _transfered(const unsigned char* p, Py_ssize_t n, int64_t* mid, int32_t* cs,
+                     const unsigned char** payload, Py_ssize_t* plen, int32_t* flag) except -1:
+    cdef Py_ssize_t q = 0
+    cdef Field f
+    cdef int seen = 0
+    while _next(p, &q, n, &f):
+        if f.wt == 0:
+            if f.num == 1:
+                mid[0] = _signed(f.v)
+                seen |= 1
+            elif f.num == 2:
+                cs[0] = _signed32(f.v)
+                seen |= 2
+            elif f.num == 4:
+                flag[0] = _signed32(f.v)
+                seen |= 8
+        elif f.wt == 2 and f.num == 3:
+            payload[0] = f.p
+            plen[0] = f.n
+            seen |= 4
+    if seen != 15:
+        raise DecodeError("TransferedMessage: Message missing required fields")
+    return 0
+
+
+def decode_get_message_response(body, topic, partition=None, bint verify=True) -> GetMessageResult:
+    """GetMessageResponseB2C with its messages decoded and checked (§3.7, §4.9)."""
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef Py_ssize_t q = 0, plen
+    cdef Field f
+    cdef bint success = False, esc = False, slow = False
+    cdef int32_t code = 0, min_limit = 0, cs, flag
+    cdef int64_t curr = -1, dlt = -1, max_off = -1, mid, index = 0
+    cdef int seen = 0
+    cdef Py_ssize_t nmsg = 0, dropped = 0
+    cdef object msg = "", m, offset
+    cdef list messages = []
+    cdef const unsigned char* payload
+    _get(body, &b, &buf)
+    try:
+        while _next(b.p, &q, b.n, &f):
+            if f.wt == 0:
+                if f.num == 1:
+                    success = f.v != 0
+                    seen |= 1
+                elif f.num == 2:
+                    code = _signed32(f.v)
+                    seen |= 2
+                elif f.num == 5:
+                    curr = _signed(f.v)
+                elif f.num == 6:
+                    min_limit = _signed32(f.v)
+                elif f.num == 7:
+                    esc = f.v != 0
+                elif f.num == 8:
+                    dlt = _signed(f.v)
+                elif f.num == 9:
+                    slow = f.v != 0
+                elif f.num == 10:
+                    max_off = _signed(f.v)
+            elif f.wt == 2:
+                if f.num == 3:
+                    msg = _dec(f.p, f.n)
+                elif f.num == 4:
+                    # validate now (required fields), build in the second pass once currOffset is known
+                    _transfered(f.p, f.n, &mid, &cs, &payload, &plen, &flag)
+                    nmsg += 1
+        if seen != 3:
+            raise DecodeError("GetMessageResponseB2C: Message missing required fields")
+        if nmsg:
+            q = 0
+            while _next(b.p, &q, b.n, &f):
+                if f.wt != 2 or f.num != 4:
+                    continue
+                _transfered(f.p, f.n, &mid, &cs, &payload, &plen, &flag)
+                if verify:
+                    offset = PyLong_FromLongLong(curr + C_INDEX_ENTRY * index) if curr >= 0 else -1
+                    if <int64_t>c_crc32(payload, plen) != cs:
+                        m = None
+                    else:
+                        m = _build_message(payload, plen, mid, flag, topic, partition, offset, False)
+                else:
+                    offset = PyLong_FromLongLong(curr + C_INDEX_ENTRY * index)
+                    m = _build_message(payload, plen, mid, flag, topic, partition, offset, True)
+                index += 1
+                if m is None:
+                    dropped += 1
+                else:
+                    PyList_Append(messages, m)
+    finally:
+        _release(&b, &buf)
+    return tq_nt_new(GetMessageResult, (success, code, msg, messages, curr, min_limit, esc, dlt, slow, max_off,
+                                        dropped))
+
+
+def encode_transfered_message(message_id, checksum, payload, flag) -> bytes:
+    """Server side: one TransferedMessage, in the form stored on disk and returned by getMessage."""
+    cdef uint64_t mid = <uint64_t>_i64(message_id), cs = <uint64_t>_i64(checksum), fl = <uint64_t>_i64(flag)
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef bytes out
+    cdef char* p
+    _get(payload, &b, &buf)
+    try:
+        out = PyBytes_FromStringAndSize(NULL, _flen(mid) + _flen(cs) + _blen(b.n) + _flen(fl))
+        p = PyBytes_AS_STRING(out)
+        p = _put_v(p, 0x08, mid)
+        p = _put_v(p, 0x10, cs)
+        p = _put_b(p, 0x1A, b.p, b.n)
+        _put_v(p, 0x20, fl)
+        return out
+    finally:
+        _release(&b, &buf)
+
+
+def wrap_repeated(field, encoded_messages) -> bytes:
+    """Server side: join pre-encoded sub-messages as a repeated LEN field (no re-encoding)."""
+    cdef uint64_t key = ((<uint64_t>_i64(field)) << 3) | 2
+    cdef list items = [m if PyBytes_CheckExact(m) else bytes(m) for m in encoded_messages]
+    cdef Py_ssize_t total = 0, klen = tq_varint_len(key), n
+    cdef bytes item, out
+    cdef char* p
+    for item in items:
+        n = PyBytes_GET_SIZE(item)
+        total += klen + tq_varint_len(<uint64_t>n) + n
+    out = PyBytes_FromStringAndSize(NULL, total)
+    p = PyBytes_AS_STRING(out)
+    for item in items:
+        n = PyBytes_GET_SIZE(item)
+        p = tq_put_varint(p, key)
+        p = tq_put_varint(p, <uint64_t>n)
+        memcpy(p, PyBytes_AS_STRING(item), n)
+        p += n
+    return out
