@@ -1,0 +1,172 @@
+"""Shared plumbing of the ``tubemq`` command: exit codes, one-line error messages, master resolution.
+
+Why a module of its own: every subcommand must turn expected failures (dead master, unknown topic,
+bad input) into ONE clear line on stderr and exit status 1, never a traceback; and every subcommand
+resolves ``--master`` the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import socket
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention for "stopped by Ctrl-C"
+
+#: Where `tubemq serve` listens by default; the implicit --master of the client subcommands.
+DEFAULT_MASTER = "127.0.0.1:8715"
+DEFAULT_ADMIN_PORT = 8080
+ENV_MASTER = "TUBEMQ_MASTER"
+
+
+class CliError(Exception):
+    """An expected failure: printed as one line ``tubemq: <message>`` and mapped to an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def eprint(*parts: Any, file: TextIO | None = None) -> None:
+    """Print a diagnostic line to stderr (stdout stays clean for data)."""
+    print(*parts, file=file or sys.stderr, flush=True)
+
+
+def note(message: str) -> None:
+    eprint(f"tubemq: {message}")
+
+
+def split_addresses(master: str) -> list[str]:
+    """'h1:p1,h2:p2' (or a tubemq:// DSN) -> ['h1:p1', 'h2:p2'] with usage errors for bad entries."""
+    text = master.strip()
+    if text.startswith("tubemq://"):
+        text = text[len("tubemq://") :].split("?", 1)[0].split("/", 1)[0]
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        host, sep, port = part.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise CliError(f"bad master address {part!r}: expected HOST:PORT", EXIT_USAGE)
+        out.append(part)
+    if not out:
+        raise CliError(f"bad master address {master!r}: expected HOST:PORT[,HOST:PORT...]", EXIT_USAGE)
+    return out
+
+
+def resolve_master(master: str | None, *, quiet: bool = False) -> str:
+    """The explicit --master, else $TUBEMQ_MASTER, else the `tubemq serve` default (said on stderr)."""
+    if master:
+        split_addresses(master)
+        return master
+    env = os.environ.get(ENV_MASTER)
+    if env:
+        split_addresses(env)
+        if not quiet:
+            note(f"no --master given; using ${ENV_MASTER}={env}")
+        return env
+    if not quiet:
+        note(
+            f"no --master given; using the embedded server default {DEFAULT_MASTER} "
+            "(start one with `tubemq serve --data-dir DIR`)"
+        )
+    return DEFAULT_MASTER
+
+
+def check_reachable(master: str, timeout: float = 3.0) -> None:
+    """Fail fast with a one-line message when no master address accepts a TCP connection.
+
+    The client sessions retry registration forever by design (a real cluster comes back); a command
+    line tool must instead say promptly that nothing is listening.
+    """
+    errors = []
+    for addr in split_addresses(master):
+        host, _, port = addr.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return
+        except OSError as exc:
+            errors.append(f"{addr} ({describe_os_error(exc)})")
+    raise CliError("cannot reach the TubeMQ master at " + ", ".join(errors) + "; is it running?")
+
+
+def describe_os_error(exc: OSError) -> str:
+    if isinstance(exc, socket.timeout | TimeoutError):
+        return "timed out"
+    if exc.errno == errno.ECONNREFUSED:
+        return "connection refused"
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host: {exc.strerror or exc}"
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an exception the user should understand without a traceback."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    name = type(exc).__name__
+    if isinstance(exc, OSError) and not text:
+        return name
+    return f"{name}: {text}" if text else name
+
+
+def parse_attrs(items: Sequence[str] | None) -> dict[str, str]:
+    """['k=v', 'a=b'] -> {'k': 'v', 'a': 'b'}; a usage error for anything else."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"bad --attr {item!r}: expected KEY=VALUE", EXIT_USAGE)
+        if any(c in key + value for c in ",="):
+            raise CliError(f"bad --attr {item!r}: keys and values cannot contain ',' or '='", EXIT_USAGE)
+        out[key] = value
+    return out
+
+
+@dataclass
+class EmbeddedHandle:
+    """A running temporary embedded cluster plus the directory it lives in."""
+
+    cluster: Any
+    data_dir: str
+
+    @property
+    def master(self) -> str:
+        return str(self.cluster.master_address)
+
+    @property
+    def admin_url(self) -> str:
+        return str(self.cluster.admin_url)
+
+
+@contextlib.contextmanager
+def temporary_cluster(*, keep: bool = False, quiet: bool = False, **server_options: Any) -> Iterator[EmbeddedHandle]:
+    """Start an embedded master+broker in a fresh temp dir; stop it and delete the dir afterwards."""
+    try:
+        from tubemq.server import EmbeddedCluster
+    except ImportError as exc:  # pragma: no cover - the server ships with the package
+        raise CliError(f"the embedded server is not available: {exc}") from exc
+    data_dir = tempfile.mkdtemp(prefix="tubemq-")
+    try:
+        cluster = EmbeddedCluster(data_dir=data_dir, **server_options)
+        cluster.start()
+        try:
+            if not quiet:
+                note(f"started an embedded TubeMQ server (master {cluster.master_address}, data in {data_dir})")
+            yield EmbeddedHandle(cluster, data_dir)
+        finally:
+            cluster.stop()
+    finally:
+        if not keep:
+            shutil.rmtree(data_dir, ignore_errors=True)

@@ -1,0 +1,128 @@
+"""``tubemq consume``: read a topic through a consumer group to stdout or a file.
+
+Each fetched batch is confirmed after all of its messages were written, so a killed consumer re-reads
+at most the batch it was writing (at-least-once). When ``--count`` ends the run in the middle of a
+batch, that batch is NOT confirmed: the group will see those messages again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import IO, Any
+
+from .common import EXIT_USAGE, CliError, check_reachable, eprint, resolve_master
+from .output import format_table, message_to_json
+from .pipeline import StopFlag, sigint_stops
+from .produce import _delimiter
+from .progress import ProgressBar, format_bytes, format_count
+
+HELP = "read messages of a topic through a consumer group"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("consume", help=HELP, description=HELP + ". " + (__doc__ or "").split("\n\n", 1)[1])
+    p.add_argument("--topic", "-t", required=True)
+    p.add_argument("--group", "-g", required=True, help="consumer group name")
+    p.add_argument("--master", "-m", default=None, help="master HOST:PORT[,HOST:PORT] (default: local server)")
+    p.add_argument(
+        "--from", dest="consume_from", choices=("earliest", "latest", "max"), default="earliest",
+        help="where a group with no committed offset starts (default earliest); 'max' always starts at the end",
+    )
+    p.add_argument("--count", "-n", type=int, default=None, help="stop after this many messages")
+    p.add_argument(
+        "--timeout", type=float, default=None,
+        help="stop after this many seconds without a message (default: run until Ctrl-C or --count)",
+    )
+    p.add_argument("--format", "-f", choices=("raw", "json"), default="raw",
+                   help="raw: the message bytes + delimiter; json: one JSON object per message with metadata")
+    p.add_argument("--delimiter", default="\\n", help="written after each raw message (default \\n)")
+    p.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
+    p.add_argument("--stream-id", action="append", default=None,
+                   help="only messages with this stream id (repeat; a server-side filter)")
+    p.add_argument("--progress", dest="progress", action="store_true", default=None, help="force the progress bar")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="never draw the progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.count is not None and args.count < 1:
+        raise CliError("--count must be at least 1", EXIT_USAGE)
+    if args.timeout is not None and args.timeout <= 0:
+        raise CliError("--timeout must be positive", EXIT_USAGE)
+    delimiter = _delimiter(args.delimiter)
+    master = resolve_master(args.master)
+    check_reachable(master)
+
+    from tubemq import Consumer
+
+    out: IO[bytes]
+    if args.output and args.output != "-":
+        try:
+            out = open(args.output, "wb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    else:
+        out = sys.stdout.buffer
+    show_bar = args.progress
+    if show_bar is None and out is sys.stdout.buffer and sys.stdout.isatty():
+        show_bar = False  # do not draw over messages on the same terminal
+    bar = ProgressBar(args.count, f"consume {args.topic}", enabled=show_bar)
+    topics: Any = {args.topic: set(args.stream_id)} if args.stream_id else [args.topic]
+    stop = StopFlag()
+    n = 0
+    nbytes = 0
+    t0 = time.monotonic()
+    as_json = args.format == "json"
+    try:
+        with Consumer(master, group=args.group, topics=topics, consume_from=args.consume_from) as consumer:
+            with sigint_stops(stop):
+                idle_since = time.monotonic()
+                while not stop and (args.count is None or n < args.count):
+                    wait = 0.5
+                    if args.timeout is not None:
+                        left = idle_since + args.timeout - time.monotonic()
+                        if left <= 0:
+                            break
+                        wait = min(wait, left)
+                    batch = consumer.poll(timeout=wait)
+                    if batch is None or not len(batch):
+                        if batch is not None:
+                            consumer.confirm(batch, consumed=True)
+                        continue
+                    idle_since = time.monotonic()
+                    written = 0
+                    for msg in batch:
+                        if args.count is not None and n >= args.count:
+                            break
+                        if as_json:
+                            out.write(message_to_json(msg).encode("utf-8") + b"\n")
+                        else:
+                            out.write(msg.data)
+                            out.write(delimiter)
+                        n += 1
+                        written += 1
+                        nbytes += len(msg.data)
+                    out.flush()
+                    bar.update(written)
+                    consumer.confirm(batch, consumed=written == len(batch))
+    finally:
+        bar.close()
+        if out is not sys.stdout.buffer:
+            out.close()
+        else:
+            try:
+                out.flush()
+            except BrokenPipeError:
+                pass
+    elapsed = time.monotonic() - t0
+    eprint(format_table(["consume " + args.topic, "value"], [
+        ["group", args.group],
+        ["messages", n],
+        ["bytes", format_bytes(nbytes)],
+        ["elapsed", f"{elapsed:.2f} s"],
+        ["rate", f"{format_count(n / elapsed if elapsed > 0 else 0)} msg/s"],
+    ]))
+    # Ctrl-C is the normal way to end an open-ended consume: the last batch was settled, so exit 0.
+    return 0

@@ -1,0 +1,210 @@
+"""``tubemq demo``: the whole path in one command, on a fresh machine.
+
+Starts an embedded TubeMQ server in a temporary directory (unless ``--master`` is given), creates a
+topic, ingests ``--events`` generated JSON events through a pipelined producer, reads them back
+through a consumer group checking that every event arrived exactly once, optionally repeats the
+ingestion through Spark (``--spark``), prints a summary table and cleans up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from .admin import AdminClient, AdminError, admin_url_for_master
+from .common import (
+    DEFAULT_ADMIN_PORT,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    CliError,
+    check_reachable,
+    eprint,
+    note,
+    temporary_cluster,
+)
+from .output import format_table
+from .pipeline import SendPipeline, StopFlag, sigint_stops
+from .progress import ProgressBar, format_bytes, format_count
+
+HELP = "run the end-to-end demo: embedded server, ingest N events, consume them back, summary"
+
+_KINDS = (b"view", b"click", b"cart", b"order", b"refund")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("demo", help=HELP, description=(__doc__ or "").split("\n\n", 1)[1])
+    p.add_argument("--events", "-n", type=int, default=1_000_000, help="events to ingest (default 1000000)")
+    p.add_argument("--master", "-m", default=None, help="use this master instead of a temporary embedded server")
+    p.add_argument("--admin-port", type=int, default=DEFAULT_ADMIN_PORT,
+                   help="admin HTTP port of --master, used to create the topic (default 8080)")
+    p.add_argument("--topic", default="demo_events", help="topic name (default demo_events)")
+    p.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
+    p.add_argument("--inflight", type=int, default=4000, help="producer in-flight window (default 4000)")
+    p.add_argument("--spark", action="store_true", help="also ingest and read back through Spark (needs Java)")
+    p.add_argument("--spark-events", type=int, default=None,
+                   help="events for the Spark part (default: min(--events, 100000))")
+    p.add_argument("--consume-timeout", type=float, default=60.0,
+                   help="fail when no event arrives for this many seconds while consuming (default 60)")
+    p.add_argument("--keep-data", action="store_true", help="keep the temporary data directory")
+    p.add_argument("--progress", dest="progress", action="store_true", default=None, help="force progress bars")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="never draw progress bars")
+    p.set_defaults(func=run)
+
+
+def event(i: int) -> bytes:
+    """Event ``i`` as compact JSON (deterministic, so a consumer can check what it got)."""
+    h = (i * 2654435761) & 0xFFFFFFFF
+    return b'{"id":%d,"user":"u%05d","kind":"%s","amount":%d.%02d,"ts":%d}' % (
+        i, h % 50000, _KINDS[h % 5], (h >> 8) % 500, h % 100, 1_700_000_000_000 + i,
+    )
+
+
+def event_id(data: bytes) -> int:
+    """The id of an event (the first field) without a JSON parse."""
+    return int(data[6 : data.index(b",", 6)])
+
+
+@contextlib.contextmanager
+def _server(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
+    """(master address, where) — a temporary embedded server, or the given master with the topic ensured."""
+    if args.master is None:
+        note("no --master given; starting an embedded TubeMQ server in a temporary directory")
+        with temporary_cluster(keep=args.keep_data) as handle:
+            handle.cluster.create_topic(args.topic, partitions=args.partitions)
+            yield handle.master, f"embedded server at {handle.master}"
+        return
+    check_reachable(args.master)
+    admin = AdminClient(admin_url_for_master(args.master, args.admin_port), os.environ.get("TUBEMQ_ADMIN_TOKEN"))
+    try:
+        admin.create_topic(args.topic, partitions=args.partitions)
+        note(f"created topic {args.topic} through {admin.url}")
+    except AdminError as exc:
+        note(f"topic {args.topic} not created ({exc.message}); assuming it exists")
+    except OSError as exc:  # TubeMQConnectionError is one
+        note(f"admin API not reachable ({exc}); assuming topic {args.topic} exists")
+    yield args.master, f"master {args.master}"
+
+
+def _ingest(master: str, args: argparse.Namespace, stop: StopFlag) -> dict[str, Any]:
+    from tubemq import Producer
+
+    bar = ProgressBar(args.events, "ingest ", enabled=args.progress)
+    with Producer(master) as producer:
+        producer.publish([args.topic])
+        pipe = SendPipeline(producer, args.topic, inflight=args.inflight, bar=bar, stop=stop)
+        t0 = time.monotonic()
+        pipe.started = t0
+        try:
+            for i in range(args.events):
+                if not pipe.submit(event(i)):
+                    break
+        finally:
+            unknown = pipe.drain(60.0)
+            bar.close()
+        elapsed = time.monotonic() - t0
+    s = pipe.summary()
+    if pipe.first_error is not None and not stop.reason == "interrupted":
+        raise CliError(f"ingestion failed after {s['acknowledged']} events: "
+                       f"{type(pipe.first_error).__name__}: {pipe.first_error}")
+    return {"acked": s["acknowledged"], "failed": s["failed"], "unknown": unknown, "bytes": s["bytes"],
+            "seconds": elapsed}
+
+
+def _consume(master: str, args: argparse.Namespace, expected: int, stop: StopFlag) -> dict[str, Any]:
+    from tubemq import Consumer
+
+    seen = bytearray(args.events)
+    unique = dups = foreign = nbytes = 0
+    group = f"demo_group_{os.getpid()}_{int(time.time())}"
+    bar = ProgressBar(expected, "consume", enabled=args.progress)
+    t0 = time.monotonic()
+    with Consumer(master, group=group, topics=[args.topic], consume_from="earliest") as consumer:
+        idle_since = time.monotonic()
+        while unique < expected and not stop:
+            batch = consumer.poll(timeout=0.5)
+            if batch is None or not len(batch):
+                if time.monotonic() - idle_since > args.consume_timeout:
+                    break
+                continue
+            idle_since = time.monotonic()
+            for msg in batch:
+                data = msg.data
+                nbytes += len(data)
+                try:
+                    i = event_id(data)
+                except ValueError:
+                    foreign += 1
+                    continue
+                if not 0 <= i < args.events:
+                    foreign += 1
+                elif seen[i]:
+                    dups += 1
+                else:
+                    seen[i] = 1
+                    unique += 1
+            consumer.confirm(batch)
+            bar.update(len(batch))
+    bar.close()
+    return {"unique": unique, "duplicates": dups, "foreign": foreign, "bytes": nbytes,
+            "seconds": time.monotonic() - t0, "group": group}
+
+
+def _spark(master: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Ingest through Spark's batch writer and read back with the batch reader (tubemq.spark)."""
+    from .spark_demo import run_spark_demo
+
+    n = args.spark_events if args.spark_events is not None else min(args.events, 100_000)
+    return run_spark_demo(master, args.topic + "_spark", n, partitions=args.partitions)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.events < 1:
+        raise CliError("--events must be at least 1", EXIT_USAGE)
+    if args.inflight < 1 or args.partitions < 1:
+        raise CliError("--inflight and --partitions must be at least 1", EXIT_USAGE)
+    from tubemq import codec
+
+    stop = StopFlag()
+    rows: list[list[Any]] = []
+    spark_result: dict[str, Any] | None = None
+    with sigint_stops(stop, lambda: eprint("\ntubemq demo: interrupted; settling in-flight work")), \
+            _server(args) as (master, where):
+        eprint(f"tubemq demo: ingesting {args.events:,} events into topic {args.topic} "
+               f"({args.partitions} partitions, codec: {codec.implementation})")
+        ing = _ingest(master, args, stop)
+        if stop.reason == "interrupted":
+            eprint(f"tubemq demo: interrupted after {ing['acked']:,} acknowledged events")
+            return EXIT_INTERRUPTED
+        eprint("tubemq demo: reading them back through a consumer group")
+        con = _consume(master, args, ing["acked"], stop)
+        if args.spark and not stop:
+            eprint("tubemq demo: the same ingestion through Spark")
+            spark_result = _spark(master, args)
+    rows.append(["server", where])
+    rows.append(["events ingested (acknowledged)", f"{ing['acked']:,}"])
+    rows.append(["ingest time", f"{ing['seconds']:.2f} s"])
+    rows.append(["ingest rate", f"{format_count(ing['acked'] / max(ing['seconds'], 1e-9))} events/s "
+                                f"({ing['bytes'] / max(ing['seconds'], 1e-9) / 1e6:.1f} MB/s)"])
+    rows.append(["events consumed (unique)", f"{con['unique']:,}"])
+    rows.append(["duplicates / unknown", f"{con['duplicates']} / {con['foreign']}"])
+    rows.append(["consume time", f"{con['seconds']:.2f} s"])
+    rows.append(["consume rate", f"{format_count(con['unique'] / max(con['seconds'], 1e-9))} events/s"])
+    rows.append(["data volume", format_bytes(ing["bytes"])])
+    if spark_result is not None:
+        rows.append(["spark: events written", f"{spark_result['written']:,}"])
+        rows.append(["spark: events read back", f"{spark_result['read']:,}"])
+        rows.append(["spark: write / read time", f"{spark_result['write_seconds']:.1f} s / "
+                                                  f"{spark_result['read_seconds']:.1f} s"])
+    lost = ing["acked"] - con["unique"]
+    ok = lost == 0 and not ing["failed"] and not ing["unknown"] and (
+        spark_result is None or spark_result["read"] == spark_result["written"])
+    rows.append(["result", "OK: every acknowledged event consumed" if ok else f"PROBLEM: {lost} events missing"])
+    print(format_table(["tubemq demo", "value"], rows))
+    if stop.reason == "interrupted":
+        return EXIT_INTERRUPTED
+    return 0 if ok else EXIT_FAILURE

@@ -1,0 +1,226 @@
+"""Pipelined sending with a bounded in-flight window, exact accounting and graceful Ctrl-C.
+
+Used by ``produce``, ``bench produce`` and ``demo``. The caller's thread submits through
+``Producer.send_async``; completions arrive on the client's loop thread and release window slots.
+Every submitted message ends in exactly one bucket: acknowledged, failed, or (after an abandoned
+drain) unknown — that is what the Ctrl-C summary reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from array import array
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from .progress import ProgressBar
+
+__all__ = ["SendPipeline", "StopFlag", "sigint_stops", "percentiles"]
+
+
+class StopFlag:
+    """Set by the first Ctrl-C (or an error); polled by producing loops."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+
+    def set(self, reason: str = "") -> None:
+        if not self._event.is_set():
+            self.reason = reason
+        self._event.set()
+
+    def __bool__(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._event.wait(timeout)
+
+
+@contextlib.contextmanager
+def sigint_stops(flag: StopFlag, message: Callable[[], None] | None = None) -> Iterator[StopFlag]:
+    """First SIGINT/SIGTERM sets ``flag`` (work settles, then a report); a second one aborts hard."""
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous: dict[int, Any] = {}
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+            raise KeyboardInterrupt
+        flag.set("interrupted")
+        if message is not None:
+            message()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):  # pragma: no cover - exotic platforms
+            pass
+    try:
+        yield flag
+    finally:
+        for sig, old in previous.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(sig, old)
+
+
+def percentiles(samples: array | list[float], points: tuple[float, ...] = (50, 99, 99.9)) -> dict[float, float]:
+    """Nearest-rank percentiles of latency samples (seconds); empty input gives NaN."""
+    if not samples:
+        return {p: float("nan") for p in points}
+    ordered = sorted(samples)
+    n = len(ordered)
+    out = {}
+    for p in points:
+        rank = max(1, min(n, int(-(-p * n // 100))))  # ceil(p/100*n)
+        out[p] = ordered[rank - 1]
+    return out
+
+
+class SendPipeline:
+    """Submit messages to ``producer.send_async`` keeping at most ``inflight`` outstanding."""
+
+    def __init__(
+        self,
+        producer: Any,
+        topic: str,
+        *,
+        inflight: int = 1000,
+        bar: ProgressBar | None = None,
+        stop: StopFlag | None = None,
+        stop_on_error: bool = True,
+        record_latency: bool = False,
+        max_latency_samples: int = 2_000_000,
+    ) -> None:
+        if inflight < 1:
+            raise ValueError("inflight must be >= 1")
+        self.producer = producer
+        self.topic = topic
+        self.inflight = inflight
+        self.bar = bar
+        self.stop = stop if stop is not None else StopFlag()
+        self.stop_on_error = stop_on_error
+        self._window = threading.Semaphore(inflight)
+        self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)
+        self.submitted = 0
+        self.acked = 0
+        self.failed = 0
+        self.bytes_submitted = 0
+        self.bytes_acked = 0
+        self.first_error: BaseException | None = None
+        self.error_counts: dict[str, int] = {}
+        self.record_latency = record_latency
+        self.latencies: array = array("d")
+        self._max_samples = max_latency_samples
+        self.started = time.monotonic()
+        self.last_ack = self.started
+
+    # ---- submitting
+
+    def submit(
+        self,
+        data: bytes,
+        attributes: Mapping[str, str] | None = None,
+        stream_id: str | None = None,
+        key: str | None = None,
+    ) -> bool:
+        """Send one message; blocks while the window is full. False once stopping (not sent)."""
+        while not self._window.acquire(timeout=0.1):
+            if self.stop:
+                return False
+        if self.stop:
+            self._window.release()
+            return False
+        kwargs: dict[str, Any] = {}
+        if attributes:
+            kwargs["attributes"] = attributes
+        if stream_id:
+            kwargs["stream_id"] = stream_id
+        if key is not None:
+            kwargs["key"] = key
+        size = len(data)
+        t0 = time.perf_counter()
+        try:
+            fut = self.producer.send_async(self.topic, data, **kwargs)
+        except BaseException as exc:
+            # Refused before it was in flight (bad argument, closed client): never counts as sent.
+            self._window.release()
+            self._record_error(exc)
+            raise
+        with self._lock:
+            self.submitted += 1
+            self.bytes_submitted += size
+        fut.add_done_callback(lambda f: self._done(f, size, t0))
+        return True
+
+    def _record_error(self, exc: BaseException) -> None:
+        name = type(exc).__name__
+        with self._lock:
+            self.error_counts[name] = self.error_counts.get(name, 0) + 1
+            if self.first_error is None:
+                self.first_error = exc
+        if self.stop_on_error:
+            self.stop.set("error")
+
+    def _done(self, fut: Any, size: int, t0: float) -> None:
+        exc = fut.exception() if not fut.cancelled() else RuntimeError("cancelled")
+        now = time.perf_counter()
+        if exc is not None:
+            self._record_error(exc)
+        with self._lock:
+            if exc is None:
+                self.acked += 1
+                self.bytes_acked += size
+                self.last_ack = time.monotonic()
+                if self.record_latency and len(self.latencies) < self._max_samples:
+                    self.latencies.append(now - t0)
+            else:
+                self.failed += 1
+            self._settled.notify_all()
+        self._window.release()
+        if self.bar is not None and exc is None:
+            self.bar.update(1)
+
+    # ---- settling
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return self.submitted - self.acked - self.failed
+
+    def drain(self, timeout: float) -> int:
+        """Wait until every submitted message is acknowledged or failed; returns how many are not."""
+        deadline = time.monotonic() + timeout
+        flush = getattr(self.producer, "flush", None)
+        if flush is not None:
+            with contextlib.suppress(Exception):
+                flush(timeout=max(0.0, timeout))
+        with self._lock:
+            while self.submitted - self.acked - self.failed > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._settled.wait(min(left, 0.2))
+            return self.submitted - self.acked - self.failed
+
+    def summary(self) -> dict[str, Any]:
+        with self._lock:
+            elapsed = max(self.last_ack - self.started, 1e-9)
+            return {
+                "submitted": self.submitted,
+                "acknowledged": self.acked,
+                "failed": self.failed,
+                "unknown": self.submitted - self.acked - self.failed,
+                "bytes": self.bytes_acked,
+                "seconds": elapsed,
+                "msg_per_s": self.acked / elapsed,
+                "mb_per_s": self.bytes_acked / elapsed / 1e6,
+                "errors": dict(self.error_counts),
+            }

@@ -1,0 +1,241 @@
+"""``tubemq produce``: send a file (or stdin) to a topic, pipelined, with a progress bar and a summary.
+
+Formats: ``lines`` (one message per line, the newline removed; empty lines skipped), ``jsonl`` (the
+same, but each line must be valid JSON), ``envelope`` (JSON lines as written by ``tubemq consume
+--format json``: data/data_b64 + attributes + stream_id, so a topic round-trips through a file) and
+``raw`` (the whole input is one message). Ctrl-C stops reading, waits for what is in flight and
+reports acknowledged vs not (a second Ctrl-C abandons the wait).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from typing import IO, Any
+
+from .common import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    CliError,
+    check_reachable,
+    eprint,
+    parse_attrs,
+    resolve_master,
+)
+from .output import envelope_fields, format_table
+from .pipeline import SendPipeline, StopFlag, sigint_stops
+from .progress import ProgressBar, format_bytes, format_count
+
+HELP = "send the lines / JSON lines / raw bytes of a file or stdin to a topic"
+
+#: Upper bound of one line we buffer (the broker's hard cap is far lower; this just bounds memory).
+MAX_LINE = 64 * 1024 * 1024
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("produce", help=HELP, description=HELP + ". " + (__doc__ or "").split("\n\n", 1)[1])
+    p.add_argument("file", nargs="?", default="-", help="input file, or - for stdin (default)")
+    p.add_argument("--topic", "-t", required=True)
+    p.add_argument("--master", "-m", default=None, help="master HOST:PORT[,HOST:PORT] (default: local server)")
+    p.add_argument("--format", "-f", choices=("lines", "jsonl", "envelope", "raw"), default="lines")
+    p.add_argument("--delimiter", default="\\n", help="record separator for lines/jsonl (default \\n)")
+    p.add_argument("--attr", "-a", action="append", metavar="KEY=VALUE", help="attribute on every message (repeat)")
+    p.add_argument("--stream-id", default=None, help="stream id ($msgType$) of every message (consumer filters)")
+    p.add_argument("--inflight", type=int, default=2000, help="max unacknowledged messages (default 2000)")
+    p.add_argument("--limit", type=int, default=None, help="stop after this many messages")
+    p.add_argument("--keep-going", action="store_true", help="keep sending after a failed message")
+    p.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to wait for in-flight acks at the end")
+    p.add_argument("--progress", dest="progress", action="store_true", default=None, help="force the progress bar")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="never draw the progress bar")
+    p.add_argument("--json-summary", action="store_true", help="print the summary as JSON on stdout")
+    p.set_defaults(func=run)
+
+
+def _delimiter(text: str) -> bytes:
+    try:
+        value = text.encode("utf-8").decode("unicode_escape").encode("latin-1")
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        raise CliError(f"bad --delimiter {text!r}", EXIT_USAGE) from None
+    if not value:
+        raise CliError("--delimiter cannot be empty", EXIT_USAGE)
+    return value
+
+
+def split_records(stream: IO[bytes], delimiter: bytes) -> Iterator[bytes]:
+    """Yield the records of a binary stream separated by ``delimiter`` (the last may lack it)."""
+    if delimiter == b"\n":
+        for line in stream:
+            if line.endswith(b"\n"):
+                line = line[:-1]
+            yield line
+        return
+    buf = b""
+    while True:
+        chunk = stream.read(1 << 20)
+        if not chunk:
+            break
+        buf += chunk
+        parts = buf.split(delimiter)
+        buf = parts.pop()
+        yield from parts
+        if len(buf) > MAX_LINE:
+            raise CliError(f"a record is longer than {MAX_LINE} bytes without a delimiter")
+    if buf:
+        yield buf
+
+
+def _open_input(path: str) -> tuple[IO[bytes], int | None]:
+    if path == "-":
+        return sys.stdin.buffer, None
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return f, None
+
+
+def _count_records(path: str, delimiter: bytes) -> int | None:
+    """Total for the progress bar: cheap for files (a byte count scan), unknown for stdin."""
+    if path == "-":
+        return None
+    try:
+        n = 0
+        last = b""
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 22):
+                n += chunk.count(delimiter)
+                last = chunk
+        if last and not last.endswith(delimiter):
+            n += 1
+        return n
+    except OSError:
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.inflight < 1:
+        raise CliError("--inflight must be at least 1", EXIT_USAGE)
+    if args.limit is not None and args.limit < 0:
+        raise CliError("--limit must be >= 0", EXIT_USAGE)
+    attrs = parse_attrs(args.attr)
+    delimiter = _delimiter(args.delimiter)
+    master = resolve_master(args.master)
+    stream, _ = _open_input(args.file)
+    check_reachable(master)
+
+    from tubemq import Producer
+
+    total = None
+    if args.format in ("lines", "jsonl", "envelope") and args.progress is not False:
+        total = _count_records(args.file, delimiter)
+    elif args.format == "raw":
+        total = 1
+    if total is not None and args.limit is not None:
+        total = min(total, args.limit)
+    bar = ProgressBar(total, f"produce {args.topic}", enabled=args.progress)
+    stop = StopFlag()
+    skipped = 0
+    bad_lines = 0
+    t0 = time.monotonic()
+    with Producer(master) as producer:
+        pipe = SendPipeline(producer, args.topic, inflight=args.inflight, bar=bar, stop=stop,
+                            stop_on_error=not args.keep_going)
+        with sigint_stops(stop, lambda: eprint("\ntubemq produce: interrupted; waiting for in-flight messages "
+                                                 "(Ctrl-C again to abandon them)")):
+            try:
+                if args.format == "raw":
+                    data = stream.read(MAX_LINE + 1)
+                    if len(data) > MAX_LINE:
+                        raise CliError(f"raw input larger than {MAX_LINE} bytes")
+                    if data:
+                        pipe.submit(data, attrs, args.stream_id)
+                    else:
+                        skipped += 1
+                else:
+                    for lineno, record in enumerate(split_records(stream, delimiter), 1):
+                        if stop or (args.limit is not None and pipe.submitted >= args.limit):
+                            break
+                        if record.endswith(b"\r") and delimiter == b"\n":
+                            record = record[:-1]
+                        if not record.strip():
+                            skipped += 1
+                            continue
+                        msg_attrs, stream_id = attrs, args.stream_id
+                        if args.format == "jsonl":
+                            try:
+                                json.loads(record)
+                            except ValueError as exc:
+                                bad_lines += 1
+                                if not args.keep_going:
+                                    raise CliError(f"{args.file}:{lineno}: not valid JSON ({exc})") from None
+                                continue
+                        elif args.format == "envelope":
+                            try:
+                                record, env_attrs, env_stream = envelope_fields(record)
+                            except (ValueError, TypeError) as exc:
+                                bad_lines += 1
+                                if not args.keep_going:
+                                    raise CliError(f"{args.file}:{lineno}: bad envelope ({exc})") from None
+                                continue
+                            msg_attrs = {**_user_attrs(env_attrs), **attrs}
+                            stream_id = args.stream_id or env_stream
+                        if not pipe.submit(record, msg_attrs, stream_id):
+                            break
+            finally:
+                if stream is not sys.stdin.buffer:
+                    stream.close()
+                interrupted = stop.reason == "interrupted"
+                bar.set_extra(f"in-flight {pipe.pending}")
+                try:
+                    unknown = pipe.drain(args.drain_timeout)
+                except KeyboardInterrupt:
+                    unknown = pipe.pending
+                    interrupted = True
+                bar.close()
+    return _report(args, pipe, time.monotonic() - t0, skipped, bad_lines, unknown, interrupted or bool(stop and
+                   stop.reason == "interrupted"))
+
+
+def _user_attrs(attrs: dict[str, str]) -> dict[str, str]:
+    """Attributes from an envelope minus the system keys the producer sets itself ($msgType$/$msgTime$)."""
+    return {k: v for k, v in attrs.items() if not (k.startswith("$") and k.endswith("$"))}
+
+
+def _report(
+    args: argparse.Namespace, pipe: SendPipeline, elapsed: float, skipped: int, bad: int, unknown: int,
+    interrupted: bool,
+) -> int:
+    s = pipe.summary()
+    s.update({"skipped_empty": skipped, "invalid_lines": bad, "unknown": unknown, "interrupted": interrupted,
+              "wall_seconds": elapsed})
+    if args.json_summary:
+        print(json.dumps(s, sort_keys=True))
+    rate = s["acknowledged"] / elapsed if elapsed > 0 else 0.0
+    rows = [
+        ["submitted", s["submitted"]],
+        ["acknowledged", s["acknowledged"]],
+        ["failed", s["failed"]],
+        ["not acknowledged (unknown)", unknown],
+        ["skipped empty lines", skipped],
+    ]
+    if bad:
+        rows.append(["invalid lines", bad])
+    rows += [
+        ["bytes acknowledged", format_bytes(s["bytes"])],
+        ["elapsed", f"{elapsed:.2f} s"],
+        ["rate", f"{format_count(rate)} msg/s"],
+    ]
+    eprint(format_table(["produce " + args.topic, "value"], rows))
+    if pipe.first_error is not None:
+        eprint(f"tubemq produce: first error: {type(pipe.first_error).__name__}: {pipe.first_error}")
+    if interrupted:
+        eprint(f"tubemq produce: interrupted: {s['acknowledged']} acknowledged, "
+               f"{s['failed'] + unknown} not acknowledged")
+        return EXIT_INTERRUPTED
+    if s["failed"] or unknown or bad:
+        return EXIT_FAILURE
+    return 0

@@ -1,0 +1,96 @@
+"""``tubemq serve``: run the embedded master + broker (+ admin HTTP API) in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .common import EXIT_USAGE, CliError
+
+HELP = "run an embedded TubeMQ master+broker in the foreground (Ctrl-C to stop)"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "serve",
+        help=HELP,
+        description=HELP + ". It speaks the real TubeMQ wire protocol, so any TubeMQ client "
+        "(Java, Go, C++, this one) can use it; it binds 127.0.0.1 unless --host says otherwise.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--data-dir", required=True, type=Path, help="directory for topic metadata and message data")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind")
+    p.add_argument("--master-port", type=int, default=8715, help="master RPC port (0 = any free port)")
+    p.add_argument("--broker-port", type=int, default=8123, help="broker RPC port (0 = any free port)")
+    p.add_argument("--admin-port", type=int, default=8080, help="admin HTTP API port (0 = any free port)")
+    p.add_argument("--broker-id", type=int, default=1, help="the broker id advertised to clients")
+    p.add_argument("--admin-token", default=None, help="confModAuthToken required by admin modify calls")
+    p.add_argument(
+        "--auth",
+        action="store_true",
+        help="require signed client authentication at the master (TubeMQ §8.2) and visit tokens at the broker",
+    )
+    p.add_argument("--tls-cert", default=None, help="PEM certificate: serve TLS on the RPC ports")
+    p.add_argument("--tls-key", default=None, help="PEM private key for --tls-cert")
+    p.add_argument(
+        "--flush",
+        choices=("always", "interval", "never"),
+        default="interval",
+        help="fsync policy: before every acknowledgement, every --flush-interval-ms, or never",
+    )
+    p.add_argument("--flush-interval-ms", type=int, default=1000, help="fsync period for --flush interval")
+    p.add_argument("--retention-ms", type=int, default=None, help="delete data older than this (default: keep)")
+    p.add_argument("--retention-bytes", type=int, default=None, help="per-store size cap (default: none)")
+    p.add_argument(
+        "--balance-period-ms", type=int, default=None,
+        help="consumer rebalance period (server default 1000; a real master uses 60000)",
+    )
+    p.add_argument("--standby", action="store_true", help="start as a standby master (answers StandbyException)")
+    p.set_defaults(func=run)
+
+
+def build_config(args: argparse.Namespace) -> Any:
+    """ServerConfig from the parsed options (ConfigError -> usage error)."""
+    from tubemq.errors import ConfigError
+    from tubemq.server import ServerConfig
+
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise CliError("--tls-cert and --tls-key go together", EXIT_USAGE)
+    options: dict[str, Any] = {
+        "data_dir": args.data_dir,
+        "host": args.host,
+        "master_port": args.master_port,
+        "broker_port": args.broker_port,
+        "admin_port": args.admin_port,
+        "broker_id": args.broker_id,
+        "admin_token": args.admin_token,
+        "tls_cert": args.tls_cert,
+        "tls_key": args.tls_key,
+        "flush": args.flush,
+        "flush_interval_ms": args.flush_interval_ms,
+        "retention_ms": args.retention_ms,
+        "retention_bytes": args.retention_bytes,
+        "standby": args.standby,
+    }
+    if args.auth:
+        options["auth_enabled"] = True
+        options["visit_token_check"] = True
+    if args.balance_period_ms is not None:
+        options["balance_period_ms"] = args.balance_period_ms
+    try:
+        return ServerConfig(**options)
+    except ConfigError as exc:
+        raise CliError(f"bad server option {exc}", EXIT_USAGE) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from tubemq.server import run_foreground
+
+    config = build_config(args)
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        result = run_foreground(config)
+    except OSError as exc:
+        raise CliError(f"cannot start the server: {exc.strerror or exc}") from None
+    return int(result or 0)

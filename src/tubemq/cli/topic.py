@@ -1,0 +1,203 @@
+"""``tubemq topic create|list|describe|delete`` through the master's HTTP admin API.
+
+``--admin-url`` (a real master's web port, e.g. http://master:8080/webapi.htm) or ``--master HOST:PORT``
+(the admin API is then looked up on the same host at ``--admin-port``, default 8080 like a real
+master and like ``tubemq serve``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from .admin import AdminClient, admin_url_for_master
+from .common import DEFAULT_ADMIN_PORT, EXIT_USAGE, CliError, note, resolve_master
+from .output import format_table, print_json
+
+HELP = "create, list, describe or delete topics (HTTP admin API)"
+ENV_TOKEN = "TUBEMQ_ADMIN_TOKEN"
+
+
+def _conn_parent() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("connection")
+    g.add_argument("--master", default=None, help="master HOST:PORT; the admin API is on the same host")
+    g.add_argument(
+        "--admin-port", type=int, default=DEFAULT_ADMIN_PORT, help="admin HTTP port used with --master (default 8080)"
+    )
+    g.add_argument("--admin-url", default=None, help="full admin URL, e.g. http://master:8080/webapi.htm")
+    g.add_argument(
+        "--token", default=None, help=f"confModAuthToken for create/delete (default ${ENV_TOKEN})"
+    )
+    g.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout in seconds (default 10)")
+    return p
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("topic", help=HELP, description=HELP + ".")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    parent = _conn_parent()
+
+    c = actions.add_parser("create", parents=[parent], help="create a topic", description="Create a topic.")
+    c.add_argument("name", help="topic name: a letter, then letters, digits or _ (at most 64)")
+    c.add_argument("--partitions", "-p", type=int, default=3, help="partitions per store (default 3)")
+    c.add_argument("--stores", type=int, default=1, help="partition stores on the broker (default 1)")
+    c.add_argument("--max-msg-size-mb", type=int, default=None, help="max message size in MiB (default: cluster's)")
+    c.add_argument("--broker-id", default="1", help="broker id(s), comma separated, that host it (default 1)")
+    c.add_argument("--if-not-exists", action="store_true", help="succeed when the topic already exists")
+    c.set_defaults(func=run_create)
+
+    ls = actions.add_parser("list", parents=[parent], help="list topics", description="List topics.")
+    ls.add_argument("--output", "-o", choices=("table", "json", "names"), default="table")
+    ls.set_defaults(func=run_list)
+
+    d = actions.add_parser("describe", parents=[parent], help="show one topic", description="Show one topic.")
+    d.add_argument("name")
+    d.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    d.set_defaults(func=run_describe)
+
+    rm = actions.add_parser("delete", parents=[parent], help="delete a topic", description="Delete a topic.")
+    rm.add_argument("name")
+    rm.add_argument("--broker-id", default="1", help="broker id(s) the topic is deployed on (default 1)")
+    rm.add_argument(
+        "--purge", action="store_true",
+        help="real master: also remove the soft-deleted record (admin_remove_topic_info)",
+    )
+    rm.add_argument("--if-exists", action="store_true", help="succeed when the topic does not exist")
+    rm.set_defaults(func=run_delete)
+
+
+def client_from_args(args: argparse.Namespace) -> AdminClient:
+    token = args.token or os.environ.get(ENV_TOKEN) or None
+    if args.admin_url and args.master:
+        raise CliError("give either --admin-url or --master, not both", EXIT_USAGE)
+    if args.admin_url:
+        url = args.admin_url
+    else:
+        master = resolve_master(args.master)
+        url = admin_url_for_master(master, args.admin_port)
+    if args.timeout <= 0:
+        raise CliError("--timeout must be positive", EXIT_USAGE)
+    return AdminClient(url, token, timeout=args.timeout)
+
+
+# ---- normalising topic records (embedded server and real master answer slightly different shapes)
+
+
+def _first(d: dict[str, Any], *keys: str, default: Any = None) -> Any:
+    for k in keys:
+        if k in d and d[k] is not None:
+            return d[k]
+    return default
+
+
+def topic_row(rec: dict[str, Any]) -> dict[str, Any]:
+    """A flat view of one topic record: name, partitions, stores, brokers, max size, flags."""
+    infos = rec.get("topicInfo")
+    per_broker = [i for i in infos if isinstance(i, dict)] if isinstance(infos, list) else []
+    if per_broker:
+        parts = sum(int(_first(i, "numPartitions", default=0)) * int(_first(i, "numTopicStores", default=1))
+                    for i in per_broker)
+        stores = max(int(_first(i, "numTopicStores", default=1)) for i in per_broker)
+        brokers = ",".join(str(_first(i, "brokerId", default="?")) for i in per_broker)
+        first = per_broker[0]
+    else:
+        first = rec
+        n = int(_first(rec, "numPartitions", "partitions", default=0))
+        stores = int(_first(rec, "numTopicStores", "numStores", "stores", default=1))
+        parts = int(_first(rec, "totalCfgNumPart", "totalPartitions", default=n * stores))
+        brokers = str(_first(rec, "brokerId", "brokerIds", default=""))
+    max_mb = _first(first, "maxMsgSizeInMB", "maxMsgSizeMB")
+    max_bytes = _first(first, "maxMsgSize", "maxMsgSizeInB")
+    if max_mb is None and max_bytes is not None:
+        max_mb = round(int(max_bytes) / 1048576, 2)
+    return {
+        "topic": _first(rec, "topicName", "topic", "name", default="?"),
+        "partitions": parts,
+        "stores": stores,
+        "brokers": brokers,
+        "max_msg_size_mb": max_mb,
+        "accept_publish": _first(rec, "isSrvAcceptPublish", "acceptPublish", default=_first(first, "acceptPublish")),
+        "accept_subscribe": _first(
+            rec, "isSrvAcceptSubscribe", "acceptSubscribe", default=_first(first, "acceptSubscribe")
+        ),
+    }
+
+
+# ---- actions
+
+
+def run_create(args: argparse.Namespace) -> int:
+    from .admin import AdminError
+
+    if args.partitions < 1 or args.stores < 1:
+        raise CliError("--partitions and --stores must be at least 1", EXIT_USAGE)
+    client = client_from_args(args)
+    try:
+        client.create_topic(
+            args.name, partitions=args.partitions, stores=args.stores, broker_id=args.broker_id,
+            max_msg_size_mb=args.max_msg_size_mb,
+        )
+    except AdminError as exc:
+        if args.if_not_exists and _exists(client, args.name):
+            note(f"topic {args.name} already exists")
+            return 0
+        raise CliError(f"cannot create topic {args.name}: {exc.message}") from None
+    note(f"created topic {args.name} ({args.partitions} partitions x {args.stores} stores)")
+    return 0
+
+
+def _exists(client: AdminClient, name: str) -> bool:
+    return any(topic_row(r)["topic"] == name for r in client.query_topics(name))
+
+
+def run_list(args: argparse.Namespace) -> int:
+    client = client_from_args(args)
+    rows = sorted((topic_row(r) for r in client.query_topics()), key=lambda r: str(r["topic"]))
+    if args.output == "json":
+        print(print_json(rows))
+    elif args.output == "names":
+        for r in rows:
+            print(r["topic"])
+    else:
+        headers = ["TOPIC", "PARTITIONS", "STORES", "BROKERS", "MAX_MSG_MB", "PUBLISH", "SUBSCRIBE"]
+        print(format_table(headers, [[r["topic"], r["partitions"], r["stores"], r["brokers"],
+                                      r["max_msg_size_mb"] if r["max_msg_size_mb"] is not None else "default",
+                                      r["accept_publish"], r["accept_subscribe"]] for r in rows]))
+    return 0
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    client = client_from_args(args)
+    records = [r for r in client.query_topics(args.name) if topic_row(r)["topic"] == args.name]
+    if not records:
+        raise CliError(f"topic {args.name} not found")
+    if args.output == "json":
+        print(print_json(records[0]))
+        return 0
+    row = topic_row(records[0])
+    width = max(len(k) for k in row)
+    for key, value in row.items():
+        print(f"{key.ljust(width)}  {'default' if value is None else value}")
+    extra = {k: v for k, v in records[0].items() if not isinstance(v, dict | list)}
+    shown = {"topicName", "topic", "name", "numPartitions", "numTopicStores", "acceptPublish", "acceptSubscribe"}
+    for key in sorted(set(extra) - shown):
+        print(f"{key.ljust(width)}  {extra[key]}")
+    return 0
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    from .admin import AdminError
+
+    client = client_from_args(args)
+    try:
+        client.delete_topic(args.name, broker_id=args.broker_id, purge=args.purge)
+    except AdminError as exc:
+        if args.if_exists and not _exists(client, args.name):
+            note(f"topic {args.name} does not exist")
+            return 0
+        raise CliError(f"cannot delete topic {args.name}: {exc.message}") from None
+    note(f"deleted topic {args.name}")
+    return 0
