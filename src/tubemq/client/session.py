@@ -1,0 +1,409 @@
+"""Shared machinery of a client's session with the master (PROTOCOL.md §5.0, §5.1, §5.2, §8).
+
+:class:`MasterSessionBase` owns what producer and consumer sessions have in common: the connection
+pool and master fail-over invoker, registration with retries and back-off, the periodic heartbeat
+task, re-registration when the master forgets the client (411, StandbyException, a new master),
+visit/auth token storage, the broker map with its checksum, the approved client config, periodic
+stats reporting and a clean close after which no heartbeat is ever sent.
+
+Subclasses implement three coroutines: :meth:`_register_once`, :meth:`_heartbeat_once` and
+:meth:`_close_once` (request/response specifics), and may override :meth:`should_heartbeat`.
+They raise :class:`~tubemq.errors.ServerError` (via :meth:`check`) for ``success = false`` answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import platform
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from .. import codec
+from ..config import ClientConfig
+from ..errors import (
+    AuthenticationError,
+    ClientClosedError,
+    DecodeError,
+    NotRegisteredError,
+    ServerError,
+    StandbyError,
+    TubeMQError,
+    error_for_code,
+)
+from ..metrics import Metrics
+from ..net.invoker import MasterInvoker
+from ..net.pool import ConnectionPool
+from ..protocol import master_pb
+from ..protocol.constants import (
+    DEFAULT_BROKER_PORT,
+    DEFAULT_BROKER_TLS_PORT,
+    DEFAULT_MAX_MSG_SIZE,
+    HEARTBEAT_PERIOD_AFTER_FAIL_MS,
+    MAX_HEARTBEAT_RETRY_TIMES,
+    MAX_MAX_MSG_SIZE,
+    META_VALUE_UNDEFINED,
+    MIN_MAX_MSG_SIZE,
+)
+from . import auth
+from .identity import local_ip
+
+log = logging.getLogger("tubemq.client.session")
+
+#: After this long without a broker-list change the heartbeat sends checksum -1 (Java: 2 h).
+BROKER_FORCED_REFRESH_S = 2 * 3600.0
+#: Wait after an RPC-level register failure (Java: 1200 ms), growing up to the cap below.
+REGISTER_EXC_WAIT_S = 1.2
+REGISTER_WAIT_CAP_S = 10.0
+#: Python runtime, reported in jdkVersion like the Java client reports its JVM (logged only).
+RUNTIME_VERSION = f"{platform.python_implementation()} {platform.python_version()}"
+
+
+class MasterSessionBase:
+    """Register / heartbeat / close with fail-over; see the module docstring."""
+
+    #: Register failure codes that retrying cannot fix (surface at once).
+    fatal_register_codes: frozenset[int] = frozenset()
+    role = "client"
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        client_id: str,
+        *,
+        pool: ConnectionPool | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.config = config
+        self.client_id = client_id
+        self.host_name = config.local_address or local_ip()
+        self.metrics = metrics or Metrics()
+        self.visit_token: int = META_VALUE_UNDEFINED
+        self.auth_token: str = ""  # last non-blank MasterAuthorizedInfo.authAuthorizedToken
+        self.require_auth = False
+        self.brokers: dict[int, codec.BrokerInfo] = {}
+        self.broker_checksum: int = -1
+        self.broker_updated_at = time.monotonic()
+        self.config_id: int = META_VALUE_UNDEFINED
+        self.max_msg_size: int = DEFAULT_MAX_MSG_SIZE
+        self.default_broker_port = DEFAULT_BROKER_TLS_PORT if config.tls else DEFAULT_BROKER_PORT
+        self.registered = False
+        self.closed = False
+        self.last_error: BaseException | None = None
+        self.heartbeats_sent = 0
+        self.registrations = 0
+        self._pool = pool
+        self._own_pool = pool is None
+        self.invoker: MasterInvoker | None = None
+        self._rpc_lock: asyncio.Lock | None = None
+        self._wake: asyncio.Event | None = None
+        self._hb_task: asyncio.Task[None] | None = None
+        self._stats_task: asyncio.Task[None] | None = None
+        self._hb_failures = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def pool(self) -> ConnectionPool:
+        if self._pool is None:
+            raise ClientClosedError("session not started")
+        return self._pool
+
+    async def start(self, *, register_attempts: int | None = 5) -> None:
+        """Open the pool, register (``register_attempts`` tries, None = forever), start the timers."""
+        if self.closed:
+            raise ClientClosedError(f"{self.role} is closed")
+        if self._pool is None:
+            ssl_ctx = self.config.ssl_context()
+            if self.config.pool == "shared" and ssl_ctx is None:
+                self._pool = ConnectionPool.acquire_shared()
+            else:
+                self._pool = ConnectionPool(
+                    ssl=ssl_ctx,
+                    connect_timeout=self.config.connect_timeout_ms / 1000.0,
+                    max_inflight=self.config.max_inflight,
+                )
+        self.invoker = MasterInvoker(self.config.masters, self._pool, timeout_ms=self.config.rpc_timeout_ms)
+        self._rpc_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        try:
+            await self.register(max_attempts=register_attempts)
+        except BaseException:
+            await self._release_pool()
+            raise
+        self._hb_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
+        if self.config.stats_interval_s > 0 and self.config.stats_callback is not None:
+            self._stats_task = asyncio.get_running_loop().create_task(self._stats_loop())
+
+    async def close(self, *, timeout: float | None = None) -> None:
+        """Stop the heartbeat (none is sent after this returns), send the close request once."""
+        if self.closed:
+            return
+        self.closed = True
+        for task in (self._hb_task, self._stats_task):
+            if task is not None:
+                task.cancel()
+        for task in (self._hb_task, self._stats_task):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._hb_task = self._stats_task = None
+        if self.registered and self.invoker is not None:
+            wait = timeout if timeout is not None else self.config.rpc_timeout_ms / 1000.0
+            try:
+                assert self._rpc_lock is not None
+                async with self._rpc_lock:
+                    await asyncio.wait_for(self._close_once(), wait)
+            except (TubeMQError, asyncio.TimeoutError) as exc:
+                log.info("%s %s: close request failed (ignored): %s", self.role, self.client_id, exc)
+        self.registered = False
+        await self._release_pool()
+
+    async def _release_pool(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            if self._own_pool:
+                await pool.close()
+
+    # ------------------------------------------------------------------ register
+
+    async def register(self, *, max_attempts: int | None = None) -> None:
+        """Register until it works: ``success=false`` waits ``register_retry_wait_ms``, RPC failures
+        wait longer (growing, capped); fatal codes and the last of ``max_attempts`` failures raise."""
+        attempt = 0
+        exc_wait = REGISTER_EXC_WAIT_S
+        while True:
+            if self.closed:
+                raise ClientClosedError(f"{self.role} is closed")
+            attempt += 1
+            try:
+                assert self._rpc_lock is not None
+                async with self._rpc_lock:
+                    if self.closed:
+                        raise ClientClosedError(f"{self.role} is closed")
+                    await self._register_once()
+                self.registered = True
+                self.registrations += 1
+                self.last_error = None
+                self._hb_failures = 0
+                self.metrics.inc("master.registrations")
+                log.info("%s %s registered with master %s", self.role, self.client_id, self.current_master)
+                return
+            except ServerError as exc:
+                self.last_error = exc
+                if exc.code in self.fatal_register_codes or (max_attempts is not None and attempt >= max_attempts):
+                    raise
+                log.warning("%s register refused (attempt %d): %s", self.role, attempt, exc)
+                wait = self.config.register_retry_wait_ms / 1000.0
+            except (TubeMQError, DecodeError) as exc:
+                if isinstance(exc, ClientClosedError):
+                    raise
+                self.last_error = exc
+                if max_attempts is not None and attempt >= max_attempts:
+                    raise
+                log.warning("%s register failed (attempt %d): %s", self.role, attempt, exc)
+                wait = exc_wait
+                exc_wait = min(REGISTER_WAIT_CAP_S, exc_wait * 1.5)
+            self.metrics.inc("master.register_failures")
+            await self._sleep(wait)
+
+    # ------------------------------------------------------------------ heartbeat
+
+    def should_heartbeat(self) -> bool:
+        """Producers skip heartbeats while nothing is published (Java); consumers always send."""
+        return True
+
+    def trigger_heartbeat(self) -> None:
+        """Wake the heartbeat task now (e.g. after a connection drop)."""
+        if self._wake is not None:
+            self._wake.set()
+
+    async def heartbeat_now(self) -> None:
+        """One heartbeat right now (publish needs the metadata synchronously); errors propagate."""
+        if self.closed:
+            raise ClientClosedError(f"{self.role} is closed")
+        try:
+            await self._locked_heartbeat()
+        except NotRegisteredError:
+            await self.register(max_attempts=3)
+            await self._locked_heartbeat()
+        except StandbyError:
+            await self.register(max_attempts=3)
+            await self._locked_heartbeat()
+
+    async def _locked_heartbeat(self) -> None:
+        assert self._rpc_lock is not None
+        async with self._rpc_lock:
+            if self.closed:  # never a heartbeat after close
+                raise ClientClosedError(f"{self.role} is closed")
+            self.heartbeats_sent += 1
+            await self._heartbeat_once()
+        self._hb_failures = 0
+
+    async def _heartbeat_loop(self) -> None:
+        period = self.config.heartbeat_period_ms / 1000.0
+        delay = period
+        while not self.closed:
+            await self._sleep(delay, wakeable=True)
+            if self.closed:
+                return
+            delay = period
+            if not self.should_heartbeat():
+                continue
+            try:
+                await self._locked_heartbeat()
+                self.metrics.inc("master.heartbeats")
+            except ClientClosedError:
+                return
+            except NotRegisteredError as exc:
+                log.info("%s %s unknown to the master (%s): registering again", self.role, self.client_id, exc)
+                delay = await self._reregister()
+            except StandbyError as exc:
+                log.info("%s: master became standby (%s): registering with the next one", self.role, exc)
+                delay = await self._reregister()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the heartbeat must survive anything
+                self._hb_failures += 1
+                self.last_error = exc
+                self.metrics.inc("master.heartbeat_failures")
+                if isinstance(exc, AuthenticationError):
+                    self.require_auth = True
+                log.warning("%s heartbeat failed (%d in a row): %s", self.role, self._hb_failures, exc)
+                if self._hb_failures >= MAX_HEARTBEAT_RETRY_TIMES:
+                    delay = max(period, HEARTBEAT_PERIOD_AFTER_FAIL_MS / 1000.0)
+                    self._hb_failures = 0
+                    # after a run of failures the master has probably forgotten us
+                    self.registered = False
+                else:
+                    delay = min(period, self.config.register_retry_wait_ms / 1000.0)
+
+    async def _reregister(self) -> float:
+        """Register again (forever, unless closed); returns the delay before the next heartbeat."""
+        self.registered = False
+        self.on_reregister()
+        try:
+            await self.register(max_attempts=None)
+        except ClientClosedError:
+            return 0.0
+        except ServerError as exc:
+            log.error("%s: re-register refused with a fatal code: %s", self.role, exc)
+            self.last_error = exc
+            return self.config.heartbeat_period_ms / 1000.0
+        return 0.0  # heartbeat right away: it brings the metadata back
+
+    def on_reregister(self) -> None:
+        """Hook: the master lost this client (subclasses reset per-registration state)."""
+
+    async def _stats_loop(self) -> None:
+        cb = self.config.stats_callback
+        assert cb is not None
+        while not self.closed:
+            await asyncio.sleep(self.config.stats_interval_s)
+            try:
+                cb(self.metrics.snapshot())
+            except Exception:  # user callback errors are theirs, never ours
+                log.exception("stats_callback raised")
+
+    async def _sleep(self, seconds: float, wakeable: bool = False) -> None:
+        if not wakeable or self._wake is None:
+            await asyncio.sleep(seconds)
+            return
+        self._wake.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+
+    # ------------------------------------------------------------------ helpers for subclasses
+
+    @property
+    def current_master(self) -> str:
+        return self.invoker.current_address if self.invoker is not None else ""
+
+    async def call_master(self, method: int, request: Any, response_cls: type[Any]) -> Any:
+        if self.invoker is None:
+            raise ClientClosedError("session not started")
+        return await self.invoker.call(method, request, response_cls)
+
+    @staticmethod
+    def check(response: Any) -> None:
+        """Raise the ServerError for a ``success = false`` answer."""
+        if not response.success:
+            raise error_for_code(response.errCode, response.errMsg)
+
+    def heartbeat_checksum(self) -> int:
+        """Local broker checksum, or -1 when the list has not changed for 2 h (forces a full list)."""
+        if time.monotonic() - self.broker_updated_at > BROKER_FORCED_REFRESH_S:
+            return -1
+        return self.broker_checksum
+
+    def apply_brokers(self, checksum: int, broker_infos: Iterable[str]) -> bool:
+        """Replace the broker map with a list the master sent (it sends one only when our checksum is
+        stale or -1); True when a list was applied."""
+        infos = list(broker_infos)
+        if not infos:
+            # the master omits the list when our checksum is current (§3.3); nothing to change
+            return False
+        brokers: dict[int, codec.BrokerInfo] = {}
+        for text in infos:
+            try:
+                b = codec.parse_broker_info(text, self.default_broker_port)
+            except DecodeError as exc:
+                log.warning("ignoring bad brokerInfo %r: %s", text, exc)
+                continue
+            brokers[b.broker_id] = b
+        self.brokers = brokers
+        self.broker_checksum = checksum
+        self.broker_updated_at = time.monotonic()
+        return True
+
+    def apply_authorized_info(self, response: Any, field: str = "authorizedInfo") -> None:
+        """Store the visit token (and a non-blank auth token) of a master answer (§8.2)."""
+        if response.HasField(field):
+            info = getattr(response, field)
+            self.visit_token = info.visitAuthorizedToken
+            if info.authAuthorizedToken.strip():
+                self.auth_token = info.authAuthorizedToken
+
+    def apply_appd_config(self, response: Any, field: str = "appdConfig") -> None:
+        """ApprovedClientConfig: remember configId; maxMsgSize (clamped 1..20 MiB) when present."""
+        if response.HasField(field):
+            cfg = getattr(response, field)
+            self.config_id = cfg.configId
+            if cfg.HasField("maxMsgSize") and cfg.maxMsgSize > 0:
+                self.max_msg_size = max(MIN_MAX_MSG_SIZE, min(MAX_MAX_MSG_SIZE, cfg.maxMsgSize))
+
+    def appd_config(self) -> master_pb.ApprovedClientConfig:
+        return master_pb.ApprovedClientConfig(configId=self.config_id)
+
+    def cert_info(self, *, force: bool) -> master_pb.MasterCertificateInfo | None:
+        """authInfo for a master request, or None when auth is off (field then absent, like Java).
+
+        ``force`` (register/close): a fresh AuthenticateInfo. Heartbeats: AuthenticateInfo only after
+        the master asked (requireAuth), else the last authAuthorizedToken (§8.2).
+        """
+        cfg = self.config
+        if not cfg.auth_enabled:
+            return None
+        assert cfg.auth_user is not None and cfg.auth_password is not None
+        if force or self.require_auth:
+            return auth.master_cert_info(cfg.auth_user, cfg.auth_password)
+        return auth.master_token_info(self.auth_token)
+
+    # ------------------------------------------------------------------ subclass API
+
+    async def _register_once(self) -> None:
+        """Send one register request and apply the answer; raise ServerError on success=false."""
+        raise NotImplementedError
+
+    async def _heartbeat_once(self) -> None:
+        """Send one heartbeat and apply the answer; raise ServerError on success=false."""
+        raise NotImplementedError
+
+    async def _close_once(self) -> None:
+        """Send the close request."""
+        raise NotImplementedError
+
+
+__all__ = ["RUNTIME_VERSION", "MasterSessionBase"]

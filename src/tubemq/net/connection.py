@@ -1,0 +1,349 @@
+"""One multiplexed TCP (or TLS) connection to a master or broker (PROTOCOL.md §1, §2).
+
+Why a custom asyncio Protocol instead of streams: the hot send path must cost one syscall per *batch*
+of pipelined requests and no task per request. Frames queued during one event-loop iteration are
+joined and written once (``call_soon`` flush); responses are matched to requests by serial number;
+one timer per connection sweeps expired requests instead of one ``wait_for`` per call.
+
+Bounded everywhere: at most ``max_inflight`` requests await an answer (callers beyond that wait for a
+slot: back-pressure instead of buffering), the transport's write buffer pauses writers when it is
+above its high-water mark, and the frame decoder rejects frames above ``max_frame_size``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import ssl as _ssl
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import codec
+from ..errors import (
+    ConnectionLostError,
+    FrameError,
+    TubeMQConnectionError,
+    TubeMQError,
+    TubeMQTimeoutError,
+    remote_error,
+)
+
+log = logging.getLogger("tubemq.net.connection")
+
+#: Default in-flight window per connection (requests awaiting an answer).
+DEFAULT_MAX_INFLIGHT = 4096
+#: Frames above this are refused by the decoder (Java: 3584 blocks of 8 KiB, §1.3).
+DEFAULT_MAX_FRAME_SIZE = codec.DEFAULT_MAX_FRAME_SIZE
+#: How often pending requests are checked for expiry (seconds).
+_SWEEP_INTERVAL = 0.05
+#: Transport write-buffer high-water mark: writers wait above it.
+_WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+_decode_response = codec.decode_response
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` -> (host, port) with a typed error for malformed input."""
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise TubeMQConnectionError(f"bad address {address!r}: expected host:port")
+    return host.strip("[]"), int(port)
+
+
+def unwrap_response(payload: bytes) -> bytes:
+    """Response payload -> RspResponseBody.data, or the RemoteError/StandbyError the server sent."""
+    rsp = _decode_response(payload)
+    if rsp.status == 0:
+        return rsp.body
+    raise remote_error(rsp.exception_name, rsp.message, rsp.status)
+
+
+class _Protocol(asyncio.Protocol):
+    """Thin adapter: asyncio callbacks -> Connection methods."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.conn._made(transport)  # type: ignore[arg-type]
+
+    def data_received(self, data: bytes) -> None:
+        self.conn._data(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.conn._lost(exc)
+
+    def pause_writing(self) -> None:
+        self.conn._paused = True
+
+    def resume_writing(self) -> None:
+        self.conn._resume()
+
+
+class Connection:
+    """A request/response multiplexer over one socket; see the module docstring.
+
+    Create with :meth:`open`. ``call`` / ``call_frame`` return ``RspResponseBody.data`` on success and
+    raise RemoteError/StandbyError (server exception), TubeMQTimeoutError, ConnectionLostError (the
+    connection dropped with the request in flight) or TubeMQConnectionError (closed before sending).
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
+        if max_inflight < 1:
+            raise ValueError("max_inflight must be >= 1")
+        self.address = address
+        self.max_inflight = max_inflight
+        self.closed = False
+        self.last_activity = time.monotonic()
+        self.on_close: list[Callable[[Connection], Any]] = []
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._decoder = codec.FrameDecoder(max_frame_size)
+        self._serial = 0
+        # serial -> (future, deadline)
+        self._pending: dict[int, tuple[asyncio.Future[bytes], float]] = {}
+        self._wbuf: list[bytes] = []
+        self._flush_handle: asyncio.Handle | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._paused = False
+        self._resume_waiters: list[asyncio.Future[None]] = []
+        self._close_exc: TubeMQError | None = None
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    async def open(
+        cls,
+        address: str,
+        *,
+        ssl: _ssl.SSLContext | None = None,
+        connect_timeout: float = 3.0,
+        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        server_hostname: str | None = None,
+    ) -> Connection:
+        """Connect to ``host:port`` (TCP_NODELAY is asyncio's default for TCP)."""
+        host, port = split_address(address)
+        conn = cls(address, max_inflight=max_inflight, max_frame_size=max_frame_size)
+        loop = asyncio.get_running_loop()
+        kwargs: dict[str, Any] = {}
+        if ssl is not None:
+            kwargs["ssl"] = ssl
+            kwargs["server_hostname"] = server_hostname if server_hostname is not None else host
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: _Protocol(conn), host, port, **kwargs), connect_timeout
+            )
+        except asyncio.TimeoutError as exc:
+            raise TubeMQConnectionError(f"connect to {address} timed out after {connect_timeout:g} s") from exc
+        except OSError as exc:
+            raise TubeMQConnectionError(f"connect to {address} failed: {exc}") from exc
+        return conn
+
+    # ------------------------------------------------------------------ protocol callbacks
+
+    def _made(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+
+    def _data(self, data: bytes) -> None:
+        self.last_activity = time.monotonic()
+        try:
+            frames = self._decoder.feed(data)
+        except FrameError as exc:
+            log.warning("closing %s: %s", self.address, exc)
+            self._shutdown(ConnectionLostError(f"{self.address}: malformed frame from peer: {exc}"))
+            return
+        pending = self._pending
+        for serial, payload in frames:
+            entry = pending.pop(serial, None)
+            if entry is None:
+                log.debug("%s: response for unknown serial %d ignored (late or duplicate)", self.address, serial)
+                continue
+            fut = entry[0]
+            if not fut.done():
+                fut.set_result(payload)
+        if self._slot_waiters:
+            self._wake_slots()
+
+    def _lost(self, exc: Exception | None) -> None:
+        reason = f"{self.address}: connection lost" + (f": {exc}" if exc else "")
+        self._shutdown(ConnectionLostError(reason))
+
+    def _resume(self) -> None:
+        self._paused = False
+        waiters, self._resume_waiters = self._resume_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    # ------------------------------------------------------------------ requests
+
+    @property
+    def inflight(self) -> int:
+        return len(self._pending)
+
+    @property
+    def has_capacity(self) -> bool:
+        """True when a request can be started without waiting (window and write buffer)."""
+        return not self.closed and not self._paused and len(self._pending) < self.max_inflight
+
+    async def wait_capacity(self) -> None:
+        """Wait until :attr:`has_capacity` (or raise if the connection closes meanwhile)."""
+        while True:
+            if self.closed:
+                raise self._closed_error()
+            if self._paused:
+                w: asyncio.Future[None] = self._loop.create_future()
+                self._resume_waiters.append(w)
+                await w
+                continue
+            if len(self._pending) < self.max_inflight:
+                return
+            s: asyncio.Future[None] = self._loop.create_future()
+            self._slot_waiters.append(s)
+            try:
+                await s
+            except asyncio.CancelledError:
+                if s.done() and not s.cancelled():
+                    self._wake_slots()  # pass the slot on
+                raise
+
+    def _wake_slots(self) -> None:
+        free = self.max_inflight - len(self._pending)
+        waiters = self._slot_waiters
+        while free > 0 and waiters:
+            w = waiters.popleft()
+            if not w.done():
+                w.set_result(None)
+                free -= 1
+
+    def start_call(self, build: Callable[[int], bytes], timeout_ms: int) -> asyncio.Future[bytes]:
+        """Queue ``build(serial)`` now and return the future of the raw response payload.
+
+        No capacity check: callers use :attr:`has_capacity` / :meth:`wait_capacity` first (the hot
+        path does, to avoid a coroutine per request).
+        """
+        if self.closed:
+            raise self._closed_error()
+        serial = self._serial = (self._serial + 1) & 0xFFFFFFFF
+        frame = build(serial)
+        fut: asyncio.Future[bytes] = self._loop.create_future()
+        self._pending[serial] = (fut, time.monotonic() + timeout_ms / 1000.0)
+        self._wbuf.append(frame)
+        if self._flush_handle is None:
+            self._flush_handle = self._loop.call_soon(self._flush)
+        if self._sweeper is None:
+            self._sweeper = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
+        return fut
+
+    async def call_frame(self, build: Callable[[int], bytes], *, timeout_ms: int) -> bytes:
+        """Send the frame ``build(serial)`` returns; wait for the answer (hot path of §2)."""
+        if not self.has_capacity:
+            await self.wait_capacity()
+        fut = self.start_call(build, timeout_ms)
+        return unwrap_response(await fut)
+
+    async def call(self, service_type: int, method: int, body: bytes, *, timeout_ms: int) -> bytes:
+        """One RPC with an already-serialised request message; returns RspResponseBody.data."""
+        if timeout_ms <= 0:
+            raise ValueError("timeout_ms must be positive (the server never answers otherwise, §2.7)")
+
+        def build(serial: int) -> bytes:
+            return codec.encode_request(serial, service_type, method, body, timeout_ms=timeout_ms)
+
+        return await self.call_frame(build, timeout_ms=timeout_ms)
+
+    # ------------------------------------------------------------------ internals
+
+    def _flush(self) -> None:
+        self._flush_handle = None
+        buf = self._wbuf
+        if not buf or self._transport is None or self.closed:
+            return
+        self._wbuf = []
+        data = buf[0] if len(buf) == 1 else b"".join(buf)
+        try:
+            self._transport.write(data)
+        except Exception as exc:  # transport already closing
+            self._shutdown(ConnectionLostError(f"{self.address}: write failed: {exc}"))
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        if self.closed or not self._pending:
+            return
+        now = time.monotonic()
+        expired = [s for s, (_, deadline) in self._pending.items() if deadline <= now]
+        for serial in expired:
+            fut, _ = self._pending.pop(serial)
+            if not fut.done():
+                fut.set_exception(
+                    TubeMQTimeoutError(f"{self.address}: no answer to request serial {serial} in time")
+                )
+        if expired and self._slot_waiters:
+            self._wake_slots()
+        if self._pending:
+            self._sweeper = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
+
+    def _closed_error(self) -> TubeMQError:
+        return self._close_exc or TubeMQConnectionError(f"{self.address}: connection is closed")
+
+    def _shutdown(self, exc: TubeMQError) -> None:
+        """Fail everything pending with ``exc``, drop the transport, run on_close callbacks once."""
+        if self.closed:
+            return
+        self.closed = True
+        self._close_exc = TubeMQConnectionError(f"{self.address}: connection is closed")
+        if self._transport is not None:
+            self._transport.abort() if isinstance(exc, ConnectionLostError) else self._transport.close()
+        pending, self._pending = self._pending, {}
+        for fut, _ in pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        self._wbuf = []
+        for w in list(self._slot_waiters) + self._resume_waiters:
+            if not w.done():
+                w.set_result(None)  # they re-check and raise the closed error
+        self._slot_waiters.clear()
+        self._resume_waiters = []
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        for cb in self.on_close:
+            try:
+                cb(self)
+            except Exception:  # a callback must not break closing
+                log.exception("on_close callback failed for %s", self.address)
+
+    async def close(self) -> None:
+        """Close now; requests still pending fail with ConnectionLostError."""
+        if self.closed:
+            return
+        if self._wbuf and self._transport is not None:
+            self._flush()
+        self._shutdown(ConnectionLostError(f"{self.address}: connection closed locally"))
+        await asyncio.sleep(0)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"open, {len(self._pending)} in flight"
+        return f"<Connection {self.address} {state}>"
+
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "DEFAULT_MAX_INFLIGHT",
+    "Connection",
+    "split_address",
+    "unwrap_response",
+]

@@ -1,0 +1,106 @@
+"""Master RPCs with the Java client's fail-over (PROTOCOL.md §5.0, RpcServiceFailoverInvoker).
+
+The master list is de-duplicated and sorted; calls go to the current master; a StandbyException, a
+FATAL answer, an I/O error or a timeout closes that connection and moves to the next master, up to
+one attempt per master per call. Any other remote exception is the caller's business and is raised.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from ..errors import (
+    DecodeError,
+    RemoteError,
+    StandbyError,
+    TubeMQConnectionError,
+    TubeMQError,
+    TubeMQTimeoutError,
+)
+from ..protocol.constants import DEFAULT_RPC_TIMEOUT_MS, ServiceType
+from .connection import split_address
+from .pool import ConnectionPool
+
+log = logging.getLogger("tubemq.net.invoker")
+
+M = TypeVar("M")
+
+
+def normalize_master_list(addresses: str | Iterable[str]) -> list[str]:
+    """``"h1:p1,h2:p2"`` or a list -> sorted, de-duplicated ``host:port`` strings (validated)."""
+    if isinstance(addresses, str):
+        items = addresses.split(",")
+    else:
+        items = [a for item in addresses for a in str(item).split(",")]
+    result = set()
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        host, port = split_address(item)
+        result.add(f"{host}:{port}")
+    if not result:
+        raise TubeMQConnectionError(f"no master address in {addresses!r}")
+    return sorted(result)
+
+
+class MasterInvoker:
+    """Round-robin fail-over over the master list; see the module docstring."""
+
+    def __init__(
+        self,
+        addresses: str | Iterable[str],
+        pool: ConnectionPool,
+        *,
+        timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS,
+    ) -> None:
+        self.addresses = normalize_master_list(addresses)
+        self.pool = pool
+        self.timeout_ms = timeout_ms
+        self._index = 0
+
+    @property
+    def current_address(self) -> str:
+        return self.addresses[self._index % len(self.addresses)]
+
+    def rotate(self) -> str:
+        """Move to the next master (used after StandbyException / I/O failures)."""
+        self._index = (self._index + 1) % len(self.addresses)
+        return self.current_address
+
+    async def call_raw(self, method: int, body: bytes) -> bytes:
+        """One master RPC with fail-over; returns the response message bytes."""
+        last: TubeMQError | None = None
+        for _ in range(len(self.addresses)):
+            address = self.current_address
+            try:
+                conn = await self.pool.get(address)
+                return await conn.call(ServiceType.MASTER, method, body, timeout_ms=self.timeout_ms)
+            except StandbyError as exc:
+                log.info("master %s is a standby, trying the next one", address)
+                last = exc
+            except RemoteError as exc:
+                if not exc.is_fatal:
+                    raise
+                log.warning("master %s answered FATAL (%s), trying the next one", address, exc)
+                last = exc
+            except (TubeMQConnectionError, TubeMQTimeoutError) as exc:
+                log.info("master %s failed (%s), trying the next one", address, exc)
+                last = exc
+            await self.pool.discard(address)
+            self.rotate()
+        assert last is not None
+        raise last
+
+    async def call(self, method: int, request: Any, response_cls: type[M]) -> M:
+        """Serialise ``request`` (a protobuf message), call with fail-over, parse ``response_cls``."""
+        data = await self.call_raw(method, request.SerializeToString())
+        try:
+            return response_cls.FromString(data)  # type: ignore[attr-defined, no-any-return]
+        except Exception as exc:  # protobuf DecodeError / missing required fields
+            raise DecodeError(f"bad {response_cls.__name__} from {self.current_address}: {exc}") from exc
+
+
+__all__ = ["MasterInvoker", "normalize_master_list"]

@@ -1,0 +1,115 @@
+"""A private asyncio event loop on a daemon thread: the engine behind the sync facades (DESIGN.md).
+
+Why: one asyncio implementation of every behaviour; the blocking ``Producer``/``Consumer`` classes
+submit coroutines here. By default all sync clients of a process share one loop thread
+(:meth:`LoopThread.shared`, reference-counted: the thread stops when the last client releases it),
+which is also what makes the connection pool process-wide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, ClassVar, TypeVar
+
+from ..errors import ClientClosedError, TubeMQTimeoutError
+
+log = logging.getLogger("tubemq.net.loop")
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An event loop running forever on its own daemon thread."""
+
+    _shared: ClassVar[LoopThread | None] = None
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, name: str = "tubemq-loop") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._refs = 1
+        self._lock = threading.Lock()
+        self._stopped = False
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self._main, args=(ready,), name=name, daemon=True)
+        self.thread.start()
+        ready.wait()
+
+    @classmethod
+    def shared(cls) -> LoopThread:
+        """The process-wide loop thread; each call takes a reference that ``stop()`` releases."""
+        with cls._shared_lock:
+            inst = cls._shared
+            if inst is None or inst._stopped:
+                inst = cls._shared = cls("tubemq-shared-loop")
+            else:
+                with inst._lock:
+                    inst._refs += 1
+            return inst
+
+    def _main(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(ready.set)
+        try:
+            self.loop.run_forever()
+        finally:
+            try:
+                pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+                for t in pending:
+                    t.cancel()
+                if pending:
+                    self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            finally:
+                self.loop.close()
+
+    @property
+    def in_loop_thread(self) -> bool:
+        return threading.current_thread() is self.thread
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the loop; returns a thread-safe future."""
+        if self._stopped:
+            coro.close()
+            raise ClientClosedError("the event-loop thread is stopped")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the loop thread (thread-safe)."""
+        self.loop.call_soon_threadsafe(fn, *args)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop and block until it is done (never from the loop thread itself)."""
+        if self.in_loop_thread:
+            coro.close()
+            raise RuntimeError("LoopThread.run() called from its own loop thread: it would deadlock")
+        fut = self.submit(coro)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError as exc:
+            fut.cancel()
+            raise TubeMQTimeoutError(f"operation did not finish within {timeout:g} s") from exc
+
+    def stop(self) -> None:
+        """Release one reference; the last one stops the loop and joins the thread."""
+        with LoopThread._shared_lock, self._lock:  # the class lock orders us with shared()
+            if self._stopped:
+                return
+            self._refs -= 1
+            if self._refs > 0:
+                return
+            self._stopped = True
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        if not self.in_loop_thread:
+            self.thread.join(timeout=10)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+
+__all__ = ["LoopThread"]

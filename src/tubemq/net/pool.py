@@ -1,0 +1,215 @@
+"""Connection pool: one :class:`Connection` per ``host:port`` (Java's NettyClientFactory, §1.1).
+
+Why shared by default: the Java client keeps one connection per remote address for the whole process
+(its "single session factory"), so N producers to one broker cost one socket. Here the unit of
+sharing is the event loop (connections belong to a loop); the sync clients all run on the shared
+:class:`~tubemq.net.loop.LoopThread`, so in practice it is one pool per process. A client may ask
+for a private pool instead (``pool="private"``), and TLS clients always get their own pool (their
+SSL settings are theirs).
+
+Health tracking: consecutive connect failures per address give an exponential back-off
+(``base * 2**n``, capped); :meth:`get` fails fast while an address is backing off so callers (the
+master fail-over, the producer's broker choice) move on instead of hanging. Idle connections (no
+read for ``idle_timeout`` seconds, nothing in flight) are closed like Java's 300 s read-idle rule and
+reopened lazily on the next :meth:`get`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl as _ssl
+import time
+import weakref
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..errors import TubeMQConnectionError
+from ..protocol.constants import CONNECT_READ_IDLE_MS
+from .connection import DEFAULT_MAX_FRAME_SIZE, DEFAULT_MAX_INFLIGHT, Connection
+
+log = logging.getLogger("tubemq.net.pool")
+
+
+@dataclass
+class AddressHealth:
+    """Connect history of one address."""
+
+    failures: int = 0
+    last_error: str = ""
+    retry_at: float = 0.0  # monotonic time before which get() fails fast
+    connects: int = 0
+
+
+class ConnectionPool:
+    """One connection per address, opened on demand; see the module docstring."""
+
+    _shared: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ConnectionPool]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(
+        self,
+        *,
+        ssl: _ssl.SSLContext | None = None,
+        connect_timeout: float = 3.0,
+        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        idle_timeout: float = CONNECT_READ_IDLE_MS / 1000.0,
+        backoff_base: float = 0.05,
+        backoff_max: float = 2.0,
+    ) -> None:
+        self.ssl = ssl
+        self.connect_timeout = connect_timeout
+        self.max_inflight = max_inflight
+        self.max_frame_size = max_frame_size
+        self.idle_timeout = idle_timeout
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.closed = False
+        self._conns: dict[str, Connection] = {}
+        self._opening: dict[str, asyncio.Future[Connection]] = {}
+        self._health: dict[str, AddressHealth] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self._refs = 1
+        self._shared_loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ sharing
+
+    @classmethod
+    def acquire_shared(cls) -> ConnectionPool:
+        """The pool shared by every client of the running loop (ref-counted; ``close()`` releases)."""
+        loop = asyncio.get_running_loop()
+        pool = cls._shared.get(loop)
+        if pool is None or pool.closed:
+            pool = cls()
+            pool._shared_loop = loop
+            cls._shared[loop] = pool
+        else:
+            pool._refs += 1
+        return pool
+
+    # ------------------------------------------------------------------ access
+
+    def health(self, address: str) -> AddressHealth:
+        return self._health.setdefault(address, AddressHealth())
+
+    def is_backing_off(self, address: str) -> bool:
+        h = self._health.get(address)
+        return h is not None and h.retry_at > time.monotonic()
+
+    def connected(self, address: str) -> Connection | None:
+        """The open connection to ``address`` if there is one (no I/O)."""
+        conn = self._conns.get(address)
+        return conn if conn is not None and not conn.closed else None
+
+    async def get(self, address: str) -> Connection:
+        """The open connection to ``address``, connecting (once, shared by concurrent callers) if needed."""
+        conn = self._conns.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        if self.closed:
+            raise TubeMQConnectionError("connection pool is closed")
+        opening = self._opening.get(address)
+        if opening is None:
+            h = self.health(address)
+            wait = h.retry_at - time.monotonic()
+            if wait > 0:
+                raise TubeMQConnectionError(
+                    f"{address}: backing off {wait:.2f} s after {h.failures} failed connects ({h.last_error})"
+                )
+            opening = asyncio.get_running_loop().create_future()
+            self._opening[address] = opening
+            asyncio.get_running_loop().create_task(self._open(address, opening))
+        return await asyncio.shield(opening)
+
+    async def _open(self, address: str, fut: asyncio.Future[Connection]) -> None:
+        h = self.health(address)
+        try:
+            conn = await Connection.open(
+                address,
+                ssl=self.ssl,
+                connect_timeout=self.connect_timeout,
+                max_inflight=self.max_inflight,
+                max_frame_size=self.max_frame_size,
+            )
+        except BaseException as exc:  # noqa: BLE001 - everything must reach the waiters
+            h.failures += 1
+            h.last_error = str(exc)
+            h.retry_at = time.monotonic() + min(self.backoff_max, self.backoff_base * 2 ** (h.failures - 1))
+            log.info("connect to %s failed (%d in a row): %s", address, h.failures, exc)
+            self._opening.pop(address, None)
+            if not fut.done():
+                err = exc if isinstance(exc, TubeMQConnectionError) else TubeMQConnectionError(f"{address}: {exc}")
+                fut.set_exception(err)
+                fut.exception()  # mark retrieved: nobody may be waiting any more
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return
+        self._opening.pop(address, None)
+        if self.closed:
+            await conn.close()
+            if not fut.done():
+                fut.set_exception(TubeMQConnectionError("connection pool is closed"))
+                fut.exception()
+            return
+        h.failures = 0
+        h.retry_at = 0.0
+        h.connects += 1
+        self._conns[address] = conn
+        conn.on_close.append(self._forget)
+        if self._reaper is None and self.idle_timeout > 0:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap())
+        log.debug("connected to %s", address)
+        if not fut.done():
+            fut.set_result(conn)
+
+    def _forget(self, conn: Connection) -> None:
+        if self._conns.get(conn.address) is conn:
+            del self._conns[conn.address]
+
+    def mark_failure(self, address: str, error: str) -> None:
+        """Count a failure seen by a caller on an established connection (affects the back-off)."""
+        h = self.health(address)
+        h.failures += 1
+        h.last_error = error
+        h.retry_at = time.monotonic() + min(self.backoff_max, self.backoff_base * 2 ** (h.failures - 1))
+
+    async def discard(self, address: str) -> None:
+        """Close the connection to ``address`` (e.g. after a StandbyException)."""
+        conn = self._conns.pop(address, None)
+        if conn is not None:
+            await conn.close()
+
+    async def _reap(self) -> None:
+        period = max(0.05, min(30.0, self.idle_timeout / 4))
+        while not self.closed:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for conn in list(self._conns.values()):
+                if conn.inflight == 0 and now - conn.last_activity > self.idle_timeout:
+                    log.debug("closing idle connection to %s", conn.address)
+                    await conn.close()
+
+    async def close(self) -> None:
+        """Release this reference; the last one closes every connection."""
+        if self.closed:
+            return
+        self._refs -= 1
+        if self._refs > 0:
+            return
+        self.closed = True
+        if self._shared_loop is not None and self._shared.get(self._shared_loop) is self:
+            del self._shared[self._shared_loop]
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+        conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            await conn.close()
+
+    def __len__(self) -> int:
+        return sum(1 for c in self._conns.values() if not c.closed)
+
+
+__all__ = ["AddressHealth", "ConnectionPool"]
