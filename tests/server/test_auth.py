@@ -39,13 +39,15 @@ def test_signature_vector_file() -> None:
     assert "TUKLpKqdL99rgSYZ2nqBwALIpU0%3D" in text
 
 
-def cert(user: str = "admin", ts: int = 1_000_000, nonce: int = 7, sig: str | None = None,
-         password: str = "secret") -> master_pb.MasterCertificateInfo:
+def cert(
+    user: str = "admin", ts: int = 1_000_000, nonce: int = 7, sig: str | None = None, password: str = "secret"
+) -> master_pb.MasterCertificateInfo:
     if sig is None:
         sig = auth_signature(user, password, ts, nonce)
     c = master_pb.MasterCertificateInfo()
-    c.authInfo.CopyFrom(master_pb.AuthenticateInfo(userName=user, timestamp=ts, nonce=nonce, othParams="",
-                                                   signature=sig))
+    c.authInfo.CopyFrom(
+        master_pb.AuthenticateInfo(userName=user, timestamp=ts, nonce=nonce, othParams="", signature=sig)
+    )
     return c
 
 
@@ -87,7 +89,10 @@ def test_issued_token_accepted_for_heartbeats_only_when_allowed() -> None:
     assert not a.check(c).ok
     r = a.check(c, allow_token=True)
     assert r.ok and r.user_name == "admin"
-    assert a.check(master_pb.MasterCertificateInfo(authorizedToken="forged"), allow_token=True).message == MSG_USER_BLANK
+    assert (
+        a.check(master_pb.MasterCertificateInfo(authorizedToken="forged"), allow_token=True).message
+        == MSG_USER_BLANK
+    )
 
 
 def test_visit_tokens_rotate_and_keep_six() -> None:

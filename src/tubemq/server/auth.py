@@ -83,9 +83,7 @@ class MasterAuthenticator:
         self._clock = clock_ms
         self._tokens: OrderedDict[str, str] = OrderedDict()  # authorized token -> user
 
-    def check(
-        self, cert: master_pb.MasterCertificateInfo | None, *, allow_token: bool = False
-    ) -> AuthResult:
+    def check(self, cert: master_pb.MasterCertificateInfo | None, *, allow_token: bool = False) -> AuthResult:
         """Validate a request's certificate; ``allow_token`` accepts a token issued by ``issue_token``.
 
         Absent sub-messages count as empty ones, as in Java (getters never return null), so a
@@ -111,7 +109,9 @@ class MasterAuthenticator:
             return AuthResult(False, ErrorCode.CERTIFICATE_FAILURE, MSG_TIMESTAMP)
         if self._users is not None:
             password = self._users.get(user)
-            expected = None if password is None else auth_signature(user, password, info.timestamp, info.nonce)
+            expected = (
+                None if password is None else auth_signature(user, password, info.timestamp, info.nonce)
+            )
             if expected is None or not hmac.compare_digest(expected, signature):
                 return AuthResult(False, ErrorCode.CERTIFICATE_FAILURE, MSG_BAD_PASSWORD)
         return AuthResult(True, user_name=user)

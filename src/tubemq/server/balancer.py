@@ -91,9 +91,9 @@ def assign(
     for cid in members:
         mine = kept[cid]
         if len(mine) > quota[cid]:
-            for p in mine[quota[cid]:]:
+            for p in mine[quota[cid] :]:
                 claimed.discard(p.key)
-            del mine[quota[cid]:]
+            del mine[quota[cid] :]
         result[cid] = mine
     pool = deque(sorted((p for k, p in avail.items() if k not in claimed), key=partition_sort_key))
     for cid in members:
@@ -244,7 +244,9 @@ class ServerBalancer:
             if self._unfinished_rounds.get(group, 0) >= MAX_BALANCE_DELAY_ROUNDS:
                 for cid in with_events:
                     self._queues.pop(cid, None)
-                log.info("group %s: unfinished events dropped after %d rounds", group, MAX_BALANCE_DELAY_ROUNDS)
+                log.info(
+                    "group %s: unfinished events dropped after %d rounds", group, MAX_BALANCE_DELAY_ROUNDS
+                )
             else:
                 unfinished.add(group)
         self._unfinished_rounds = {g: self._unfinished_rounds.get(g, 0) + 1 for g in unfinished}
@@ -254,7 +256,13 @@ class ServerBalancer:
             target = assign(parts, members, {cid: self.record(cid) for cid in members})
             for cid in sorted(target):
                 for event in diff_events(rid, target[cid], self.record(cid)):
-                    log.debug("round %d group %s: %s %s to %s", rid, group, event.op_type.name,
-                              [p.key for p in event.partitions], cid)
+                    log.debug(
+                        "round %d group %s: %s %s to %s",
+                        rid,
+                        group,
+                        event.op_type.name,
+                        [p.key for p in event.partitions],
+                        cid,
+                    )
                     self.add_event(cid, event)
         return rid
