@@ -16,7 +16,17 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .common import EXIT_FAILURE, EXIT_USAGE, CliError, check_reachable, eprint, note, temporary_cluster
+from .common import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    CliError,
+    check_reachable,
+    client_target,
+    config_errors_are_usage,
+    eprint,
+    note,
+    temporary_cluster,
+)
 from .output import format_table
 from .pipeline import SendPipeline, StopFlag, percentiles, sigint_stops
 from .progress import ProgressBar, format_count
@@ -31,6 +41,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitions", type=int, default=3, help="partitions of the embedded topic (default 3)")
     p.add_argument("--size", "-s", type=int, default=100, help="message size in bytes (default 100)")
     p.add_argument("--count", "-n", type=int, default=None, help="messages (default 100000 unless --duration)")
+    p.add_argument("-X", "--option", action="append", metavar="KEY=VALUE",
+                   help="client option for the producer/consumer, e.g. -X rpc_timeout_ms=5000")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
     p.add_argument("--progress", dest="progress", action="store_true", default=None, help="force the progress bar")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="never draw the progress bar")
@@ -87,14 +99,16 @@ def _payload(size: int) -> bytes:
 
 def produce_messages(master: str, topic: str, count: int | None, size: int, *, inflight: int,
                      duration: float | None = None, progress: bool | None = None,
-                     label: str = "bench produce") -> tuple[SendPipeline, float]:
+                     label: str = "bench produce", options: list[str] | None = None) -> tuple[SendPipeline, float]:
     """Pipelined sends; returns the settled pipeline and the wall time from first send to last ack."""
     from tubemq import Producer
 
     data = _payload(size)
     bar = ProgressBar(count if duration is None else None, label, enabled=progress)
     stop = StopFlag()
-    with Producer(master) as producer:
+    with config_errors_are_usage():
+        producer = Producer(client_target(master, options))
+    with producer:
         producer.publish([topic])
         pipe = SendPipeline(producer, topic, inflight=inflight, bar=bar, stop=stop, record_latency=True)
         t0 = time.monotonic()
@@ -149,7 +163,7 @@ def run_produce(args: argparse.Namespace) -> int:
     count = args.count if args.count is not None or args.duration is not None else 100_000
     with _target(args) as master:
         pipe, _ = produce_messages(master, args.topic, count, args.size, inflight=args.inflight,
-                                   duration=args.duration, progress=args.progress)
+                                   duration=args.duration, progress=args.progress, options=args.option)
     s = pipe.summary()
     result = {
         "kind": "produce", "messages": s["acknowledged"], "failed": s["failed"] + s["unknown"], "size": args.size,
@@ -174,7 +188,7 @@ def run_consume(args: argparse.Namespace) -> int:
         prefill = args.prefill if args.prefill is not None else (0 if args.master else count)
         if prefill:
             pipe, _ = produce_messages(master, args.topic, prefill, args.size, inflight=2000,
-                                       progress=args.progress, label="prefill")
+                                       progress=args.progress, label="prefill", options=args.option)
             if pipe.first_error is not None:
                 raise CliError(f"prefill failed: {type(pipe.first_error).__name__}: {pipe.first_error}")
         group = args.group or f"bench_{os.getpid()}_{int(time.time())}"
@@ -182,7 +196,10 @@ def run_consume(args: argparse.Namespace) -> int:
         samples: array = array("d")
         n = nbytes = 0
         stop = StopFlag()
-        with Consumer(master, group=group, topics=[args.topic], consume_from="earliest") as consumer:
+        with config_errors_are_usage():
+            consumer = Consumer(client_target(master, args.option), group=group, topics=[args.topic],
+                                consume_from="earliest")
+        with consumer:
             with sigint_stops(stop):
                 t_first: float | None = None
                 idle_since = time.monotonic()

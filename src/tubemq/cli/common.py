@@ -14,6 +14,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -50,8 +51,9 @@ def note(message: str) -> None:
 def split_addresses(master: str) -> list[str]:
     """'h1:p1,h2:p2' (or a tubemq:// DSN) -> ['h1:p1', 'h2:p2'] with usage errors for bad entries."""
     text = master.strip()
-    if text.startswith("tubemq://"):
-        text = text[len("tubemq://") :].split("?", 1)[0].split("/", 1)[0]
+    for scheme in ("tubemq://", "tubemqs://"):
+        if text.startswith(scheme):
+            text = text[len(scheme) :].split("?", 1)[0].split("/", 1)[0]
     out = []
     for part in text.split(","):
         part = part.strip()
@@ -83,6 +85,43 @@ def resolve_master(master: str | None, *, quiet: bool = False) -> str:
             "(start one with `tubemq serve --data-dir DIR`)"
         )
     return DEFAULT_MASTER
+
+
+def client_target(master: str, options: Sequence[str] | None) -> str:
+    """The master argument for Producer/Consumer: ``master`` plus ``-X key=value`` client options as a DSN.
+
+    The client config parses and validates DSN options itself (unknown names and bad values raise
+    ConfigError naming the option), so the command line accepts every ClientConfig /
+    ProducerConfig / ConsumerConfig field without listing them twice.
+    """
+    if not options:
+        return master
+    pairs = []
+    for item in options:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"bad -X {item!r}: expected OPTION=VALUE (a client config field)", EXIT_USAGE)
+        pairs.append((key.strip(), value))
+    text = master.strip()
+    scheme = "tubemq://"
+    query = ""
+    for s in ("tubemq://", "tubemqs://"):
+        if text.startswith(s):
+            scheme = s
+            text, _, query = text[len(s) :].partition("?")
+    extra = urllib.parse.urlencode(pairs)
+    return f"{scheme}{text}?{query + '&' if query else ''}{extra}"
+
+
+@contextlib.contextmanager
+def config_errors_are_usage() -> Iterator[None]:
+    """A ConfigError while building a client is the user's option: exit 2 with the field named."""
+    from tubemq.errors import ConfigError
+
+    try:
+        yield
+    except ConfigError as exc:
+        raise CliError(f"bad client option {exc}", EXIT_USAGE) from None
 
 
 def check_reachable(master: str, timeout: float = 3.0) -> None:

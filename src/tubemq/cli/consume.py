@@ -12,7 +12,15 @@ import sys
 import time
 from typing import IO, Any
 
-from .common import EXIT_USAGE, CliError, check_reachable, eprint, resolve_master
+from .common import (
+    EXIT_USAGE,
+    CliError,
+    check_reachable,
+    client_target,
+    config_errors_are_usage,
+    eprint,
+    resolve_master,
+)
 from .output import format_table, message_to_json
 from .pipeline import StopFlag, sigint_stops
 from .produce import _delimiter
@@ -41,6 +49,8 @@ def register(sub: Any) -> None:
     p.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
     p.add_argument("--stream-id", action="append", default=None,
                    help="only messages with this stream id (repeat; a server-side filter)")
+    p.add_argument("-X", "--option", action="append", metavar="KEY=VALUE",
+                   help="client option, e.g. -X rpc_timeout_ms=5000 (any ConsumerConfig field)")
     p.add_argument("--progress", dest="progress", action="store_true", default=None, help="force the progress bar")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="never draw the progress bar")
     p.set_defaults(func=run)
@@ -53,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--timeout must be positive", EXIT_USAGE)
     delimiter = _delimiter(args.delimiter)
     master = resolve_master(args.master)
+    target = client_target(master, args.option)
     check_reachable(master)
 
     from tubemq import Consumer
@@ -76,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     as_json = args.format == "json"
     try:
-        with Consumer(master, group=args.group, topics=topics, consume_from=args.consume_from) as consumer:
+        with config_errors_are_usage():
+            consumer = Consumer(target, group=args.group, topics=topics, consume_from=args.consume_from)
+        with consumer:
             with sigint_stops(stop):
                 idle_since = time.monotonic()
                 while not stop and (args.count is None or n < args.count):

@@ -22,6 +22,8 @@ from .common import (
     EXIT_USAGE,
     CliError,
     check_reachable,
+    client_target,
+    config_errors_are_usage,
     eprint,
     parse_attrs,
     resolve_master,
@@ -51,6 +53,8 @@ def register(sub: Any) -> None:
     p.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to wait for in-flight acks at the end")
     p.add_argument("--progress", dest="progress", action="store_true", default=None, help="force the progress bar")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="never draw the progress bar")
+    p.add_argument("-X", "--option", action="append", metavar="KEY=VALUE",
+                   help="client option, e.g. -X rpc_timeout_ms=5000 -X retries=5 (any ProducerConfig field)")
     p.add_argument("--json-summary", action="store_true", help="print the summary as JSON on stdout")
     p.set_defaults(func=run)
 
@@ -88,14 +92,13 @@ def split_records(stream: IO[bytes], delimiter: bytes) -> Iterator[bytes]:
         yield buf
 
 
-def _open_input(path: str) -> tuple[IO[bytes], int | None]:
+def _open_input(path: str) -> IO[bytes]:
     if path == "-":
-        return sys.stdin.buffer, None
+        return sys.stdin.buffer
     try:
-        f = open(path, "rb")  # noqa: SIM115 - closed by the caller
+        return open(path, "rb")  # noqa: SIM115 - closed by the caller
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return f, None
 
 
 def _count_records(path: str, delimiter: bytes) -> int | None:
@@ -116,6 +119,51 @@ def _count_records(path: str, delimiter: bytes) -> int | None:
         return None
 
 
+class _Counters:
+    skipped = 0
+    invalid = 0
+
+
+def _records(args: argparse.Namespace, stream: IO[bytes], delimiter: bytes, attrs: dict[str, str],
+             counters: _Counters) -> Iterator[tuple[bytes, dict[str, str], str | None]]:
+    """(data, attributes, stream_id) per message of the input, in input order."""
+    if args.format == "raw":
+        data = stream.read(MAX_LINE + 1)
+        if len(data) > MAX_LINE:
+            raise CliError(f"raw input larger than {MAX_LINE} bytes")
+        if data:
+            yield data, attrs, args.stream_id
+        else:
+            counters.skipped += 1
+        return
+    for lineno, record in enumerate(split_records(stream, delimiter), 1):
+        if delimiter == b"\n" and record.endswith(b"\r"):
+            record = record[:-1]
+        if not record.strip():
+            counters.skipped += 1  # the broker refuses empty messages (400)
+            continue
+        if args.format == "jsonl":
+            try:
+                json.loads(record)
+            except ValueError as exc:
+                counters.invalid += 1
+                if not args.keep_going:
+                    raise CliError(f"{args.file}:{lineno}: not valid JSON ({exc})") from None
+                continue
+            yield record, attrs, args.stream_id
+        elif args.format == "envelope":
+            try:
+                data, env_attrs, env_stream = envelope_fields(record)
+            except (ValueError, TypeError) as exc:
+                counters.invalid += 1
+                if not args.keep_going:
+                    raise CliError(f"{args.file}:{lineno}: bad envelope ({exc})") from None
+                continue
+            yield data, {**_user_attrs(env_attrs), **attrs}, args.stream_id or env_stream
+        else:
+            yield record, attrs, args.stream_id
+
+
 def run(args: argparse.Namespace) -> int:
     if args.inflight < 1:
         raise CliError("--inflight must be at least 1", EXIT_USAGE)
@@ -124,80 +172,55 @@ def run(args: argparse.Namespace) -> int:
     attrs = parse_attrs(args.attr)
     delimiter = _delimiter(args.delimiter)
     master = resolve_master(args.master)
-    stream, _ = _open_input(args.file)
-    check_reachable(master)
+    target = client_target(master, args.option)
+    stream = _open_input(args.file)
+    try:
+        check_reachable(master)
+        return _produce(args, target, stream, delimiter, attrs)
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
 
+
+def _produce(args: argparse.Namespace, target: str, stream: IO[bytes], delimiter: bytes,
+             attrs: dict[str, str]) -> int:
     from tubemq import Producer
 
     total = None
-    if args.format in ("lines", "jsonl", "envelope") and args.progress is not False:
-        total = _count_records(args.file, delimiter)
-    elif args.format == "raw":
+    if args.format == "raw":
         total = 1
+    elif args.progress is not False:
+        total = _count_records(args.file, delimiter)
     if total is not None and args.limit is not None:
         total = min(total, args.limit)
+    with config_errors_are_usage():
+        producer = Producer(target)
     bar = ProgressBar(total, f"produce {args.topic}", enabled=args.progress)
     stop = StopFlag()
-    skipped = 0
-    bad_lines = 0
+    counters = _Counters()
+    abandoned = False
     t0 = time.monotonic()
-    with Producer(master) as producer:
+    with producer:
         pipe = SendPipeline(producer, args.topic, inflight=args.inflight, bar=bar, stop=stop,
                             stop_on_error=not args.keep_going)
         with sigint_stops(stop, lambda: eprint("\ntubemq produce: interrupted; waiting for in-flight messages "
                                                  "(Ctrl-C again to abandon them)")):
             try:
-                if args.format == "raw":
-                    data = stream.read(MAX_LINE + 1)
-                    if len(data) > MAX_LINE:
-                        raise CliError(f"raw input larger than {MAX_LINE} bytes")
-                    if data:
-                        pipe.submit(data, attrs, args.stream_id)
-                    else:
-                        skipped += 1
-                else:
-                    for lineno, record in enumerate(split_records(stream, delimiter), 1):
-                        if stop or (args.limit is not None and pipe.submitted >= args.limit):
-                            break
-                        if record.endswith(b"\r") and delimiter == b"\n":
-                            record = record[:-1]
-                        if not record.strip():
-                            skipped += 1
-                            continue
-                        msg_attrs, stream_id = attrs, args.stream_id
-                        if args.format == "jsonl":
-                            try:
-                                json.loads(record)
-                            except ValueError as exc:
-                                bad_lines += 1
-                                if not args.keep_going:
-                                    raise CliError(f"{args.file}:{lineno}: not valid JSON ({exc})") from None
-                                continue
-                        elif args.format == "envelope":
-                            try:
-                                record, env_attrs, env_stream = envelope_fields(record)
-                            except (ValueError, TypeError) as exc:
-                                bad_lines += 1
-                                if not args.keep_going:
-                                    raise CliError(f"{args.file}:{lineno}: bad envelope ({exc})") from None
-                                continue
-                            msg_attrs = {**_user_attrs(env_attrs), **attrs}
-                            stream_id = args.stream_id or env_stream
-                        if not pipe.submit(record, msg_attrs, stream_id):
-                            break
+                for data, msg_attrs, stream_id in _records(args, stream, delimiter, attrs, counters):
+                    if args.limit is not None and pipe.submitted >= args.limit:
+                        break
+                    if not pipe.submit(data, msg_attrs, stream_id):
+                        break
             finally:
-                if stream is not sys.stdin.buffer:
-                    stream.close()
-                interrupted = stop.reason == "interrupted"
                 bar.set_extra(f"in-flight {pipe.pending}")
                 try:
                     unknown = pipe.drain(args.drain_timeout)
                 except KeyboardInterrupt:
                     unknown = pipe.pending
-                    interrupted = True
+                    abandoned = True
                 bar.close()
-    return _report(args, pipe, time.monotonic() - t0, skipped, bad_lines, unknown, interrupted or bool(stop and
-                   stop.reason == "interrupted"))
+    interrupted = abandoned or stop.reason == "interrupted"
+    return _report(args, pipe, time.monotonic() - t0, counters, unknown, interrupted)
 
 
 def _user_attrs(attrs: dict[str, str]) -> dict[str, str]:
@@ -206,9 +229,10 @@ def _user_attrs(attrs: dict[str, str]) -> dict[str, str]:
 
 
 def _report(
-    args: argparse.Namespace, pipe: SendPipeline, elapsed: float, skipped: int, bad: int, unknown: int,
+    args: argparse.Namespace, pipe: SendPipeline, elapsed: float, counters: _Counters, unknown: int,
     interrupted: bool,
 ) -> int:
+    skipped, bad = counters.skipped, counters.invalid
     s = pipe.summary()
     s.update({"skipped_empty": skipped, "invalid_lines": bad, "unknown": unknown, "interrupted": interrupted,
               "wall_seconds": elapsed})
