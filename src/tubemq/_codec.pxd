@@ -35,11 +35,11 @@ cdef class FrameDecoder:
     cdef uint32_t _done
     cdef Py_ssize_t _total
 
-    cdef int _scan(self, const unsigned char* p, Py_ssize_t avail)
-    cdef Py_ssize_t _need(self)
+    cdef int _scan(self, const unsigned char* p, Py_ssize_t avail) noexcept
+    cdef Py_ssize_t _need(self) noexcept
     cdef int _reserve(self, Py_ssize_t n) except -1
     cdef object _emit(self, const unsigned char* p)
-    cdef void _reset_scan(self)
+    cdef void _reset_scan(self) noexcept
     cdef object _fail(self, str reason)
 
 

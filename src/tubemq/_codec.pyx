@@ -38,7 +38,7 @@ cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object u, Py_ssize_t* size) except NULL
     int PyUnicode_KIND(object u)
     void* PyUnicode_DATA(object u)
-    Py_UCS4 PyUnicode_READ(int kind, void* data, Py_ssize_t index)
+    uint32_t PyUnicode_READ(int kind, void* data, Py_ssize_t index)
     Py_ssize_t PyUnicode_GET_LENGTH(object u)
     object PyUnicode_Substring(object u, Py_ssize_t start, Py_ssize_t end)
     bint PyUnicode_CheckExact(object o)
@@ -270,7 +270,7 @@ def java_hash(str text) -> int:
     cdef void* data = PyUnicode_DATA(text)
     cdef Py_ssize_t i, n = PyUnicode_GET_LENGTH(text)
     cdef uint32_t h = 0
-    cdef Py_UCS4 c
+    cdef uint32_t c
     for i in range(n):
         c = PyUnicode_READ(kind, data, i)
         if c > 0xFFFF:
@@ -397,7 +397,7 @@ cdef class FrameDecoder:
         """Bytes held for the incomplete frame (bounded by ``12 + 4*max_blocks + max_frame_size``)."""
         return self._len
 
-    cdef void _reset_scan(self):
+    cdef void _reset_scan(self) noexcept:
         self._off = 0
         self._serial = 0
         self._blocks = 0
@@ -412,7 +412,7 @@ cdef class FrameDecoder:
         self._reset_scan()
         return FrameError(reason)
 
-    cdef int _scan(self, const unsigned char* p, Py_ssize_t avail):
+    cdef int _scan(self, const unsigned char* p, Py_ssize_t avail) noexcept:
         """Advance over the frame starting at ``p``: 1 complete, 0 needs more, <0 a framing error."""
         cdef uint32_t length
         if self._off == 0:
@@ -440,7 +440,7 @@ cdef class FrameDecoder:
             self._done += 1
         return 1
 
-    cdef Py_ssize_t _need(self):
+    cdef Py_ssize_t _need(self) noexcept:
         """Bytes to append to the buffered prefix before ``_scan`` can make progress."""
         cdef Py_ssize_t have, length
         if self._off == 0:
@@ -949,17 +949,17 @@ def payload_flag(attributes) -> int:
     return 1 if _attr_text(attributes) else 0
 
 
-cdef int _split(const unsigned char* p, Py_ssize_t n, int64_t flag, Py_ssize_t* astart, Py_ssize_t* alen) except -1:
-    """Locate the attribute header: 0 ok (alen -1: no header), -1 malformed (message dropped)."""
+cdef int _split(const unsigned char* p, Py_ssize_t n, int64_t flag, Py_ssize_t* astart, Py_ssize_t* alen) noexcept:
+    """Locate the attribute header: 0 ok (alen -1: no header), 1 malformed (message dropped)."""
     cdef int32_t ln
     if not flag & 1:
         alen[0] = -1
         return 0
     if n < 4:
-        return -1
+        return 1
     ln = <int32_t>tq_get_be32(p)
     if ln < 0 or ln > n - 4:
-        return -1
+        return 1
     astart[0] = 4
     alen[0] = ln
     return 0
@@ -979,7 +979,7 @@ def decode_payload(data, flag) -> tuple:
     cdef int64_t fl = _i64(flag)
     _get(data, &b, &buf)
     try:
-        if _split(b.p, b.n, fl, &astart, &alen) < 0:
+        if _split(b.p, b.n, fl, &astart, &alen):
             _split_error(b.p, b.n)
         if alen < 0:
             return {}, PyBytes_FromStringAndSize(<const char*>b.p, b.n)
@@ -1039,7 +1039,7 @@ cdef void _topic_info_slow(str text, object brokers, list partitions, dict sizes
                 partitions.append(_new_partition(bid, broker.host, broker.port, topic, s * C_STORE_BASE + i))
 
 
-cdef inline Py_ssize_t _find(int kind, void* data, Py_ssize_t i, Py_ssize_t end, Py_UCS4 ch) noexcept:
+cdef inline Py_ssize_t _find(int kind, void* data, Py_ssize_t i, Py_ssize_t end, uint32_t ch) noexcept:
     while i < end and PyUnicode_READ(kind, data, i) != ch:
         i += 1
     return i
@@ -1048,7 +1048,7 @@ cdef inline Py_ssize_t _find(int kind, void* data, Py_ssize_t i, Py_ssize_t end,
 cdef inline bint _digits(int kind, void* data, Py_ssize_t i, Py_ssize_t end, int64_t* out) noexcept:
     """A plain run of 1..18 ASCII digits -> value; anything else is left to Python's int()."""
     cdef int64_t v = 0
-    cdef Py_UCS4 c
+    cdef uint32_t c
     if end <= i or end - i > 18:
         return False
     while i < end:
@@ -1067,7 +1067,7 @@ cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions
     cdef void* data = PyUnicode_DATA(text)
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
     cdef Py_ssize_t h1, h2, h3, i, j, c1, c2
-    cdef int64_t size, bid, parts, stores, s, k
+    cdef int64_t size = 0, bid = 0, parts = 0, stores = 0, s, k
     cdef object topic, broker, host, port, bid_obj
     cdef PyObject* found
     h1 = _find(kind, data, 0, n, 35)  # '#'
@@ -1268,7 +1268,7 @@ cdef object _build_message(const unsigned char* p, Py_ssize_t n, int64_t mid, in
     """Payload -> Message (attributes split off); None when malformed and not ``strict``."""
     cdef Py_ssize_t astart = 0, alen = -1
     cdef dict attrs
-    if _split(p, n, flag, &astart, &alen) < 0:
+    if _split(p, n, flag, &astart, &alen):
         if strict:
             _split_error(p, n)
         return None
