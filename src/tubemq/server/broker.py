@@ -1,0 +1,625 @@
+"""The embedded broker: send, consumer register/unregister, heartbeat, getMessage, commit.
+
+Answers follow the real broker (PROTOCOL.md §5.3, §5.2.6, §7.3) and where they differ the captures
+(s2, s3, s4, s5, s6a, s6c): error texts, validation order, which optional fields are present, the
+three "no data" 404 answers, ``currOffset = -1`` on a successful unregister, partition ids checked
+only by ``id % 10000`` (id 10000 on a one-store topic goes to a separate store index), checksum
+verification, broker-side filters by Java ``hashCode(msgType)`` with ``requireSlow`` always true.
+
+The send and fetch handlers answer synchronously (no task per request) unless ``flush="always"``,
+where a send waits for the group fsync that covers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from .. import codec
+from ..protocol import broker_pb
+from ..protocol import constants as C
+from .config import ServerConfig
+from .meta import MetaStore, TopicConf
+from .offsets import OffsetStore
+from .rpc import RpcContext
+from .storage import MessageStore, StoreManager, encode_record
+
+log = logging.getLogger("tubemq.server.broker")
+
+# Java String.trim() removes every char <= ' '.
+_JAVA_WS = "".join(chr(i) for i in range(33))
+_MAX_STORE_INDEX = 100  # guard against hostile ids creating thousands of store directories
+_OK = "OK!"
+_FETCH_HEAD = broker_pb.GetMessageResponseB2C(success=True, errCode=200, errMsg=_OK).SerializeToString()
+_TOKEN_INVALID = "Visit Authorized Token is invalid!"
+
+Key = tuple[str, str, int]  # (group, topic, partition id)
+
+
+def _text(value: Any) -> str:
+    """upb hands proto2 strings with invalid UTF-8 back as bytes; Java would decode them leniently."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _java_len(s: str) -> int:
+    return len(s) if s.isascii() else len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _check_string(value: Any, name: str, limit: int) -> tuple[str, str | None]:
+    """PBParameterUtils.getStringParameter: (trimmed value, error text or None)."""
+    s = _text(value).strip(_JAVA_WS)
+    if not s:
+        return s, f"Request miss necessary {name} data!"
+    if _java_len(s) > limit:
+        return s, f"{name}'s length over max value, allowed max length is {limit}"
+    return s, None
+
+
+class _Registration:
+    __slots__ = ("consumer_id", "filters", "qry_priority_id", "last_seen")
+
+    def __init__(self, consumer_id: str, filters: frozenset[int] | None, qry_priority_id: int) -> None:
+        self.consumer_id = consumer_id
+        self.filters = filters
+        self.qry_priority_id = qry_priority_id
+        self.last_seen = time.monotonic()
+
+
+class Broker:
+    """Broker service handlers + consumer registrations and offsets (§5.3)."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        meta: MetaStore,
+        store_manager: StoreManager,
+        visit_token_check: Callable[[int], bool] | None = None,
+    ) -> None:
+        self.config = config
+        self.meta = meta
+        self.stores = store_manager
+        self.visit_token_check = visit_token_check
+        #: test switches: False makes the read / write service answer 503 like a stopping broker
+        self.read_available = True
+        self.write_available = True
+        self.offsets = OffsetStore(config.data_dir)
+        self._regs: dict[Key, _Registration] = {}
+        self._inflight: dict[Key, int] = {}
+        self._last_mid = 0
+        self._reg_timeout = config.consumer_reg_timeout_ms / 1000.0
+        self._transfer = min(config.transfer_size, 2 * C.MAX_TRANSFER_SIZE)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sync_waiters: list[tuple[MessageStore, int, asyncio.Future[None]]] = []
+        self._sync_wakeup: asyncio.Event | None = None
+        self._next_sync = 0.0
+        self._running = False
+        meta.on_change.append(self._on_meta_change)
+
+    # ---- wiring
+
+    def handlers(self) -> dict[int, Callable[[Any, RpcContext], Any]]:
+        return {
+            int(C.Method.BROKER_PRODUCER_SEND_MESSAGE): self.send_message,
+            int(C.Method.BROKER_CONSUMER_REGISTER): self.register,
+            int(C.Method.BROKER_CONSUMER_HEARTBEAT): self.heartbeat,
+            int(C.Method.BROKER_CONSUMER_GET_MESSAGE): self.get_message,
+            int(C.Method.BROKER_CONSUMER_COMMIT): self.commit,
+        }
+
+    def flush_pending(self) -> None:
+        """RPC batch-end hook: appends reach the OS before their acknowledgements are written."""
+        self.stores.flush_pending()
+
+    async def start(self) -> None:
+        self._running = True
+        self._sync_wakeup = asyncio.Event()
+        for topic in self.meta.topics():
+            for index in range(topic.num_stores):
+                self.stores.get(topic.name, index)
+        self._tasks = [
+            asyncio.ensure_future(self._housekeeping_loop()),
+            asyncio.ensure_future(self._sync_loop()),
+        ]
+
+    async def stop(self) -> None:
+        self._running = False
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks = []
+        for _, _, fut in self._sync_waiters:
+            if not fut.done():
+                fut.set_exception(ConnectionError("broker stopped"))
+        self._sync_waiters = []
+        self.offsets.save()
+        self.stores.close()
+
+    def _on_meta_change(self) -> None:
+        live = {t.name for t in self.meta.topics()}
+        for topic in {k[0] for k in self.stores.stores} | set(self.stores.known_topics_on_disk()):
+            if topic not in live:
+                self.stores.drop_topic(topic)
+                self.offsets.drop_topic(topic)
+                for key in [k for k in self._regs if k[1] == topic]:
+                    del self._regs[key]
+                    self._inflight.pop(key, None)
+
+    # ---- background work
+
+    async def _housekeeping_loop(self) -> None:
+        period = max(0.05, min(1.0, self._reg_timeout / 4))
+        last_retention = 0.0
+        while self._running:
+            await asyncio.sleep(period)
+            try:
+                self.expire_registrations()
+                self.offsets.save()
+                now = time.monotonic()
+                if now - last_retention >= 1.0:
+                    last_retention = now
+                    self.stores.apply_retention(self.config.retention_ms, self.config.retention_bytes)
+            except Exception:
+                log.exception("broker housekeeping failed")
+
+    async def _sync_loop(self) -> None:
+        """fsync by policy: group commit for "always", a timer for "interval", nothing for "never"."""
+        assert self._sync_wakeup is not None
+        policy = self.config.flush
+        interval = self.config.flush_interval_ms / 1000.0
+        loop = asyncio.get_running_loop()
+        while self._running:
+            if policy == "always":
+                await self._sync_wakeup.wait()
+            else:
+                self._next_sync = time.monotonic() + interval
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._sync_wakeup.wait(), interval)
+            self._sync_wakeup.clear()
+            if policy == "never":
+                continue
+            plan = self.stores.sync_plan()
+            if plan:
+                done = await loop.run_in_executor(None, StoreManager.run_sync, plan)
+                StoreManager.apply_synced(done)
+            self._release_sync_waiters()
+
+    def _release_sync_waiters(self) -> None:
+        keep = []
+        for store, offset, fut in self._sync_waiters:
+            if fut.done():
+                continue
+            if store.closed:
+                fut.set_exception(ConnectionError("store closed"))
+            elif store.synced_offset > offset:
+                fut.set_result(None)
+            else:
+                keep.append((store, offset, fut))
+        self._sync_waiters = keep
+        if keep and self._sync_wakeup is not None:
+            self._sync_wakeup.set()
+
+    def request_sync(self) -> None:
+        if self._sync_wakeup is not None:
+            self._sync_wakeup.set()
+
+    def expire_registrations(self) -> int:
+        """Drop registrations idle longer than consumer_reg_timeout_ms, rolling back in-flight reads."""
+        now = time.monotonic()
+        expired = [k for k, r in self._regs.items() if now - r.last_seen > self._reg_timeout]
+        for key in expired:
+            reg = self._regs.pop(key)
+            self._inflight.pop(key, None)
+            log.info("registration of %s on %s:%s:%d expired", reg.consumer_id, *key)
+        return len(expired)
+
+    # ---- helpers
+
+    def _offset(self, key: Key, store: MessageStore) -> int:
+        o = self.offsets.get(*key)
+        return store.min_offset if o is None else o
+
+    def _store_for(self, topic: TopicConf, partition_id: int) -> MessageStore | None:
+        if partition_id < 0 or partition_id % C.META_STORE_INS_BASE >= topic.num_partitions:
+            return None
+        index = partition_id // C.META_STORE_INS_BASE
+        if index >= max(topic.num_stores, _MAX_STORE_INDEX):
+            return None
+        return self.stores.get(topic.name, index)
+
+    def _next_message_id(self, now_ms: int) -> int:
+        mid = now_ms << 20
+        if mid <= self._last_mid:
+            mid = self._last_mid + 1
+        self._last_mid = mid
+        return mid
+
+    def _token_ok(self, req: Any) -> bool:
+        check = self.visit_token_check
+        return check is None or check(req.authInfo.visitAuthorizedToken)
+
+    def _file_max(self, store: MessageStore) -> int:
+        """What a filtered read can see: data already in the "file" (fsynced, or written for "never")."""
+        return store.written_offset if self.config.flush == "never" else store.synced_offset
+
+    # ---- send (13)
+
+    def send_message(self, req: Any, ctx: RpcContext) -> Any:
+        resp = broker_pb.SendMessageResponseB2P
+        if not self.write_available:
+            return resp(success=False, errCode=503, errMsg="Write StoreService temporary unavailable!")
+        if self.visit_token_check is not None and not self._token_ok(req):
+            return resp(success=False, errCode=415, errMsg=_TOKEN_INVALID)
+        _, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+        if err:
+            return resp(success=False, errCode=400, errMsg=err)
+        name, err = _check_string(req.topicName, "topicName", C.META_MAX_TOPICNAME_LENGTH)
+        if err:
+            return resp(success=False, errCode=400, errMsg=err)
+        if name == C.OFFSET_HISTORY_TOPIC:
+            return resp(
+                success=False, errCode=403, errMsg=f"topicName {name} does not allow producers to send data!"
+            )
+        topic = self.meta.get(name)
+        if topic is None:
+            return resp(success=False, errCode=403, errMsg=f"topicName {name} not existed, please check your configure")
+        if topic.closed:
+            return resp(success=False, errCode=403, errMsg=f"topicName {name} has been closed")
+        pid = req.partitionId
+        store = self._store_for(topic, pid)
+        if store is None:
+            return resp(
+                success=False, errCode=403, errMsg=f"partitionId {name}-{pid} not existed, please check your configure"
+            )
+        msg_type = _text(req.msgType).strip(_JAVA_WS) if req.HasField("msgType") else ""
+        key_code = codec.java_hash(msg_type) if msg_type else -1
+        data = req.data
+        n = len(data)
+        if n == 0:
+            return resp(success=False, errCode=400, errMsg="data length is zero!")
+        limit = topic.effective_max_msg_size(self.config.default_max_msg_size) + C.META_MAX_MESSAGE_HEADER_SIZE
+        if n > limit:
+            return resp(
+                success=False,
+                errCode=400,
+                errMsg=f"data length over max length, allowed max length is {limit}, data length is {n}",
+            )
+        crc = zlib.crc32(data) & 0x7FFFFFFF
+        if req.checkSum != -1 and req.checkSum != crc:
+            return resp(
+                success=False,
+                errCode=403,
+                errMsg=f"Checksum msg data failure: {req.checkSum} of {name} not equal to the data's checksum of {crc}",
+            )
+        now = int(time.time() * 1000)
+        mid = self._next_message_id(now)
+        try:
+            offset = store.append(pid, encode_record(mid, crc, data, req.flag), key_code, now)
+        except OSError as exc:
+            log.error("append to %s/%d failed: %s", name, store.store_index, exc)
+            return resp(success=False, errCode=500, errMsg=f"Put message failed from {ctx.remote_host}, exception is {exc}")
+        self.stores.mark_dirty(store)
+        answer = resp(
+            success=True, errCode=200, errMsg=str(mid), requireAuth=False, messageId=mid, appendTime=now, appendOffset=offset
+        )
+        if self.config.flush == "always":
+            return self._after_sync(store, offset, answer)
+        return answer
+
+    async def _after_sync(self, store: MessageStore, offset: int, answer: Any) -> Any:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sync_waiters.append((store, offset, fut))
+        self.request_sync()
+        await fut
+        return answer
+
+    # ---- consumer register / unregister (15)
+
+    def register(self, req: Any, ctx: RpcContext) -> Any:
+        resp = broker_pb.RegisterResponseB2C
+        if not self.read_available:
+            return resp(success=False, errCode=503, errMsg="StoreService temporary unavailable!", currOffset=-1)
+        if self.visit_token_check is not None and not self._token_ok(req):
+            return resp(success=False, errCode=415, errMsg=_TOKEN_INVALID, currOffset=-1)
+        cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+        if err:
+            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
+        name, err = _check_string(req.topicName, "topicName", C.META_MAX_TOPICNAME_LENGTH)
+        if err:
+            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
+        topic = self.meta.get(name)
+        if topic is None:
+            return resp(
+                success=False, errCode=403, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
+            )
+        group, err = _check_string(req.groupName, "groupName", C.META_MAX_GROUPNAME_LENGTH)
+        if err:
+            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
+        pid = req.partitionId
+        key: Key = (group, name, pid)
+        part_str = f"{group}:{name}:{pid}"
+        reg = self._regs.get(key)
+        if req.opType == C.MSG_OPTYPE_REGISTER:
+            if reg is not None and reg.consumer_id != cid:
+                if time.monotonic() - reg.last_seen > self._reg_timeout:
+                    # the stale owner is removed, but this attempt still fails (the next one succeeds)
+                    del self._regs[key]
+                    self._inflight.pop(key, None)
+                return resp(
+                    success=False,
+                    errCode=410,
+                    errMsg=f"[Duplicated Register] Partition {self.config.broker_id}#{part_str} "
+                    f"has been registered by {reg.consumer_id}",
+                    currOffset=-1,
+                )
+            filters = [_text(f).strip(_JAVA_WS) for f in req.filterCondStr]
+            keys = frozenset(codec.java_hash(f) for f in filters if f) or None
+            qry = req.qryPriorityId if req.HasField("qryPriorityId") else C.META_VALUE_UNDEFINED
+            # like the real broker, the record is written before the partition is validated
+            self._regs[key] = _Registration(cid, keys, qry)
+            store = self._store_for(topic, pid)
+            if store is None:
+                return resp(
+                    success=False,
+                    errCode=500,
+                    errMsg=f"Register broker failure!, exception is Wrong partition value {pid},"
+                    f"valid partitions in (0,{topic.num_partitions - 1})",
+                    currOffset=-1,
+                )
+            lo, hi = store.min_offset, store.max_offset
+            stored = self.offsets.get(*key)
+            if stored is None:
+                stored = lo if req.readStatus == C.READ_STATUS_NORMAL else hi
+            if req.readStatus == C.READ_STATUS_FROM_MAX_ALWAYS:
+                stored = hi
+            elif req.HasField("currOffset") and req.currOffset >= 0:
+                stored = min(max(req.currOffset, lo), hi)
+            self.offsets.set(group, name, pid, stored)
+            self._inflight[key] = 0
+            return resp(success=True, errCode=200, errMsg=_OK, currOffset=stored, maxOffset=hi)
+        if req.opType == C.MSG_OPTYPE_UNREGISTER:
+            if reg is None:
+                return resp(
+                    success=False,
+                    errCode=411,
+                    errMsg=f"UnRegistered Consumer {cid}, you have to register firstly!",
+                    currOffset=-1,
+                )
+            if reg.consumer_id != cid:
+                return resp(
+                    success=False,
+                    errCode=412,
+                    errMsg=f"[Duplicated Request]Partition {part_str} has been consumed by {reg.consumer_id};"
+                    f"Current consumer {cid}, broker={self.config.host}",
+                    currOffset=-1,
+                )
+            inflight = self._inflight.pop(key, 0)
+            del self._regs[key]
+            if req.readStatus == 0 and inflight:
+                committed = self.offsets.get(*key)
+                if committed is not None:
+                    self.offsets.set(group, name, pid, committed + inflight)
+            # captures README item 2: a successful unregister answers currOffset -1, no maxOffset
+            return resp(success=True, errCode=200, errMsg=_OK, currOffset=-1)
+        return resp(success=False, errCode=400, errMsg=f"Invalid request:{req.opType}", currOffset=-1)
+
+    # ---- consumer heartbeat (16)
+
+    def heartbeat(self, req: Any, ctx: RpcContext) -> Any:
+        resp = broker_pb.HeartBeatResponseB2C
+        if not self.read_available:
+            return resp(success=False, errCode=503, errMsg="StoreService temporary unavailable!")
+        if self.visit_token_check is not None and not self._token_ok(req):
+            return resp(success=False, errCode=415, errMsg=_TOKEN_INVALID)
+        cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+        if err:
+            return resp(success=False, errCode=400, errMsg=err)
+        group, err = _check_string(req.groupName, "groupName", C.META_MAX_GROUPNAME_LENGTH)
+        if err:
+            return resp(success=False, errCode=400, errMsg=err)
+        failures: list[str] = []
+        now = time.monotonic()
+        qry = req.qryPriorityId if req.HasField("qryPriorityId") else None
+        for text in req.partitionInfo:
+            # a malformed string raises: the RPC layer answers InvocationTargetException like Java
+            part = codec.parse_partition(_text(text))
+            reg = self._regs.get((group, part.topic, part.partition_id))
+            if reg is None:
+                failures.append(f"{C.ErrorCode.HB_NO_NODE.value}:{part}")
+            elif reg.consumer_id != cid:
+                failures.append(f"{C.ErrorCode.DUPLICATE_PARTITION.value}:{part}")
+            else:
+                reg.last_seen = now
+                if qry is not None:
+                    reg.qry_priority_id = qry
+        return resp(
+            success=True, errCode=200, errMsg=_OK, hasPartFailure=bool(failures), failureInfo=failures, requireAuth=False
+        )
+
+    # ---- getMessage (17)
+
+    def get_message(self, req: Any, ctx: RpcContext) -> Any:
+        resp = broker_pb.GetMessageResponseB2C
+
+        def fail(code: int, msg: str, min_limit: int = 0) -> Any:
+            return resp(
+                success=False, errCode=code, errMsg=msg, currOffset=-1, minLimitTime=min_limit, escFlowCtrl=False, currDataDlt=-1
+            )
+
+        if not self.read_available:
+            return fail(503, "Read StoreService temporary unavailable!")
+        cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+        if err:
+            return fail(400, err)
+        group, err = _check_string(req.groupName, "groupName", C.META_MAX_GROUPNAME_LENGTH)
+        if err:
+            return fail(400, err)
+        name, err = _check_string(req.topicName, "topicName", C.META_MAX_TOPICNAME_LENGTH)
+        if err:
+            return fail(400, err)
+        topic = self.meta.get(name)
+        if topic is None:
+            return fail(403, f"topicName {name} not existed, please check your configure")
+        pid = req.partitionId
+        key: Key = (group, name, pid)
+        reg = self._regs.get(key)
+        if reg is None:
+            return fail(411, f"UnRegistered Consumer:{cid}, you have to register firstly!")
+        if reg.consumer_id != cid:
+            return fail(
+                412,
+                f"[Duplicated Request] Partition={group}:{name}:{pid} of Broker={self.config.broker_id} "
+                f"has been consumed by {reg.consumer_id};Current consumer {cid}",
+            )
+        reg.last_seen = time.monotonic()
+        if topic.closed:
+            return fail(403, f"topicName {name} has been closed")
+        store = self._store_for(topic, pid)
+        if store is None:
+            return fail(500, f"Get the store of topic {name} in partition {pid} failure!")
+        committed = self._offset(key, store)
+        inflight = self._inflight.get(key, 0)
+        manual = req.manualCommitOffset
+        if manual:
+            start = committed + inflight
+        else:
+            if req.lastPackConsumed and inflight:
+                committed += inflight
+                self.offsets.set(group, name, pid, committed)
+            inflight = 0
+            self._inflight[key] = 0
+            start = committed
+        hi = store.max_offset
+        if hi == 0:
+            return fail(404, "Request offset reached cache maxOffset", 0)
+        if start > hi:  # the store shrank below the committed offset
+            start = committed = hi
+            inflight = 0
+            self._inflight[key] = 0
+            self.offsets.set(group, name, pid, hi)
+        if start >= hi:
+            return fail(404, "The request offset reached maxOffset!", -1)
+        lo = store.min_offset
+        if start < lo:  # data expired under the consumer: continue at the oldest message
+            log.info("%s: offset %d below min %d on %s:%d, moved up", group, start, lo, name, pid)
+            start = committed = lo
+            inflight = 0
+            self.offsets.set(group, name, pid, lo)
+        keys = reg.filters
+        limit = hi
+        if keys is not None:
+            # the real broker serves filtered reads from its files only (captures s4, s6c)
+            limit = self._file_max(store)
+            if start >= limit:
+                self.request_sync()
+                wait = max(1, int((self._next_sync - time.monotonic()) * 1000)) if self._next_sync else 1
+                return fail(404, "current offset is exceed max file offset", min(wait, self.config.flush_interval_ms))
+        result = store.read(start, pid, keys, self._transfer, limit)
+        scanned = result.next_offset - start
+        if manual:
+            self._inflight[key] = inflight + scanned
+        elif result.count == 0 and scanned > 0:
+            self.offsets.set(group, name, pid, committed + scanned)  # nothing returned: commit at once
+        else:
+            self._inflight[key] = scanned
+        tail = resp(
+            currOffset=start,
+            minLimitTime=0,
+            escFlowCtrl=False,
+            currDataDlt=result.data_dlt,
+            requireSlow=keys is not None,
+            maxOffset=limit,
+        ).SerializeToString()
+        if not result.chunks:
+            return _FETCH_HEAD + tail
+        return b"".join((_FETCH_HEAD, *result.chunks, tail))
+
+    # ---- commit (18)
+
+    def commit(self, req: Any, ctx: RpcContext) -> Any:
+        resp = broker_pb.CommitOffsetResponseB2C
+        if not self.read_available:
+            return resp(success=False, errCode=503, errMsg="StoreService temporary unavailable!", currOffset=-1)
+        cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+        if err:
+            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
+        group, err = _check_string(req.groupName, "groupName", C.META_MAX_GROUPNAME_LENGTH)
+        if err:
+            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
+        name, err = _check_string(req.topicName, "topicName", C.META_MAX_TOPICNAME_LENGTH)
+        if err:
+            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
+        topic = self.meta.get(name)
+        if topic is None:
+            return resp(
+                success=False, errCode=403, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
+            )
+        pid = req.partitionId
+        store = self._store_for(topic, pid)
+        if store is None:
+            return resp(
+                success=False,
+                errCode=403,
+                errMsg=f"partitionId {name}-{pid} not existed, please check your configure",
+                currOffset=-1,
+            )
+        key: Key = (group, name, pid)
+        reg = self._regs.get(key)
+        if reg is None:
+            return resp(success=False, errCode=401, errMsg="The partition not registered by consumers", currOffset=-1)
+        if reg.consumer_id != cid:
+            return resp(
+                success=False,
+                errCode=401,
+                errMsg=f"The partition has been registered by other consumer: {reg.consumer_id}",
+                currOffset=-1,
+            )
+        committed = self._offset(key, store)
+        inflight = self._inflight.get(key, 0)
+        consumed = req.lastPackConsumed if req.HasField("lastPackConsumed") else True
+        if consumed and inflight:
+            committed += inflight
+        self.offsets.set(group, name, pid, committed)
+        self._inflight[key] = 0
+        return resp(success=True, errCode=200, errMsg=_OK, currOffset=committed, maxOffset=store.max_offset)
+
+    # ---- admin views
+
+    def groups(self) -> list[str]:
+        """Groups with a registration or a committed offset on this broker."""
+        return sorted({k[0] for k in self._regs} | set(self.offsets.groups()))
+
+    def group_detail(self, group: str) -> list[dict[str, Any]]:
+        """Per topic/partition: owner, committed offset, in-flight bytes, max offset and lag."""
+        keys = {(t, p) for (t, p) in self.offsets.partitions(group)} | {
+            (k[1], k[2]) for k in self._regs if k[0] == group
+        }
+        rows = []
+        for topic_name, pid in sorted(keys):
+            key = (group, topic_name, pid)
+            topic = self.meta.get(topic_name)
+            store = self._store_for(topic, pid) if topic is not None else None
+            max_offset = store.max_offset if store is not None else -1
+            committed = self.offsets.get(*key)
+            if committed is None:
+                committed = store.min_offset if store is not None else -1
+            reg = self._regs.get(key)
+            rows.append(
+                {
+                    "topic": topic_name,
+                    "partition_id": pid,
+                    "consumer_id": reg.consumer_id if reg is not None else None,
+                    "committed_offset": committed,
+                    "inflight": self._inflight.get(key, 0),
+                    "max_offset": max_offset,
+                    "lag": max(0, max_offset - committed) if max_offset >= 0 else 0,
+                }
+            )
+        return rows
+

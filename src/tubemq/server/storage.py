@@ -1,0 +1,549 @@
+"""Broker storage: per (topic, store index) append-only data + index segments (PROTOCOL.md §4.9, §4.10).
+
+Why this layout:
+
+* Offsets are byte positions in the store's index (28 bytes per message) shared by all partitions of
+  the store, exactly as a real broker reports them (``appendOffset`` 0, 28, 56 ...).
+* A data record is the message in its on-wire form, already wrapped as field 4 of
+  GetMessageResponseB2C (``0x22 <len> TransferedMessage``). A fetch answer is therefore a
+  concatenation of file slices: no per-message re-encoding, and a run of messages of one partition
+  is a single ``pread``.
+* Appends go to an in-memory buffer; :meth:`MessageStore.flush_pending` hands it to the OS (the RPC
+  layer calls it after each batch of requests and *before* the acknowledgements are written, so a
+  ``kill -9`` never loses an acknowledged message). ``fsync`` runs by policy on a worker thread.
+* Crash safety: data is written before its index entry; on open the index is cut to whole entries
+  and the tail entries whose record is missing or fails its CRC are dropped, then the data file is cut
+  after the last valid record (torn tail).
+* Retention deletes whole non-active segments by age and/or total size; the min offset moves up.
+
+Index entry (big-endian, 28 bytes): partitionId i32, data offset i64 (global), record size i32,
+keyCode i32 (Java hashCode of msgType or -1), append time ms i64.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import struct
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from google.protobuf.message import DecodeError as PbDecodeError
+
+from .. import codec
+from ..protocol import broker_pb
+from ..protocol import constants as C
+
+log = logging.getLogger("tubemq.server.storage")
+
+INDEX_ENTRY = struct.Struct(">iqiiq")
+ENTRY = C.INDEX_ENTRY_SIZE  # 28
+RECORD_KEY = 0x22  # field 4 (messages), wire type 2, of GetMessageResponseB2C
+#: Index entries scanned by one read at most (filtered / multi-partition stores answer 200 with what
+#: was found and continue from there on the next fetch, like the real broker).
+MAX_SCAN_ENTRIES = 16384
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_record(message_id: int, checksum: int, payload: bytes, flag: int) -> bytes:
+    """One stored record: the TransferedMessage wrapped as a repeated field-4 entry."""
+    tm = codec.encode_transfered_message(message_id, checksum, payload, flag)
+    n = len(tm)
+    if n < 0x80:
+        return bytes((RECORD_KEY, n)) + tm
+    return bytes((RECORD_KEY,)) + _varint(n) + tm
+
+
+def record_valid(record: bytes) -> bool:
+    """True when ``record`` is a complete wrapped TransferedMessage whose CRC matches (§4.6)."""
+    if len(record) < 2 or record[0] != RECORD_KEY:
+        return False
+    n = 0
+    shift = 0
+    pos = 1
+    while pos < len(record) and pos < 6:
+        b = record[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            break
+    else:
+        return False
+    if pos + n != len(record):
+        return False
+    tm = broker_pb.TransferedMessage()
+    try:
+        tm.MergeFromString(record[pos:])
+    except PbDecodeError:
+        return False
+    return tm.IsInitialized() and codec.crc32(tm.payLoadData) == tm.checkSum
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platform without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class ReadResult:
+    """What one read found: wrapped records (already in response form) and where it stopped."""
+
+    chunks: list[bytes]
+    count: int
+    next_offset: int  # index offset after the last scanned entry
+    data_dlt: int  # data bytes behind the end of this read
+
+
+class _Segment:
+    __slots__ = ("idx_base", "dat_base", "idx_len", "dat_len", "idx_path", "dat_path", "rfd_idx", "rfd_dat")
+
+    def __init__(self, directory: Path, idx_base: int, dat_base: int) -> None:
+        stem = f"{idx_base:020d}_{dat_base:020d}"
+        self.idx_base = idx_base
+        self.dat_base = dat_base
+        self.idx_path = directory / (stem + ".idx")
+        self.dat_path = directory / (stem + ".dat")
+        self.idx_len = 0
+        self.dat_len = 0
+        self.rfd_idx = -1
+        self.rfd_dat = -1
+
+    @property
+    def idx_end(self) -> int:
+        return self.idx_base + self.idx_len
+
+    def read_fds(self) -> tuple[int, int]:
+        if self.rfd_idx < 0:
+            self.rfd_idx = os.open(self.idx_path, os.O_RDONLY)
+            self.rfd_dat = os.open(self.dat_path, os.O_RDONLY)
+        return self.rfd_idx, self.rfd_dat
+
+    def close_read(self) -> None:
+        for fd in (self.rfd_idx, self.rfd_dat):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:  # pragma: no cover
+                    pass
+        self.rfd_idx = self.rfd_dat = -1
+
+
+class MessageStore:
+    """All partitions of one (topic, store index): offsets, append, read, recovery, retention."""
+
+    def __init__(self, directory: Path, topic: str, store_index: int, segment_bytes: int) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.store_index = store_index
+        self.segment_bytes = segment_bytes
+        directory.mkdir(parents=True, exist_ok=True)
+        self.segments: list[_Segment] = []
+        self._pend_idx = bytearray()
+        self._pend_dat = bytearray()
+        self._wfd_idx = -1
+        self._wfd_dat = -1
+        #: write fds of rolled segments that still need an fsync before being closed
+        self.retired_fds: list[int] = []
+        self.closed = False
+        self._open()
+        self.written_offset = self.max_offset  # index bytes handed to the OS
+        self.synced_offset = self.max_offset  # index bytes known to be on disk (recovered = on disk)
+        self.last_append_ms = 0
+
+    # ---- open / recovery
+
+    def _open(self) -> None:
+        stems: list[tuple[int, int]] = []
+        for p in self.directory.glob("*.idx"):
+            try:
+                a, b = p.stem.split("_")
+                stems.append((int(a), int(b)))
+            except ValueError:
+                log.warning("ignoring unexpected file %s", p)
+        stems.sort()
+        for idx_base, dat_base in stems:
+            seg = _Segment(self.directory, idx_base, dat_base)
+            if not seg.dat_path.exists():
+                seg.dat_path.touch()
+            seg.idx_len = seg.idx_path.stat().st_size
+            seg.dat_len = seg.dat_path.stat().st_size
+            self.segments.append(seg)
+        if not self.segments:
+            self._new_segment(0, 0)
+        else:
+            self._recover_tail()
+        active = self.segments[-1]
+        self._wfd_idx = os.open(active.idx_path, os.O_WRONLY | os.O_APPEND)
+        self._wfd_dat = os.open(active.dat_path, os.O_WRONLY | os.O_APPEND)
+
+    def _recover_tail(self) -> None:
+        """Cut a torn tail: partial index entries, entries without a valid record, unindexed data."""
+        while True:
+            seg = self.segments[-1]
+            whole = seg.idx_len - seg.idx_len % ENTRY
+            valid_end_idx = seg.idx_base
+            valid_end_dat = seg.dat_base
+            if whole:
+                with open(seg.idx_path, "rb") as fi, open(seg.dat_path, "rb") as fd:
+                    pos = whole - ENTRY
+                    while pos >= 0:
+                        fi.seek(pos)
+                        _pid, doff, size, _key, _t = INDEX_ENTRY.unpack(fi.read(ENTRY))
+                        rel = doff - seg.dat_base
+                        if 0 <= rel and size > 0 and rel + size <= seg.dat_len:
+                            fd.seek(rel)
+                            if record_valid(fd.read(size)):
+                                valid_end_idx = seg.idx_base + pos + ENTRY
+                                valid_end_dat = doff + size
+                                break
+                        log.warning(
+                            "%s/%d: dropping torn index entry at offset %d", self.topic, self.store_index, seg.idx_base + pos
+                        )
+                        pos -= ENTRY
+            new_idx = valid_end_idx - seg.idx_base
+            new_dat = valid_end_dat - seg.dat_base
+            if new_idx != seg.idx_len:
+                os.truncate(seg.idx_path, new_idx)
+                seg.idx_len = new_idx
+            if new_dat != seg.dat_len:
+                log.warning("%s/%d: truncating %d unindexed data bytes", self.topic, self.store_index, seg.dat_len - new_dat)
+                os.truncate(seg.dat_path, new_dat)
+                seg.dat_len = new_dat
+            if seg.idx_len == 0 and len(self.segments) > 1:
+                # an empty trailing segment: keep it only if the previous one is intact
+                prev = self.segments[-2]
+                if prev.idx_end == seg.idx_base and prev.dat_base + prev.dat_len == seg.dat_base:
+                    return
+                seg.idx_path.unlink(missing_ok=True)
+                seg.dat_path.unlink(missing_ok=True)
+                self.segments.pop()
+                continue
+            return
+
+    def _new_segment(self, idx_base: int, dat_base: int) -> None:
+        seg = _Segment(self.directory, idx_base, dat_base)
+        seg.idx_path.touch()
+        seg.dat_path.touch()
+        self.segments.append(seg)
+        _fsync_dir(self.directory)
+
+    # ---- offsets
+
+    @property
+    def min_offset(self) -> int:
+        return self.segments[0].idx_base
+
+    @property
+    def max_offset(self) -> int:
+        return self.segments[-1].idx_end + len(self._pend_idx)
+
+    @property
+    def data_max(self) -> int:
+        seg = self.segments[-1]
+        return seg.dat_base + seg.dat_len + len(self._pend_dat)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.dat_len + s.idx_len for s in self.segments) + len(self._pend_dat) + len(self._pend_idx)
+
+    # ---- append
+
+    def append(self, partition_id: int, record: bytes, key_code: int, time_ms: int) -> int:
+        """Buffer one record; returns its index offset. Visible to the OS after flush_pending()."""
+        seg = self.segments[-1]
+        if seg.dat_len + len(self._pend_dat) >= self.segment_bytes and seg.idx_len + len(self._pend_idx) > 0:
+            self._roll()
+            seg = self.segments[-1]
+        offset = seg.idx_end + len(self._pend_idx)
+        self._pend_idx += INDEX_ENTRY.pack(
+            partition_id, seg.dat_base + seg.dat_len + len(self._pend_dat), len(record), key_code, time_ms
+        )
+        self._pend_dat += record
+        self.last_append_ms = time_ms
+        return offset
+
+    def flush_pending(self) -> None:
+        """Hand buffered appends to the OS: data first, then the index entries that point at it."""
+        if not self._pend_idx:
+            return
+        seg = self.segments[-1]
+        dat = self._pend_dat
+        idx = self._pend_idx
+        self._pend_dat = bytearray()
+        self._pend_idx = bytearray()
+        _write_all(self._wfd_dat, dat)
+        seg.dat_len += len(dat)
+        _write_all(self._wfd_idx, idx)
+        seg.idx_len += len(idx)
+        self.written_offset = seg.idx_end
+
+    def _roll(self) -> None:
+        self.flush_pending()
+        self.retired_fds += [self._wfd_dat, self._wfd_idx]
+        seg = self.segments[-1]
+        self._new_segment(seg.idx_end, seg.dat_base + seg.dat_len)
+        active = self.segments[-1]
+        self._wfd_idx = os.open(active.idx_path, os.O_WRONLY | os.O_APPEND)
+        self._wfd_dat = os.open(active.dat_path, os.O_WRONLY | os.O_APPEND)
+
+    def sync_targets(self) -> tuple[list[int], int]:
+        """(fds to fsync, index offset that will be durable afterwards); call flush_pending first."""
+        return [*self.retired_fds, self._wfd_dat, self._wfd_idx], self.written_offset
+
+    def synced(self, offset: int, fds: Iterable[int]) -> None:
+        """Called after a successful fsync of ``fds``: advance the durable offset, close retired fds."""
+        if offset > self.synced_offset:
+            self.synced_offset = offset
+        done = set(fds)
+        keep = []
+        for fd in self.retired_fds:
+            if fd in done:
+                try:
+                    os.close(fd)
+                except OSError:  # pragma: no cover
+                    pass
+            else:
+                keep.append(fd)
+        self.retired_fds = keep
+
+    # ---- read
+
+    def read(
+        self,
+        start: int,
+        partition_id: int,
+        keys: frozenset[int] | None,
+        max_bytes: int,
+        limit_offset: int | None = None,
+        max_entries: int = MAX_SCAN_ENTRIES,
+    ) -> ReadResult:
+        """Records of ``partition_id`` (and of the filter ``keys``) from ``start``, up to ``max_bytes``
+        (the record crossing the limit is included); scans at most ``max_entries`` index entries."""
+        self.flush_pending()
+        end = self.segments[-1].idx_end if limit_offset is None else min(limit_offset, self.segments[-1].idx_end)
+        end = min(end, start + max_entries * ENTRY)
+        chunks: list[bytes] = []
+        count = 0
+        total = 0
+        pos = start
+        last_data_end = -1
+        stop = False
+        unpack = INDEX_ENTRY.iter_unpack
+        for seg in self.segments:
+            if stop or pos >= end:
+                break
+            if seg.idx_end <= pos:
+                continue
+            if seg.idx_base > pos:  # hole (should not happen): skip to this segment
+                pos = seg.idx_base
+            rfd_idx, rfd_dat = seg.read_fds()
+            seg_end = min(end, seg.idx_end)
+            raw = os.pread(rfd_idx, seg_end - pos, pos - seg.idx_base)
+            run_start = -1
+            run_end = -1
+            scanned = 0
+            for pid, doff, size, key, _t in unpack(raw[: len(raw) - len(raw) % ENTRY]):
+                scanned += ENTRY
+                last_data_end = doff + size
+                if pid != partition_id or (keys is not None and key not in keys):
+                    continue
+                if doff != run_end:
+                    if run_start >= 0:
+                        chunks.append(os.pread(rfd_dat, run_end - run_start, run_start - seg.dat_base))
+                    run_start = doff
+                run_end = doff + size
+                count += 1
+                total += size
+                if total >= max_bytes:
+                    stop = True
+                    break
+            if run_start >= 0:
+                chunks.append(os.pread(rfd_dat, run_end - run_start, run_start - seg.dat_base))
+            pos += scanned
+            if scanned == 0:
+                break
+        data_dlt = self.data_max - last_data_end if last_data_end >= 0 else self.data_max - self._data_pos(start)
+        return ReadResult(chunks, count, pos, max(0, data_dlt))
+
+    def _data_pos(self, offset: int) -> int:
+        for seg in self.segments:
+            if seg.idx_base <= offset < seg.idx_end:
+                rfd_idx, _ = seg.read_fds()
+                raw = os.pread(rfd_idx, ENTRY, offset - seg.idx_base)
+                if len(raw) == ENTRY:
+                    return INDEX_ENTRY.unpack(raw)[1]
+        return self.data_max
+
+    def entry_at(self, offset: int) -> tuple[int, int, int, int, int] | None:
+        """The index entry at ``offset`` (partition, data offset, size, key, time) or None."""
+        self.flush_pending()
+        for seg in self.segments:
+            if seg.idx_base <= offset < seg.idx_end:
+                rfd_idx, _ = seg.read_fds()
+                raw = os.pread(rfd_idx, ENTRY, offset - seg.idx_base)
+                return INDEX_ENTRY.unpack(raw) if len(raw) == ENTRY else None
+        return None
+
+    # ---- retention / lifecycle
+
+    def _segment_last_time(self, seg: _Segment) -> int:
+        if seg.idx_len < ENTRY:
+            return 0
+        rfd_idx, _ = seg.read_fds()
+        raw = os.pread(rfd_idx, ENTRY, seg.idx_len - seg.idx_len % ENTRY - ENTRY)
+        return INDEX_ENTRY.unpack(raw)[4] if len(raw) == ENTRY else 0
+
+    def apply_retention(self, now_ms: int, retention_ms: int | None, retention_bytes: int | None) -> int:
+        """Delete whole old segments (never the active one); returns how many were deleted."""
+        deleted = 0
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            too_old = retention_ms is not None and self._segment_last_time(seg) < now_ms - retention_ms
+            too_big = retention_bytes is not None and self.size_bytes - (seg.dat_len + seg.idx_len) >= retention_bytes
+            if not (too_old or too_big):
+                break
+            seg.close_read()
+            seg.idx_path.unlink(missing_ok=True)
+            seg.dat_path.unlink(missing_ok=True)
+            self.segments.pop(0)
+            deleted += 1
+            log.info("%s/%d: retention deleted segment at offset %d", self.topic, self.store_index, seg.idx_base)
+        return deleted
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self.flush_pending()
+        except OSError:
+            log.exception("%s/%d: final flush failed", self.topic, self.store_index)
+        self.closed = True
+        for fd in [*self.retired_fds, self._wfd_dat, self._wfd_idx]:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.retired_fds = []
+        self._wfd_dat = self._wfd_idx = -1
+        for seg in self.segments:
+            seg.close_read()
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+class StoreManager:
+    """The stores of all topics under ``<data_dir>/store``; fsync helpers for the flush policies."""
+
+    def __init__(self, data_dir: Path | str, segment_bytes: int = 64 * 1024 * 1024) -> None:
+        self.root = Path(data_dir) / "store"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.segment_bytes = segment_bytes
+        self.stores: dict[tuple[str, int], MessageStore] = {}
+        self._dirty: set[MessageStore] = set()  # appended since the last flush_pending
+        self._dirty_sync: set[MessageStore] = set()  # written to the OS since the last fsync plan
+
+    def get(self, topic: str, store_index: int, create: bool = True) -> MessageStore | None:
+        key = (topic, store_index)
+        store = self.stores.get(key)
+        if store is None:
+            path = self.root / topic / str(store_index)
+            if not create and not path.exists():
+                return None
+            store = MessageStore(path, topic, store_index, self.segment_bytes)
+            self.stores[key] = store
+        return store
+
+    def mark_dirty(self, store: MessageStore) -> None:
+        self._dirty.add(store)
+
+    def flush_pending(self) -> None:
+        """Write every buffered append to the OS (called before acknowledgements go out)."""
+        if not self._dirty:
+            return
+        for store in self._dirty:
+            if not store.closed:
+                store.flush_pending()
+        self._dirty_sync |= self._dirty
+        self._dirty = set()
+
+    def sync_plan(self) -> list[tuple[MessageStore, list[int], int]]:
+        """Flush pending appends and return what an fsync pass must cover (loop thread)."""
+        self.flush_pending()
+        dirty = self._dirty_sync
+        self._dirty_sync = set()
+        return [(s, *s.sync_targets()) for s in dirty if not s.closed]
+
+    @staticmethod
+    def run_sync(plan: list[tuple[MessageStore, list[int], int]]) -> list[tuple[MessageStore, list[int], int]]:
+        """fsync the planned fds (worker thread); returns the entries that succeeded."""
+        done = []
+        for store, fds, offset in plan:
+            try:
+                for fd in fds:
+                    os.fsync(fd)
+            except OSError as exc:
+                log.error("fsync of %s/%d failed: %s", store.topic, store.store_index, exc)
+                continue
+            done.append((store, fds, offset))
+        return done
+
+    @staticmethod
+    def apply_synced(done: list[tuple[MessageStore, list[int], int]]) -> None:
+        for store, fds, offset in done:
+            if not store.closed:
+                store.synced(offset, fds)
+
+    def sync_now(self) -> None:
+        """Synchronous flush + fsync of everything (shutdown, tests)."""
+        self.apply_synced(self.run_sync(self.sync_plan()))
+
+    def drop_topic(self, topic: str) -> None:
+        """Close and delete every store of ``topic`` (topic deleted)."""
+        for key in [k for k in self.stores if k[0] == topic]:
+            store = self.stores.pop(key)
+            self._dirty.discard(store)
+            store.close()
+        shutil.rmtree(self.root / topic, ignore_errors=True)
+
+    def known_topics_on_disk(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir())
+
+    def apply_retention(self, retention_ms: int | None, retention_bytes: int | None) -> int:
+        if retention_ms is None and retention_bytes is None:
+            return 0
+        now = int(time.time() * 1000)
+        return sum(s.apply_retention(now, retention_ms, retention_bytes) for s in list(self.stores.values()))
+
+    def close(self) -> None:
+        try:
+            self.sync_now()
+        except OSError:
+            log.exception("final sync failed")
+        for store in self.stores.values():
+            store.close()
+        self.stores.clear()
