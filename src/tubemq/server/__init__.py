@@ -11,12 +11,12 @@ from typing import Any
 from .config import ServerConfig
 from .meta import TopicConf
 
-__all__ = ["EmbeddedCluster", "EmbeddedServer", "ServerConfig", "TopicConf"]
+__all__ = ["EmbeddedCluster", "EmbeddedServer", "ServerConfig", "TopicConf", "run_foreground"]
 
 
 def __getattr__(name: str) -> Any:
     # cluster.py pulls in the master and broker; import it only when asked for
-    if name in ("EmbeddedCluster", "EmbeddedServer"):
+    if name in ("EmbeddedCluster", "EmbeddedServer", "run_foreground"):
         from . import cluster
 
         return getattr(cluster, name)

@@ -209,6 +209,12 @@ class Broker:
         if self._sync_wakeup is not None:
             self._sync_wakeup.set()
 
+    def reset_sessions(self) -> None:
+        """Forget registrations and in-flight reads (a broker restart); committed offsets stay."""
+        self._regs.clear()
+        self._inflight.clear()
+        self.offsets.save()
+
     def expire_registrations(self) -> int:
         """Drop registrations idle longer than consumer_reg_timeout_ms, rolling back in-flight reads."""
         now = time.monotonic()
@@ -535,7 +541,7 @@ class Broker:
             currDataDlt=result.data_dlt,
             requireSlow=keys is not None,
             maxOffset=limit,
-        ).SerializeToString()
+        ).SerializePartialToString()
         if not result.chunks:
             return _FETCH_HEAD + tail
         return b"".join((_FETCH_HEAD, *result.chunks, tail))

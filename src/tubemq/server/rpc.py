@@ -348,7 +348,7 @@ class RpcServer:
             lambda: _Connection(self), self.host, self.port, ssl=self.ssl, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
-        log.info("%s listening on %s:%d%s", self.name, self.host, self.port, " (TLS)" if self.ssl else "")
+        log.debug("%s listening on %s:%d%s", self.name, self.host, self.port, " (TLS)" if self.ssl else "")
 
     async def stop(self) -> None:
         if self._server is not None:
