@@ -51,7 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _setup_logging(verbosity: int) -> None:
+def _setup_logging(verbosity: int, command: str) -> None:
+    if command == "serve":
+        # a foreground server logs like a server: timestamps, INFO for its own listener lines
+        logging.basicConfig(level=logging.DEBUG if verbosity > 1 else logging.WARNING,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        return
     if verbosity <= 0:
         # Library warnings still matter to a command line user; show them tersely.
         logging.basicConfig(level=logging.WARNING, format="tubemq: %(levelname)s %(name)s: %(message)s")
@@ -67,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(argv) if argv is not None else None)
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
-    _setup_logging(args.verbose)
+    _setup_logging(args.verbose, args.command)
     try:
         return int(args.func(args) or EXIT_OK)
     except CliError as exc:

@@ -18,7 +18,23 @@ from typing import Any
 
 from .progress import ProgressBar
 
-__all__ = ["SendPipeline", "StopFlag", "sigint_stops", "percentiles"]
+__all__ = ["SendPipeline", "StopFlag", "ReadGuard", "ReadInterrupted", "sigint_stops", "percentiles"]
+
+
+class ReadInterrupted(Exception):
+    """Raised out of a blocking input read by the first Ctrl-C (nothing was half-submitted)."""
+
+
+class ReadGuard:
+    """Marks when the main thread is only reading input, so Ctrl-C may break the read itself.
+
+    Python retries a read interrupted by a signal after running the handler (PEP 475), so a producer
+    waiting on an idle stdin would never see the stop flag; the handler raises ReadInterrupted instead,
+    but only while ``reading`` is set, never in the middle of handing a message to the client.
+    """
+
+    def __init__(self) -> None:
+        self.reading = False
 
 
 class StopFlag:
@@ -41,7 +57,9 @@ class StopFlag:
 
 
 @contextlib.contextmanager
-def sigint_stops(flag: StopFlag, message: Callable[[], None] | None = None) -> Iterator[StopFlag]:
+def sigint_stops(
+    flag: StopFlag, message: Callable[[], None] | None = None, guard: ReadGuard | None = None
+) -> Iterator[StopFlag]:
     """First SIGINT/SIGTERM sets ``flag`` (work settles, then a report); a second one aborts hard."""
     if threading.current_thread() is not threading.main_thread():
         yield flag
@@ -56,6 +74,8 @@ def sigint_stops(flag: StopFlag, message: Callable[[], None] | None = None) -> I
         flag.set("interrupted")
         if message is not None:
             message()
+        if guard is not None and guard.reading:
+            raise ReadInterrupted
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:

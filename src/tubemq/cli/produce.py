@@ -29,7 +29,7 @@ from .common import (
     resolve_master,
 )
 from .output import envelope_fields, format_table
-from .pipeline import SendPipeline, StopFlag, sigint_stops
+from .pipeline import ReadGuard, ReadInterrupted, SendPipeline, StopFlag, sigint_stops
 from .progress import ProgressBar, format_bytes, format_count
 
 HELP = "send the lines / JSON lines / raw bytes of a file or stdin to a topic"
@@ -203,12 +203,19 @@ def _produce(args: argparse.Namespace, target: str, stream: IO[bytes], delimiter
     with producer:
         pipe = SendPipeline(producer, args.topic, inflight=args.inflight, bar=bar, stop=stop,
                             stop_on_error=not args.keep_going)
+        guard = ReadGuard()
         with sigint_stops(stop, lambda: eprint("\ntubemq produce: interrupted; waiting for in-flight messages "
-                                                 "(Ctrl-C again to abandon them)")):
+                                                 "(Ctrl-C again to abandon them)"), guard):
+            records = _records(args, stream, delimiter, attrs, counters)
             try:
-                for data, msg_attrs, stream_id in _records(args, stream, delimiter, attrs, counters):
-                    if args.limit is not None and pipe.submitted >= args.limit:
+                while not stop and (args.limit is None or pipe.submitted < args.limit):
+                    guard.reading = True
+                    try:
+                        data, msg_attrs, stream_id = next(records)
+                    except (StopIteration, ReadInterrupted):
                         break
+                    finally:
+                        guard.reading = False
                     if not pipe.submit(data, msg_attrs, stream_id):
                         break
             finally:

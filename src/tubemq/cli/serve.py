@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
 
     config = build_config(args)
     args.data_dir.mkdir(parents=True, exist_ok=True)
+    if args.verbose == 0:
+        # the listener lines ("master listening on ...") are the point of a foreground server
+        logging.getLogger("tubemq.server").setLevel(logging.INFO)
     try:
         result = run_foreground(config)
     except OSError as exc:

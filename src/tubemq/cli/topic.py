@@ -177,14 +177,18 @@ def run_describe(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(print_json(records[0]))
         return 0
-    row = topic_row(records[0])
+    rec = records[0]
+    row = topic_row(rec)
     width = max(len(k) for k in row)
     for key, value in row.items():
         print(f"{key.ljust(width)}  {'default' if value is None else value}")
-    extra = {k: v for k, v in records[0].items() if not isinstance(v, dict | list)}
-    shown = {"topicName", "topic", "name", "numPartitions", "numTopicStores", "acceptPublish", "acceptSubscribe"}
-    for key in sorted(set(extra) - shown):
-        print(f"{key.ljust(width)}  {extra[key]}")
+    per_broker = [i for i in rec.get("topicInfo") or [] if isinstance(i, dict)]
+    if per_broker:
+        print()
+        cols = ["brokerId", "brokerIp", "brokerPort", "numPartitions", "numTopicStores", "acceptPublish",
+                "acceptSubscribe", "topicStatusId"]
+        cols = [c for c in cols if any(c in i for i in per_broker)]
+        print(format_table(cols, [[i.get(c) for c in cols] for i in per_broker]))
     return 0
 
 
