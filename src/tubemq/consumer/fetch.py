@@ -1,0 +1,352 @@
+"""The fetch loop: getMessage across owned partitions, result handling, the bounded delivery buffer.
+
+Why a pool of fetch workers: one Python process cannot afford a thread per partition, but a few
+concurrent getMessage calls (the Java client uses 3 fetch threads) hide the broker round trip while
+the application works on the previous batch. Each partition has at most one fetch or one unconfirmed
+batch at a time (the broker keeps a single in-flight delta per partition, §5.3), and the buffer of
+fetched-but-not-yet-taken batches is bounded: a worker reserves buffer space *before* it fetches, so
+a slow application never makes the consumer hold more than ``prefetch`` batches in memory.
+
+Result handling follows PROTOCOL.md §5.2.7 (waits per error code) and §5.2.8 (flow control).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from .. import codec
+from ..codec import Message, Partition
+from ..errors import ClientClosedError, DecodeError, RemoteError, TubeMQError
+from ..protocol import broker_pb
+from ..protocol.constants import ErrorCode, Method, ServiceType
+from .flowctrl import FlowControl
+from .rebalance import PartitionSlot, PartitionTable
+
+log = logging.getLogger("tubemq.consumer.fetch")
+
+__all__ = ["Batch", "DeliveryBuffer", "Fetcher", "get_message_request"]
+
+#: wait (seconds) before the next fetch of a partition after these answers (§5.2.7)
+_ERROR_WAITS = {
+    ErrorCode.FORBIDDEN: 2.0,
+    ErrorCode.SERVICE_UNAVAILABLE: 0.3,
+    ErrorCode.MOVED: 0.2,
+}
+_OTHER_ERROR_WAIT = 0.3
+#: the broker no longer holds the partition for us: drop it locally (the master learns from the report)
+_LOST_CODES = frozenset({ErrorCode.HB_NO_NODE, ErrorCode.DUPLICATE_PARTITION, ErrorCode.CERTIFICATE_FAILURE})
+
+
+class Batch:
+    """The messages of one getMessage answer for one partition.
+
+    ``start_offset`` is the broker offset the read started at, ``max_offset`` the partition's max
+    offset at that time; ``next_offset`` is the committed offset after a confirm that went to the
+    broker (−1 when the commit rides on the next fetch). Iterating yields :class:`~tubemq.Message`.
+    """
+
+    __slots__ = (
+        "partition",
+        "messages",
+        "start_offset",
+        "max_offset",
+        "next_offset",
+        "fetched_at",
+        "delivered",
+        "confirmed",
+        "release_delay",
+        "_slot",
+        "_booking",
+    )
+
+    def __init__(
+        self,
+        partition: Partition,
+        messages: list[Message],
+        start_offset: int,
+        max_offset: int,
+        *,
+        slot: PartitionSlot | None = None,
+        booking: int = 0,
+        release_delay: float = 0.0,
+    ) -> None:
+        self.partition = partition
+        self.messages = messages
+        self.start_offset = start_offset
+        self.max_offset = max_offset
+        self.next_offset = -1
+        self.fetched_at = time.monotonic()
+        self.delivered = False
+        self.confirmed = False
+        self.release_delay = release_delay
+        self._slot = slot
+        self._booking = booking
+
+    @property
+    def topic(self) -> str:
+        return self.partition.topic
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __bool__(self) -> bool:
+        return True  # an (unusual) empty batch is still a batch to confirm
+
+    def __repr__(self) -> str:
+        return (
+            f"Batch(partition={self.partition.key!r}, messages={len(self.messages)}, "
+            f"start_offset={self.start_offset}, max_offset={self.max_offset}, confirmed={self.confirmed})"
+        )
+
+
+def get_message_request(client_id: str, group: str, partition: Partition, last_consumed: bool,
+                        esc_flow_ctrl: bool = False) -> bytes:
+    """GetMessageRequestC2B exactly as the Java client fills it (s2 capture: every field present)."""
+    return broker_pb.GetMessageRequestC2B(
+        clientId=client_id,
+        partitionId=partition.partition_id,
+        groupName=group,
+        topicName=partition.topic,
+        lastPackConsumed=last_consumed,
+        manualCommitOffset=False,
+        escFlowCtrl=esc_flow_ctrl,
+    ).SerializeToString()
+
+
+class DeliveryBuffer:
+    """Bounded FIFO of fetched batches waiting for the application.
+
+    ``reserve()`` takes one unit of space before a fetch; a fetch that yields no batch gives it back with
+    ``unreserve()``; taking a batch frees its unit.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(1, capacity)
+        self._credits = self.capacity
+        self._items: deque[Batch] = deque()
+        self._space = asyncio.Event()
+        self._space.set()
+        self._avail = asyncio.Event()
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    async def reserve(self) -> None:
+        while self._credits <= 0:
+            if self._closed:
+                raise ClientClosedError("consumer closed")
+            self._space.clear()
+            await self._space.wait()
+        if self._closed:
+            raise ClientClosedError("consumer closed")
+        self._credits -= 1
+
+    def unreserve(self) -> None:
+        self._credits += 1
+        self._space.set()
+
+    def push(self, batch: Batch) -> None:
+        self._items.append(batch)
+        self._avail.set()
+
+    def take_nowait(self, is_current: Callable[[Batch], bool]) -> Batch | None:
+        while self._items:
+            batch = self._items.popleft()
+            self.unreserve()
+            if is_current(batch):
+                return batch
+        self._avail.clear()
+        return None
+
+    async def take(self, timeout: float | None, is_current: Callable[[Batch], bool]) -> Batch | None:
+        """The next current batch, or None after ``timeout`` seconds (None = wait forever) or close."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            batch = self.take_nowait(is_current)
+            if batch is not None or self._closed:
+                return batch
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return None
+            try:
+                await asyncio.wait_for(self._avail.wait(), remaining)
+            except asyncio.TimeoutError:
+                return None
+
+    def drain(self) -> list[Batch]:
+        items = list(self._items)
+        self._items.clear()
+        return items
+
+    def close(self) -> None:
+        self._closed = True
+        self._space.set()
+        self._avail.set()
+
+
+class Fetcher:
+    """Runs ``concurrency`` fetch workers over the partition table; see the module docstring."""
+
+    def __init__(
+        self,
+        table: PartitionTable,
+        buffer: DeliveryBuffer,
+        get_connection: Callable[[str], Awaitable[Any]],
+        *,
+        client_id: str,
+        group: str,
+        flow: FlowControl,
+        concurrency: int = 3,
+        rpc_timeout_ms: int = 10000,
+        verify_checksum: bool = True,
+        client_filter: bool = True,
+        on_lost: Callable[[PartitionSlot], None] | None = None,
+        metrics: Any = None,
+    ) -> None:
+        self.table = table
+        self.buffer = buffer
+        self.get_connection = get_connection
+        self.client_id = client_id
+        self.group = group
+        self.flow = flow
+        self.concurrency = max(1, concurrency)
+        self.rpc_timeout_ms = rpc_timeout_ms
+        self.verify = verify_checksum
+        self.client_filter = client_filter
+        self.on_lost = on_lost
+        self.metrics = metrics
+        self.last_error: TubeMQError | None = None
+        self.fetches = 0
+        self.messages = 0
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._worker(), name=f"tubemq-fetch-{i}") for i in range(self.concurrency)]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    def _count(self, name: str, n: int = 1) -> None:
+        if self.metrics is not None:
+            self.metrics.inc(name, n)
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                await self.buffer.reserve()
+            except ClientClosedError:
+                return
+            try:
+                slot = await self.table.acquire()
+            except ClientClosedError:
+                self.buffer.unreserve()
+                return
+            except BaseException:
+                self.buffer.unreserve()
+                raise
+            booking = slot.booking
+            kept = False
+            try:
+                kept = await self.fetch_once(slot, booking)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug must not stop consumption: log, back off, carry on
+                log.exception("partition %s: fetch failed unexpectedly", slot.key)
+                self.last_error = exc if isinstance(exc, TubeMQError) else TubeMQError(str(exc))
+                self.table.fetch_done(slot, booking, consumed=False, delay=_OTHER_ERROR_WAIT)
+            finally:
+                if not kept:
+                    self.buffer.unreserve()
+
+    async def fetch_once(self, slot: PartitionSlot, booking: int) -> bool:
+        """One getMessage for ``slot``; True when a batch went into the buffer."""
+        p = slot.partition
+        body = get_message_request(self.client_id, self.group, p, slot.last_consumed)
+        self.fetches += 1
+        try:
+            conn = await self.get_connection(p.address)
+            data = await conn.call(ServiceType.BROKER_READ, Method.BROKER_CONSUMER_GET_MESSAGE, body,
+                                   timeout_ms=self.rpc_timeout_ms)
+        except (TubeMQError, OSError) as exc:
+            # outcome unknown: never claim the previous batch consumed again (Java: lastPackConsumed=false)
+            level = logging.INFO if isinstance(exc, RemoteError) else logging.DEBUG
+            log.log(level, "partition %s: getMessage failed: %s", p.key, exc)
+            self._count("consumer.fetch_errors")
+            self.table.fetch_done(slot, booking, consumed=False, delay=_OTHER_ERROR_WAIT)
+            return False
+        try:
+            res = codec.decode_get_message_response(data, p.topic, p, self.verify)
+        except DecodeError as exc:
+            err = DecodeError(f"getMessage answer for partition {p} at offset {slot.curr_offset} "
+                              f"cannot be decoded: {exc}")
+            log.error("%s", err)
+            self.last_error = err
+            self._count("consumer.decode_errors")
+            self.table.fetch_done(slot, booking, consumed=False, delay=_OTHER_ERROR_WAIT)
+            return False
+        code = res.err_code
+        if code == ErrorCode.SUCCESS:
+            return self._on_success(slot, booking, res)
+        if code == ErrorCode.NOT_FOUND:
+            slot.empty_fetches += 1
+            delay = self.flow.empty_delay(slot.empty_fetches)
+            self.table.fetch_done(slot, booking, consumed=False, delay=delay)
+            return False
+        if code in _LOST_CODES:
+            log.warning("partition %s: broker answered [%d] %s; dropping it", p.key, code, res.err_msg)
+            self.table.drop(slot, f"getMessage [{code}] {res.err_msg}")
+            if self.on_lost is not None:
+                self.on_lost(slot)
+            return False
+        if code == ErrorCode.SERVER_CONSUME_SPEED_LIMIT:
+            delay = (res.min_limit_time if res.min_limit_time > 0 else self.flow.msg_not_found_wait_ms) / 1000.0
+        else:
+            delay = _ERROR_WAITS.get(code, _OTHER_ERROR_WAIT)
+            log.info("partition %s: getMessage [%d] %s; retrying in %.1f s", p.key, code, res.err_msg, delay)
+        self.table.fetch_done(slot, booking, consumed=False, delay=delay)
+        return False
+
+    def _on_success(self, slot: PartitionSlot, booking: int, res: Any) -> bool:
+        p = slot.partition
+        slot.empty_fetches = 0
+        if res.curr_offset >= 0:
+            slot.curr_offset = res.curr_offset
+        if res.max_offset >= 0:
+            slot.max_offset = res.max_offset
+        if res.dropped:
+            log.warning("partition %s: %d message(s) at offset %d failed checksum/header checks and were skipped",
+                        p.key, res.dropped, res.curr_offset)
+            self._count("consumer.dropped_messages", res.dropped)
+        messages = res.messages
+        if slot.filters and self.client_filter and messages:
+            # Java semantics (§4.8): with filters, a message without a matching $msgType$ is dropped
+            messages = [m for m in messages if m.stream_id in slot.filters]
+        nbytes = sum(len(m.data) for m in messages) if self.flow.has_data_limits else 0
+        delay = self.flow.data_delay(filtered=bool(slot.filters), require_slow=res.require_slow,
+                                     data_dlt=res.curr_data_dlt, nbytes=nbytes)
+        if not messages:
+            # the broker already committed an empty read (§5.3): release as consumed
+            self.table.fetch_done(slot, booking, consumed=True, delay=delay)
+            return False
+        batch = Batch(p, messages, res.curr_offset, res.max_offset, slot=slot, booking=booking,
+                      release_delay=delay)
+        if not self.table.fetch_done(slot, booking, batch=batch):
+            return False  # revoked while fetching: abandoned and rolled back
+        self.buffer.push(batch)
+        self.messages += len(messages)
+        self._count("consumer.messages", len(messages))
+        return True
