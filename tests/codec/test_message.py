@@ -1,0 +1,102 @@
+"""Message objects, constants and the facade."""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+from types import ModuleType
+
+import pytest
+
+from tubemq import _codec_py, codec
+from tubemq.protocol import constants
+
+FIELDS = ("topic", "data", "attributes", "stream_id", "msg_time", "message_id", "flag", "partition", "offset")
+
+
+def test_message_defaults_and_attributes(impl: ModuleType) -> None:
+    m = impl.Message("t", b"x")
+    assert (m.topic, m.data, m.attributes, m.stream_id, m.msg_time) == ("t", b"x", {}, None, None)
+    assert (m.message_id, m.flag, m.partition, m.offset) == (0, 0, None, -1)
+    assert m.value == b"x"
+    p = impl.Partition(1, "h", 2, "t", 3)
+    m2 = impl.Message(topic="t", data=b"y", attributes={"a": "1"}, stream_id="s", msg_time="2024",
+                      message_id=9, flag=1, partition=p, offset=28)
+    for name, value in zip(FIELDS, ("u", b"z", {"b": "2"}, "s2", "t2", 10, 0, None, 56), strict=True):
+        setattr(m2, name, value)
+        assert getattr(m2, name) == value
+    with pytest.raises(AttributeError):
+        m.nonexistent = 1  # type: ignore[attr-defined]
+    # each message gets its own attribute dict
+    a, b = impl.Message("t", b""), impl.Message("t", b"")
+    a.attributes["k"] = "v"
+    assert b.attributes == {}
+
+
+def test_message_eq_and_repr(impl: ModuleType) -> None:
+    p = impl.Partition(1, "h", 2, "t", 3)
+    a = impl.Message("t", b"x" * 40, {"a": "1"}, "s", None, 5, 1, p, 28)
+    b = impl.Message("t", b"x" * 40, {"a": "1"}, "s", None, 5, 1, p, 28)
+    assert a == b and not (a != b)
+    b.offset = 56
+    assert a != b
+    assert a != "not a message"
+    with pytest.raises(TypeError):
+        hash(a)
+    r = repr(a)
+    assert r == (
+        "Message(topic='t', partition='1:t:3', offset=28, message_id=5, stream_id='s', "
+        f"data={b'x' * 32!r}...)"
+    )
+    assert repr(impl.Message("t", b"ab")) == (
+        "Message(topic='t', partition=None, offset=-1, message_id=0, stream_id=None, data=b'ab')"
+    )
+    assert repr(a) == repr(_codec_py.Message("t", b"x" * 40, {"a": "1"}, "s", None, 5, 1, p, 28))
+
+
+def test_message_copy_and_pickle(impl: ModuleType) -> None:
+    p = impl.Partition(1, "h", 2, "t", 3)
+    a = impl.Message("t", b"x", {"a": "1"}, "s", "tm", 5, 1, p, 28)
+    assert pickle.loads(pickle.dumps(a)) == a
+    assert copy.copy(a) == a
+
+
+def test_constants_match_protocol(impl: ModuleType) -> None:
+    assert impl.BEGIN_TOKEN == constants.BEGIN_TOKEN
+    assert impl.MAX_BLOCK_SIZE == constants.MAX_BLOCK_SIZE
+    assert impl.MAX_LIST_SIZE == constants.MAX_LIST_SIZE
+    assert impl.DEFAULT_MAX_FRAME_SIZE == constants.MAX_FRAME_SIZE
+    assert impl.DEFAULT_BROKER_PORT == constants.DEFAULT_BROKER_PORT
+    assert impl.META_STORE_INS_BASE == constants.META_STORE_INS_BASE
+    assert impl.INDEX_ENTRY_SIZE == constants.INDEX_ENTRY_SIZE
+    assert impl.TOKEN_MSG_TYPE == constants.TOKEN_MSG_TYPE
+    assert impl.TOKEN_MSG_TIME == constants.TOKEN_MSG_TIME
+    assert impl.FrameDecoder().max_frame_size == constants.MAX_FRAME_SIZE
+    assert impl.FrameDecoder().max_blocks == constants.MAX_LIST_SIZE
+
+
+def test_same_public_names() -> None:
+    if os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0"):
+        pytest.skip("no Cython codec")
+    from tubemq import _codec
+
+    public = {n for n in dir(_codec_py) if not n.startswith("_")}
+    public -= {"annotations", "struct", "zlib", "Any", "Iterable", "Mapping", "NamedTuple", "DecodeError",
+               "FrameError"}
+    missing = sorted(n for n in public if not hasattr(_codec, n))
+    assert missing == []
+    # the small result types are shared, so values compare equal across implementations
+    for name in ("BrokerInfo", "Partition", "TopicPartition", "SubscribeInfo", "Response", "Request",
+                 "SendResponse", "RawMessage", "GetMessageResult"):
+        assert getattr(_codec, name) is getattr(_codec_py, name)
+    assert _codec.implementation == "cython" and _codec_py.implementation == "python"
+
+
+def test_facade_exports_everything() -> None:
+    impl = _codec_py if codec.implementation == "python" else pytest.importorskip("tubemq._codec")
+    for name in codec.__all__:
+        if name not in ("implementation", "os", "annotations"):
+            assert getattr(codec, name) is getattr(impl, name), name
+    assert codec.implementation == ("python" if os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")
+                                    else "cython")
