@@ -232,7 +232,6 @@ class ProducerConfig(ClientConfig):
     ``retry_backoff_ms``: pause before such a resend. ``unavailable_ms``: how long a broker that
     answered 503 is skipped (Java 50000). ``broker_failure_threshold`` / ``broker_shield_ms``:
     a broker with that many consecutive send failures or timeouts is skipped for that long.
-    ``publish_timeout_ms``: how long ``send`` waits for a topic's partitions to appear.
     """
 
     max_pending: int = 65536
@@ -242,7 +241,6 @@ class ProducerConfig(ClientConfig):
     unavailable_ms: int = UNAVAILABLE_FORBIDDEN_MS
     broker_failure_threshold: int = 5
     broker_shield_ms: int = 30000
-    publish_timeout_ms: int = 10000
     partitioner: str | Callable[..., Any] = "round_robin"
 
     def validate(self) -> None:
@@ -254,7 +252,6 @@ class ProducerConfig(ClientConfig):
         _int_range("unavailable_ms", self.unavailable_ms, 0, 3600000)
         _int_range("broker_failure_threshold", self.broker_failure_threshold, 1, 1000000)
         _int_range("broker_shield_ms", self.broker_shield_ms, 0, 3600000)
-        _int_range("publish_timeout_ms", self.publish_timeout_ms, 1, 3600000)
         if not callable(self.partitioner) and self.partitioner not in ("round_robin", "key_hash"):
             raise ConfigError("partitioner", "must be 'round_robin', 'key_hash' or a callable")
 

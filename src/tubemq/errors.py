@@ -258,3 +258,12 @@ __all__ = [name for name in dir() if name[0].isupper() and name.endswith("Error"
     "error_for_code",
     "remote_error",
 ]
+
+
+class InvalidMessageError(ClientError, ValueError):
+    """A message refused locally before any I/O (blank topic 441, empty body 442, bad attributes 400)."""
+
+    default_code = ErrorCode.BAD_REQUEST
+
+
+__all__.append("InvalidMessageError")

@@ -1,0 +1,562 @@
+"""The asyncio producer engine behind ``tubemq.Producer`` and ``tubemq.aio.Producer`` (§5.1).
+
+Every send becomes a small job. Jobs are dispatched in arrival order: when the topic's partitions
+are known and the chosen broker's connection is open with room in its window, the job is encoded
+straight into a frame (``codec.encode_send_request``, no protobuf objects) and queued on the
+connection in the same loop iteration (the fast path: no task, no coroutine per message). Anything
+that needs waiting (first publish of a topic, a connect, a full window) moves the job and all later
+ones to a backlog drained by one task, which keeps the order.
+
+Sync callers hand jobs over through a lock-free deque and at most one ``call_soon_threadsafe`` per
+batch, so pipelined ``send_async`` from threads costs one loop wake-up per batch, not per message.
+
+Failure rules (§6.2): a broker's explicit refusal with a retryable code (419, 500, 503) is resent up
+to ``retries`` times after ``retry_backoff_ms`` (the message was not stored, so no duplicate); a
+connect failure before anything was written is retried on another broker; a timeout, a lost
+connection or any other error is reported to the caller, since the message may or may not be
+stored — never silently dropped, never silently duplicated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import datetime as _dt
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from .. import codec
+from ..client.identity import local_ip, producer_id
+from ..config import ProducerConfig
+from ..errors import (
+    ClientClosedError,
+    DecodeError,
+    InvalidMessageError,
+    MessageTooLargeError,
+    RemoteError,
+    TopicNotPublishedError,
+    TubeMQConnectionError,
+    TubeMQError,
+    TubeMQTimeoutError,
+    error_for_code,
+)
+from ..metrics import Metrics
+from ..net.connection import Connection, unwrap_response
+from ..protocol.constants import (
+    ARRAY_SEP,
+    EQ,
+    MAX_MAX_MSG_SIZE,
+    TOKEN_MSG_TIME,
+    TOKEN_MSG_TYPE,
+    ErrorCode,
+)
+from .quality import BrokerQuality
+from .router import Router
+from .session import ProducerSession
+
+log = logging.getLogger("tubemq.producer.core")
+
+#: Broker answers after which the message was certainly not stored and may be resent (§6.2).
+RETRYABLE_CODES = frozenset({ErrorCode.SERVER_RECEIVE_OVERFLOW, ErrorCode.INTERNAL_SERVER_ERROR,
+                             ErrorCode.SERVICE_UNAVAILABLE})
+
+_encode_send = codec.encode_send_request
+_decode_send = codec.decode_send_response
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """What the broker stored: where (topic, partition) and under which id/offset/time."""
+
+    topic: str
+    partition: codec.Partition
+    message_id: int
+    append_time: int
+    append_offset: int
+    key: Any = None
+
+    @property
+    def partition_id(self) -> int:
+        return self.partition.partition_id
+
+    @property
+    def broker_id(self) -> int:
+        return self.partition.broker_id
+
+
+Done = Callable[[SendResult | None, BaseException | None], None]
+
+
+class _Job:
+    """One message on its way; ``done`` is called exactly once."""
+
+    __slots__ = ("topic", "payload", "flag", "size", "msg_type", "msg_time", "key", "done", "attempt",
+                 "t0", "finished", "cancelled")
+
+    def __init__(self, topic: str, payload: bytes, flag: int, size: int, msg_type: str | None,
+                 msg_time: str | None, key: Any, done: Done) -> None:
+        self.topic = topic
+        self.payload = payload
+        self.flag = flag
+        self.size = size
+        self.msg_type = msg_type
+        self.msg_time = msg_time
+        self.key = key
+        self.done = done
+        self.attempt = 0
+        self.t0 = 0.0
+        self.finished = False
+        self.cancelled: Callable[[], bool] | None = None
+
+
+# ---------------------------------------------------------------------------------------------------
+# message preparation (caller's thread; pure functions)
+
+
+def _check_attr_text(what: str, value: str) -> str:
+    value = str(value)
+    if ARRAY_SEP in value or EQ in value or TOKEN_MSG_TYPE in value or TOKEN_MSG_TIME in value:
+        raise InvalidMessageError(
+            ErrorCode.BAD_REQUEST, f"attribute {what} {value!r} must not contain ',' '=' or the reserved $msg...$ keys"
+        )
+    return value
+
+
+def format_msg_time(msg_time: Any) -> str | None:
+    """``yyyyMMddHHmm`` in local time (Java's $msgTime$) from a datetime, epoch ms or that string."""
+    if msg_time is None:
+        return None
+    if isinstance(msg_time, _dt.datetime):
+        when = msg_time.astimezone() if msg_time.tzinfo is not None else msg_time
+        return when.strftime("%Y%m%d%H%M")
+    if isinstance(msg_time, (int, float)) and not isinstance(msg_time, bool):
+        return _dt.datetime.fromtimestamp(msg_time / 1000.0).strftime("%Y%m%d%H%M")
+    if isinstance(msg_time, str):
+        text = msg_time.strip()
+        if not text:
+            return None
+        try:
+            if len(text) != 12:
+                raise ValueError(text)
+            _dt.datetime.strptime(text, "%Y%m%d%H%M")
+        except ValueError:
+            raise InvalidMessageError(
+                ErrorCode.BAD_REQUEST, f"msg_time {msg_time!r} must be yyyyMMddHHmm (12 digits)"
+            ) from None
+        return text
+    raise InvalidMessageError(
+        ErrorCode.BAD_REQUEST, f"msg_time must be a datetime, epoch milliseconds or 'yyyyMMddHHmm', not {type(msg_time).__name__}"
+    )
+
+
+def prepare_message(
+    topic: Any,
+    data: Any,
+    attributes: Mapping[str, Any] | None = None,
+    stream_id: str | None = None,
+    msg_time: Any = None,
+) -> tuple[str, bytes, int, int, str | None, str | None]:
+    """Validate and encode: (topic, payload, flag, java_size, msg_type, msg_time) (§4.6, §4.7).
+
+    The attribute text is built like the Java ``Message``: user items, then ``putSystemHeader``
+    puts ``$msgType$``/``$msgTime$`` first; the request's msgType/msgTime fields carry the same
+    values (captures/s1). ``java_size`` = body + attribute length, what Java checks against the
+    topic's max message size.
+    """
+    if not isinstance(topic, str) or not topic.strip():
+        raise InvalidMessageError(ErrorCode.PARAMETER_MSG_TOPIC_BLANK, f"topic must be a non-blank string, got {topic!r}")
+    topic = topic.strip()
+    if isinstance(data, str):
+        raise InvalidMessageError(ErrorCode.BAD_REQUEST, "data must be bytes (encode str yourself)")
+    try:
+        body = data if type(data) is bytes else bytes(data)
+    except TypeError:
+        raise InvalidMessageError(
+            ErrorCode.BAD_REQUEST, f"data must be bytes-like, not {type(data).__name__}"
+        ) from None
+    if not body:
+        raise InvalidMessageError(ErrorCode.PARAMETER_MSG_BODY_EMPTY, "message body is empty")
+    attr = ""
+    if attributes:
+        if not isinstance(attributes, Mapping):
+            raise InvalidMessageError(ErrorCode.BAD_REQUEST, "attributes must be a mapping of str to str")
+        items = []
+        for k, v in attributes.items():
+            k = _check_attr_text("key", k)
+            if not k:
+                raise InvalidMessageError(ErrorCode.BAD_REQUEST, "attribute keys must not be empty")
+            items.append(f"{k}={_check_attr_text('value', '' if v is None else v)}")
+        attr = ",".join(items)
+    msg_type = None
+    if stream_id is not None:
+        if not isinstance(stream_id, str):
+            raise InvalidMessageError(ErrorCode.BAD_REQUEST, "stream_id must be a str")
+        msg_type = _check_attr_text("stream_id", stream_id).strip() or None
+    mtime = format_msg_time(msg_time)
+    if msg_type is not None or mtime is not None:
+        attr = codec.put_system_header(attr, msg_type, mtime)
+    if attr:
+        payload = codec.encode_payload(body, attr)
+        flag = 1
+        size = len(body) + len(attr)
+    else:
+        payload, flag, size = body, 0, len(body)
+    if size > MAX_MAX_MSG_SIZE:
+        raise MessageTooLargeError(
+            ErrorCode.PARAMETER_MSG_OVER_MAX_LENGTH, f"message of {size} bytes is over the 20 MiB protocol limit"
+        )
+    return topic, payload, flag, size, msg_type, mtime
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+class ProducerCore:
+    """Asyncio producer: session + router + quality + dispatch (see the module docstring)."""
+
+    def __init__(self, config: ProducerConfig) -> None:
+        self.config = config
+        self.metrics = Metrics()
+        host = config.local_address or local_ip()
+        self.session = ProducerSession(config, producer_id(host), metrics=self.metrics)
+        self.client_id = self.session.client_id
+        self.sent_addr = codec.ip_to_int(self.session.host_name)
+        self.router = Router(config.partitioner)
+        self.quality = BrokerQuality(config.broker_failure_threshold, config.broker_shield_ms, config.unavailable_ms)
+        self.timeout_ms = config.rpc_timeout_ms
+        self.closed = False
+        self.started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._inbox: collections.deque[_Job] = collections.deque()
+        self._drain_scheduled = False
+        self._backlog: collections.deque[_Job] = collections.deque()
+        self._backlog_task: asyncio.Task[None] | None = None
+        self._inflight: set[_Job] = set()
+        self._outstanding = 0
+        self._idle_waiters: list[asyncio.Future[None]] = []
+        self._bg: set[asyncio.Task[Any]] = set()
+        self.metrics.set_gauge("producer.outstanding", lambda: self._outstanding)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Register with the master (Java: 5 attempts, then the error is raised)."""
+        self._loop = asyncio.get_running_loop()
+        self.session.on_metadata.append(self._preconnect)
+        await self.session.start(register_attempts=5)
+        self.started = True
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None
+        return self._loop
+
+    async def publish(self, topics: str | Iterable[str]) -> set[str]:
+        if self.closed:
+            raise ClientClosedError("producer is closed")
+        if isinstance(topics, str):
+            topics = [topics]
+        result = await self.session.publish(list(topics))
+        self._preconnect()
+        return result
+
+    async def flush(self, timeout: float | None = None) -> int:
+        """Wait until every accepted message is answered (or ``timeout``); returns how many are left."""
+        self._drain()
+        if self._outstanding == 0:
+            return 0
+        fut: asyncio.Future[None] = self.loop.create_future()
+        self._idle_waiters.append(fut)
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            if fut in self._idle_waiters:
+                self._idle_waiters.remove(fut)
+        return self._outstanding
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush (up to ``timeout``), fail what is left, close the master session and connections.
+
+        Every accepted message ends up either acknowledged or failed: nothing is left hanging.
+        """
+        if self.closed:
+            return
+        self._drain()
+        self.closed = True
+        wait = self.timeout_ms / 1000.0 if timeout is None else timeout
+        if self._outstanding:
+            await self.flush(wait)
+        if self._backlog_task is not None:
+            self._backlog_task.cancel()
+            try:
+                await self._backlog_task
+            except (asyncio.CancelledError, Exception):
+                pass
+        closed_exc = ClientClosedError("producer closed before the message was sent")
+        while self._backlog:
+            self._finish(self._backlog.popleft(), None, closed_exc)
+        for job in list(self._inflight):
+            self._finish(job, None, ClientClosedError("producer closed before the broker answered; "
+                                                      "the message may or may not be stored"))
+        for t in list(self._bg):
+            t.cancel()
+        await self.session.close()
+
+    # ------------------------------------------------------------------ submission
+
+    def make_job(self, topic: Any, data: Any, attributes: Mapping[str, Any] | None, stream_id: str | None,
+                 msg_time: Any, key: Any, done: Done) -> _Job:
+        """Validate and encode a message (any thread)."""
+        t, payload, flag, size, mtype, mtime = prepare_message(topic, data, attributes, stream_id, msg_time)
+        return _Job(t, payload, flag, size, mtype, mtime, key, done)
+
+    def submit_threadsafe(self, job: _Job) -> None:
+        """Hand a job to the loop from another thread (one wake-up per batch)."""
+        self._inbox.append(job)
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:  # loop closed
+                self._drain_scheduled = False
+                self._inbox.clear()
+                self._finish(job, None, ClientClosedError("producer is closed"))
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        inbox = self._inbox
+        while inbox:
+            self.accept(inbox.popleft())
+
+    def accept(self, job: _Job) -> None:
+        """Take a job on the loop thread: fast dispatch or the ordered backlog."""
+        if self.closed:
+            self._outstanding += 1  # _finish takes it back
+            self._finish(job, None, ClientClosedError("producer is closed"))
+            return
+        if job.cancelled is not None and job.cancelled():
+            return  # the caller cancelled the future before we started: nothing sent
+        self._outstanding += 1
+        job.t0 = time.monotonic()
+        if self._backlog_task is not None or not self._dispatch_fast(job):
+            self._backlog.append(job)
+            if self._backlog_task is None:
+                self._backlog_task = self.loop.create_task(self._run_backlog())
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _dispatch_fast(self, job: _Job) -> bool:
+        session = self.session
+        parts = session.partitions.get(job.topic)
+        if not parts or job.topic not in session.topics:
+            return False
+        if job.size > session.max_size(job.topic):
+            self._too_large(job)
+            return True
+        part = self.router.choose(job.topic, parts, job.key, self.quality.shielded())
+        conn = session.pool.connected(part.address)
+        if conn is None or not conn.has_capacity:
+            return False
+        self._start(job, part, conn)
+        return True
+
+    def _too_large(self, job: _Job) -> None:
+        limit = self.session.max_size(job.topic)
+        self._finish(job, None, MessageTooLargeError(
+            ErrorCode.PARAMETER_MSG_OVER_MAX_LENGTH,
+            f"message of {job.size} bytes (body + attributes) is over the max size {limit} of topic {job.topic!r}",
+        ))
+
+    async def _route_slow(self, job: _Job) -> tuple[codec.Partition, Connection] | None:
+        session = self.session
+        topic = job.topic
+        if topic not in session.topics:
+            await session.publish([topic])
+        parts = session.partitions.get(topic)
+        if not parts:
+            await session.refresh()
+            parts = session.partitions.get(topic)
+            if not parts:
+                raise TopicNotPublishedError(
+                    ErrorCode.PARAMETER_MSG_TOPIC_NO_PARTITION,
+                    f"topic {topic!r} has no partition accepting messages right now",
+                )
+        if job.size > session.max_size(topic):
+            self._too_large(job)
+            return None
+        brokers = {p.broker_id for p in parts}
+        tries = 0
+        while True:
+            part = self.router.choose(topic, parts, job.key, self.quality.shielded())
+            try:
+                conn = await session.pool.get(part.address)
+                if not conn.has_capacity:
+                    await conn.wait_capacity()
+                return part, conn
+            except TubeMQConnectionError as exc:
+                # nothing was written: trying another broker cannot duplicate the message
+                self.quality.failure(part.broker_id)
+                tries += 1
+                if job.key is not None or tries >= max(len(brokers), 1 + self.config.retries):
+                    raise
+                log.info("broker %s unreachable (%s), trying another", part.address, exc)
+
+    async def _run_backlog(self) -> None:
+        try:
+            while self._backlog:
+                job = self._backlog[0]
+                if job.finished:
+                    self._backlog.popleft()
+                    continue
+                try:
+                    routed = await self._route_slow(job)
+                except asyncio.CancelledError:
+                    raise
+                except TubeMQError as exc:
+                    self._backlog.popleft()
+                    self._finish(job, None, exc)
+                    continue
+                except Exception as exc:  # a user partitioner may raise anything
+                    self._backlog.popleft()
+                    self._finish(job, None, exc)
+                    continue
+                self._backlog.popleft()
+                if routed is not None and not job.finished:
+                    part, conn = routed
+                    if conn.closed:
+                        self._backlog.appendleft(job)
+                        continue
+                    self._start(job, part, conn)
+        finally:
+            self._backlog_task = None
+
+    def _start(self, job: _Job, part: codec.Partition, conn: Connection) -> None:
+        session = self.session
+        token = session.visit_token
+        auth_token = session.auth_token or None
+        client_id = self.client_id
+        sent_addr = self.sent_addr
+        timeout_ms = self.timeout_ms
+
+        def build(serial: int) -> bytes:
+            return _encode_send(serial, client_id, job.topic, part.partition_id, job.payload, job.flag,
+                                sent_addr, token, msg_type=job.msg_type, msg_time=job.msg_time,
+                                auth_token=auth_token, timeout_ms=timeout_ms)
+
+        try:
+            fut = conn.start_call(build, timeout_ms)
+        except TubeMQError as exc:
+            self._finish(job, None, exc)
+            return
+        self._inflight.add(job)
+        fut.add_done_callback(partial(self._on_answer, job, part))
+
+    def _on_answer(self, job: _Job, part: codec.Partition, fut: asyncio.Future[bytes]) -> None:
+        self._inflight.discard(job)
+        if job.finished:
+            return
+        exc = fut.exception()
+        if exc is not None:
+            self.quality.failure(part.broker_id)
+            if isinstance(exc, (TubeMQTimeoutError, TubeMQConnectionError)):
+                self.metrics.inc("producer.unknown_outcome")
+            self._finish(job, None, _with_context(exc, job, part))
+            return
+        try:
+            rsp = _decode_send(unwrap_response(fut.result()))
+        except (RemoteError, DecodeError) as e:
+            self.quality.failure(part.broker_id)
+            self._finish(job, None, _with_context(e, job, part))
+            return
+        if rsp.success:
+            self.quality.success(part.broker_id)
+            self._finish(job, SendResult(job.topic, part, rsp.message_id, rsp.append_time, rsp.append_offset,
+                                         job.key), None)
+            return
+        code = rsp.err_code
+        if code == ErrorCode.SERVICE_UNAVAILABLE:
+            self.quality.unavailable(part.broker_id)
+        if code in RETRYABLE_CODES and job.attempt < self.config.retries and not self.closed:
+            job.attempt += 1
+            self.metrics.inc("producer.retries")
+            self.loop.call_later(self.config.retry_backoff_ms / 1000.0, self._requeue, job)
+            return
+        err = error_for_code(code, rsp.err_msg)
+        self._finish(job, None, _with_context(err, job, part))
+
+    def _requeue(self, job: _Job) -> None:
+        if job.finished:
+            return
+        if self.closed:
+            self._finish(job, None, ClientClosedError("producer closed before the retry was sent"))
+            return
+        self._backlog.append(job)
+        if self._backlog_task is None:
+            self._backlog_task = self.loop.create_task(self._run_backlog())
+
+    def _finish(self, job: _Job, result: SendResult | None, exc: BaseException | None) -> None:
+        if job.finished:
+            return
+        job.finished = True
+        self._outstanding -= 1
+        if result is not None:
+            self.metrics.inc("producer.sent")
+            if job.t0:
+                self.metrics.observe("producer.send_latency", time.monotonic() - job.t0)
+        else:
+            self.metrics.inc("producer.failed")
+        try:
+            job.done(result, exc)
+        except Exception:
+            log.exception("send completion callback failed")
+        if self._outstanding == 0 and self._idle_waiters:
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+
+    # ------------------------------------------------------------------ pre-connect
+
+    def _preconnect(self) -> None:
+        """Open connections to every broker serving a published topic (Java pre-connects too)."""
+        if self.closed or self.session._pool is None:
+            return
+        pool = self.session.pool
+        wanted = {p.address for t in self.session.topics for p in self.session.partitions.get(t, ())}
+        for address in wanted:
+            if pool.connected(address) is None and not pool.is_backing_off(address):
+                task = self.loop.create_task(self._connect_quietly(address))
+                self._bg.add(task)
+                task.add_done_callback(self._bg.discard)
+
+    async def _connect_quietly(self, address: str) -> None:
+        try:
+            await self.session.pool.get(address)
+        except TubeMQError as exc:
+            log.info("pre-connect to %s failed: %s", address, exc)
+
+
+def _with_context(exc: BaseException, job: _Job, part: codec.Partition) -> BaseException:
+    """Attach where the message was going (``exc.topic``, ``exc.partition``) for the caller.
+
+    Connection-level errors are shared by every request of a connection: each job gets its own copy.
+    """
+    if isinstance(exc, (TubeMQTimeoutError, TubeMQConnectionError)):
+        fresh = type(exc)(f"{exc} (topic {job.topic!r}, partition {part})")
+        fresh.__cause__ = exc.__cause__
+        exc = fresh
+    try:
+        exc.topic = job.topic  # type: ignore[attr-defined]
+        exc.partition = part  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    return exc
+
+
+__all__ = ["RETRYABLE_CODES", "ProducerCore", "SendResult", "format_msg_time", "prepare_message"]

@@ -1,0 +1,54 @@
+"""Bad-broker shielding, after the Java client's ``DefaultBrokerRcvQltyStats``.
+
+A broker that answered 503 (SERVICE_UNAVAILABLE) is skipped for ``unavailable_ms`` (Java 50 s).
+A broker with ``failure_threshold`` consecutive send failures (timeouts, lost or refused
+connections) is skipped for ``shield_ms``; after that it gets one probe: a success clears it, a
+failure shields it again. The router falls back to shielded brokers when nothing else is left.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+class BrokerQuality:
+    """Per-broker failure counters and shield deadlines (loop-thread only, no locking needed)."""
+
+    def __init__(self, failure_threshold: int = 5, shield_ms: int = 30000, unavailable_ms: int = 50000) -> None:
+        self.failure_threshold = failure_threshold
+        self.shield_s = shield_ms / 1000.0
+        self.unavailable_s = unavailable_ms / 1000.0
+        self._failures: dict[int, int] = {}
+        self._until: dict[int, float] = {}
+
+    def success(self, broker_id: int) -> None:
+        if self._failures:
+            self._failures.pop(broker_id, None)
+
+    def failure(self, broker_id: int) -> None:
+        n = self._failures.get(broker_id, 0) + 1
+        self._failures[broker_id] = n
+        if n >= self.failure_threshold:
+            self._until[broker_id] = time.monotonic() + self.shield_s
+            self._failures[broker_id] = self.failure_threshold - 1  # one probe after the shield
+            # (a later failure re-shields at once, a success clears the counter)
+
+    def unavailable(self, broker_id: int) -> None:
+        self._until[broker_id] = max(self._until.get(broker_id, 0.0), time.monotonic() + self.unavailable_s)
+
+    def shielded(self) -> set[int]:
+        """Broker ids to skip right now."""
+        if not self._until:
+            return set()
+        now = time.monotonic()
+        expired = [b for b, t in self._until.items() if t <= now]
+        for b in expired:
+            del self._until[b]
+        return set(self._until)
+
+    def is_shielded(self, broker_id: int) -> bool:
+        t = self._until.get(broker_id)
+        return t is not None and t > time.monotonic()
+
+
+__all__ = ["BrokerQuality"]

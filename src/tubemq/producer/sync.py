@@ -1,0 +1,156 @@
+"""``tubemq.Producer``: the blocking/threaded facade over :class:`ProducerCore` (DESIGN.md).
+
+The core runs on the process-wide event-loop thread. ``send_async`` returns a
+``concurrent.futures.Future`` at once (blocking only while ``max_pending`` messages are outstanding:
+the bounded buffer); ``send`` waits for the broker's answer. All methods are thread-safe: many
+threads may send through one producer.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..config import ProducerConfig
+from ..errors import ClientClosedError, TubeMQTimeoutError
+from ..net.loop import LoopThread
+from .core import ProducerCore, SendResult
+
+
+class Producer:
+    """Publish messages to TubeMQ.
+
+    ``Producer("h1:8715,h2:8715", rpc_timeout_ms=5000)`` or ``Producer(config=ProducerConfig(...))``
+    or ``Producer("tubemq://h1:8715?retries=3")``. Registers with the master on construction (raises
+    if no master accepts it after 5 attempts, like Java's ``start()``).
+    """
+
+    def __init__(self, master: str | Iterable[str] | None = None, *, config: ProducerConfig | None = None,
+                 **options: Any) -> None:
+        if config is None:
+            config = ProducerConfig.from_options(master, options)  # type: ignore[arg-type]
+        elif master is not None or options:
+            extra = dict(options, **({"master": master} if master is not None else {}))
+            config = dataclasses.replace(config, **extra)
+        self.config = config
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._sem = threading.BoundedSemaphore(config.max_pending)
+        self._block_s = config.max_block_ms / 1000.0
+        self._lt = LoopThread.shared()
+        self._core = ProducerCore(config)
+        try:
+            self._lt.run(self._core.start())
+        except BaseException:
+            self._closed = True
+            try:
+                self._lt.run(self._core.close(0))
+            finally:
+                self._lt.stop()
+            raise
+
+    # ------------------------------------------------------------------ info
+
+    @property
+    def client_id(self) -> str:
+        return self._core.client_id
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters (sent, failed, retries...), gauges and send-latency percentiles."""
+        return self._core.metrics.snapshot()
+
+    def partitions(self, topic: str) -> list[Any]:
+        """The partitions currently known for a published topic."""
+        return list(self._core.session.partitions.get(topic, ()))
+
+    # ------------------------------------------------------------------ sending
+
+    def publish(self, topics: str | Iterable[str]) -> set[str]:
+        """Declare topics (optional: ``send`` publishes unseen topics itself); returns those usable."""
+        self._check_open()
+        return self._lt.run(self._core.publish(topics if isinstance(topics, str) else list(topics)))
+
+    def send_async(self, topic: str, data: bytes, *, attributes: Mapping[str, Any] | None = None,
+                   stream_id: str | None = None, msg_time: Any = None, key: Any = None
+                   ) -> concurrent.futures.Future[SendResult]:
+        """Queue a message; the future resolves to a :class:`SendResult` or fails with a TubeMQError."""
+        self._check_open()
+        fut: concurrent.futures.Future[SendResult] = concurrent.futures.Future()
+        sem = self._sem
+
+        def done(result: SendResult | None, exc: BaseException | None) -> None:
+            sem.release()
+            if fut.cancelled():
+                return
+            if exc is None:
+                fut.set_result(result)  # type: ignore[arg-type]
+            else:
+                fut.set_exception(exc)
+
+        job = self._core.make_job(topic, data, attributes, stream_id, msg_time, key, done)
+        job.cancelled = lambda: not fut.set_running_or_notify_cancel()
+        if not sem.acquire(timeout=self._block_s):
+            raise TubeMQTimeoutError(
+                f"send buffer full: {self.config.max_pending} messages outstanding for {self._block_s:g} s"
+            )
+        if self._closed:
+            sem.release()
+            raise ClientClosedError("producer is closed")
+        self._core.submit_threadsafe(job)
+        return fut
+
+    def send(self, topic: str, data: bytes, *, attributes: Mapping[str, Any] | None = None,
+             stream_id: str | None = None, msg_time: Any = None, key: Any = None,
+             timeout: float | None = None) -> SendResult:
+        """Send and wait for the broker's answer; raises the failure as a typed TubeMQError."""
+        fut = self.send_async(topic, data, attributes=attributes, stream_id=stream_id, msg_time=msg_time, key=key)
+        try:
+            return fut.result(self._default_wait() if timeout is None else timeout)
+        except concurrent.futures.TimeoutError:
+            raise TubeMQTimeoutError("no answer for the message in time (it may still be sent)") from None
+
+    def _default_wait(self) -> float:
+        c = self.config
+        return (c.rpc_timeout_ms * (c.retries + 2) + c.retry_backoff_ms * c.retries + c.connect_timeout_ms) / 1000.0
+
+    def flush(self, timeout: float | None = 10.0) -> int:
+        """Wait until every queued message is answered; returns the number still pending."""
+        if self._closed:
+            return 0
+        return self._lt.run(self._core.flush(timeout))
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (up to ``timeout``, default the RPC timeout), fail the rest, deregister. Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._lt.run(self._core.close(timeout))
+        finally:
+            self._lt.stop()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<tubemq.Producer {self.client_id} {'closed' if self._closed else 'open'}>"
+
+
+__all__ = ["Producer", "SendResult"]
