@@ -1,0 +1,300 @@
+"""Row layout of the source (a Kafka-source look-alike) and Arrow conversion in both directions.
+
+Read schema::
+
+    value BINARY, topic STRING, partition STRING (brokerId:topic:partitionId), broker_id INT,
+    partition_id INT, offset BIGINT, timestamp TIMESTAMP, message_id BIGINT, stream_id STRING
+    [, attributes MAP<STRING, STRING>]   -- with includeAttributes=true
+
+``timestamp`` is the message's TubeMQ ``msgTime`` header (``yyyyMMddHHmm``, minute precision, in
+the producer's local time zone -- override with ``msgTimeZone``), null when the producer set none.
+``attributes`` holds the user attributes; the system headers ``$msgType$`` / ``$msgTime$`` are
+already the ``stream_id`` / ``timestamp`` columns and are left out.
+
+Rows leave the reader as ``pyarrow.RecordBatch`` es whose Arrow schema is exactly what PySpark
+derives from the Spark schema (``to_arrow_schema(..., timezone="UTC")``), so Spark does no per-row
+Python conversion at all.
+
+Write columns (by name, any order, other columns ignored): ``value`` (BINARY or STRING, required),
+``topic`` (STRING), ``stream_id`` (STRING), ``attributes`` (MAP<STRING, STRING>), ``key`` (STRING or
+BINARY, routes to a partition by hash), ``timestamp`` (TIMESTAMP -> ``msgTime``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from ..codec import Message
+
+BASE_COLUMNS = (
+    ("value", "binary"),
+    ("topic", "string"),
+    ("partition", "string"),
+    ("broker_id", "int"),
+    ("partition_id", "int"),
+    ("offset", "bigint"),
+    ("timestamp", "timestamp"),
+    ("message_id", "bigint"),
+    ("stream_id", "string"),
+)
+ATTRIBUTES_COLUMN = ("attributes", "map<string,string>")
+
+#: System attribute keys TubeMQ puts in the attribute header (already exposed as columns).
+SYSTEM_ATTRIBUTES = ("$msgType$", "$msgTime$")
+
+WRITE_COLUMNS = {
+    "value": ("binary", "string"),
+    "topic": ("string",),
+    "stream_id": ("string",),
+    "attributes": ("map<string,string>",),
+    "key": ("string", "binary"),
+    "timestamp": ("timestamp",),
+}
+
+
+def column_names(include_attributes: bool) -> list[str]:
+    names = [n for n, _ in BASE_COLUMNS]
+    if include_attributes:
+        names.append(ATTRIBUTES_COLUMN[0])
+    return names
+
+
+def ddl(include_attributes: bool) -> str:
+    """The read schema as a DDL string (for documentation and error messages)."""
+    cols = list(BASE_COLUMNS) + ([ATTRIBUTES_COLUMN] if include_attributes else [])
+    return ", ".join(f"{n} {t.upper()}" for n, t in cols)
+
+
+def read_schema(include_attributes: bool) -> StructType:
+    """The Spark schema of the source (built without a JVM: DDL parsing would need one)."""
+    from pyspark.sql.types import (
+        BinaryType,
+        IntegerType,
+        LongType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    kinds = {
+        "binary": BinaryType(),
+        "string": StringType(),
+        "int": IntegerType(),
+        "bigint": LongType(),
+        "timestamp": TimestampType(),
+    }
+    fields = [StructField(name, kinds[t], True) for name, t in BASE_COLUMNS]
+    if include_attributes:
+        fields.append(StructField("attributes", MapType(StringType(), StringType(), True), True))
+    return StructType(fields)
+
+
+def check_read_schema(schema: StructType, include_attributes: bool) -> None:
+    """Refuse a user-specified schema that is not the source's: the layout is fixed, like Kafka's."""
+    expected = read_schema(include_attributes)
+    got = [(f.name, f.dataType.simpleString()) for f in schema.fields]
+    want = [(f.name, f.dataType.simpleString()) for f in expected.fields]
+    if got != want:
+        raise ConfigError(
+            "schema",
+            f"the tubemq source has a fixed schema ({ddl(include_attributes)}); do not pass .schema(...) "
+            f"(got {', '.join(f'{n} {t}' for n, t in got)})",
+        )
+
+
+def check_write_schema(schema: StructType, topic_option: str | None) -> dict[str, str]:
+    """Validate the DataFrame's columns for a write; returns {column: simple type} of the used ones."""
+    used: dict[str, str] = {}
+    for f in schema.fields:
+        name = f.name.lower()
+        if name not in WRITE_COLUMNS:
+            continue
+        kind = f.dataType.simpleString()
+        if kind not in WRITE_COLUMNS[name]:
+            raise ConfigError(
+                name,
+                f"column {f.name!r} must be {' or '.join(t.upper() for t in WRITE_COLUMNS[name])}, got {kind.upper()}",
+            )
+        used[f.name] = kind
+    lowered = {k.lower() for k in used}
+    if "value" not in lowered:
+        raise ConfigError(
+            "value", "the DataFrame needs a 'value' column (BINARY or STRING) to write to TubeMQ"
+        )
+    if topic_option is None and "topic" not in lowered:
+        raise ConfigError("topic", "set the 'topic' option or give the DataFrame a 'topic' column")
+    return used
+
+
+# ---- read side: messages -> Arrow
+
+
+_MISSING = object()
+
+
+class TimeParser:
+    """``msgTime`` text (``yyyyMMddHHmm`` / ``yyyyMMddHHmmss`` / epoch ms) -> epoch microseconds.
+
+    Memoised with a bounded cache: a fetch holds many messages of the same minute.
+    """
+
+    _MAX_CACHE = 4096
+
+    def __init__(self, zone: str | None) -> None:
+        self._tz: _dt.tzinfo | None = None
+        if zone is not None:
+            import zoneinfo
+
+            self._tz = zoneinfo.ZoneInfo(zone)
+        self._cache: dict[str, int | None] = {}
+
+    def __call__(self, text: str | None) -> int | None:
+        if not text:
+            return None
+        hit = self._cache.get(text, _MISSING)
+        if hit is not _MISSING:
+            return hit  # type: ignore[return-value]
+        value = self._parse(text)
+        if len(self._cache) >= self._MAX_CACHE:
+            self._cache.clear()
+        self._cache[text] = value
+        return value
+
+    def _parse(self, text: str) -> int | None:
+        t = text.strip()
+        if not t.isdigit():
+            return None
+        try:
+            if len(t) == 13:  # epoch milliseconds
+                return int(t) * 1000
+            if len(t) == 12:
+                d = _dt.datetime.strptime(t, "%Y%m%d%H%M")
+            elif len(t) == 14:
+                d = _dt.datetime.strptime(t, "%Y%m%d%H%M%S")
+            else:
+                return None
+        except ValueError:
+            return None
+        d = d.replace(tzinfo=self._tz) if self._tz is not None else d.astimezone()
+        return int(d.timestamp()) * 1_000_000
+
+
+def format_msg_time(value: _dt.datetime, zone: str | None) -> str:
+    """A ``timestamp`` column value -> TubeMQ ``msgTime`` (``yyyyMMddHHmm`` in ``zone``/local time)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)
+    if zone is not None:
+        import zoneinfo
+
+        value = value.astimezone(zoneinfo.ZoneInfo(zone))
+    else:
+        value = value.astimezone()
+    return value.strftime("%Y%m%d%H%M")
+
+
+class ArrowBuilder:
+    """Accumulates messages column-wise and emits ``RecordBatch`` es of the exact Spark Arrow schema."""
+
+    def __init__(self, arrow_schema: pa.Schema, include_attributes: bool, zone: str | None) -> None:
+        self.schema = arrow_schema
+        self.include_attributes = include_attributes
+        self.parse_time = TimeParser(zone)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.values: list[bytes] = []
+        self.offsets: list[int] = []
+        self.times: list[int | None] = []
+        self.ids: list[int] = []
+        self.streams: list[str | None] = []
+        self.attrs: list[list[tuple[str, str]]] = []
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def add(self, msg: Message) -> None:
+        self.values.append(msg.data)
+        self.offsets.append(msg.offset)
+        self.times.append(self.parse_time(msg.msg_time))
+        self.ids.append(msg.message_id)
+        self.streams.append(msg.stream_id)
+        if self.include_attributes:
+            attrs = msg.attributes
+            self.attrs.append(
+                [(k, v) for k, v in attrs.items() if k not in SYSTEM_ATTRIBUTES] if attrs else []
+            )
+
+    def flush(self, topic: str, broker_id: int, partition_id: int) -> pa.RecordBatch:
+        """The buffered rows as one batch (constant columns for the partition), then reset."""
+        import pyarrow as pa
+
+        n = len(self.values)
+        s = self.schema
+        key = f"{broker_id}:{topic}:{partition_id}"
+        arrays: list[Any] = [
+            pa.array(self.values, s.field("value").type),
+            pa.array([topic] * n, s.field("topic").type),
+            pa.array([key] * n, s.field("partition").type),
+            pa.array([broker_id] * n, s.field("broker_id").type),
+            pa.array([partition_id] * n, s.field("partition_id").type),
+            pa.array(self.offsets, s.field("offset").type),
+            pa.array(self.times, pa.int64()).cast(s.field("timestamp").type),
+            pa.array(self.ids, s.field("message_id").type),
+            pa.array(self.streams, s.field("stream_id").type),
+        ]
+        if self.include_attributes:
+            arrays.append(pa.array(self.attrs, s.field("attributes").type))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=s)
+        self._reset()
+        return batch
+
+
+def arrow_schema_for(schema: StructType) -> pa.Schema:
+    """The Arrow schema PySpark expects for ``schema`` (PySpark checks batches against it)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+# ---- write side: Arrow -> send arguments
+
+
+def rows_for_send(
+    batch: pa.RecordBatch, used: dict[str, str], topic_option: str | None, zone: str | None
+) -> Iterable[tuple[str | None, bytes | None, dict[str, str] | None, str | None, Any, str | None]]:
+    """(topic, value bytes, attributes, stream_id, key, msg_time) per row of ``batch``."""
+    names = {n.lower(): n for n in batch.schema.names if n in used}
+    n = batch.num_rows
+
+    def col(name: str) -> Sequence[Any]:
+        real = names.get(name)
+        if real is None:
+            return [None] * n
+        return batch.column(real).to_pylist()
+
+    values = col("value")
+    if used.get(names.get("value", ""), "binary") == "string":
+        values = [v.encode("utf-8") if v is not None else None for v in values]
+    topics = [topic_option] * n if topic_option is not None else col("topic")
+    attrs = col("attributes")
+    streams = col("stream_id")
+    keys = col("key")
+    times_raw = col("timestamp")
+    times = (
+        [format_msg_time(t, zone) if t is not None else None for t in times_raw]
+        if "timestamp" in names
+        else times_raw
+    )
+    for i in range(n):
+        a = attrs[i]
+        yield topics[i], values[i], (dict(a) if a else None), streams[i], keys[i], times[i]

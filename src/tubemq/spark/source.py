@@ -1,0 +1,70 @@
+"""``TubeMQDataSource``: the ``format("tubemq")`` entry point of PySpark's Python Data Source API.
+
+Options are validated where Spark calls in on the driver, before any task runs: ``schema()`` (at
+``load()``) checks the read options, ``reader``/``streamReader`` the batch- or streaming-only
+ones, ``writer``/``streamWriter`` the write options and the DataFrame's columns. Every failure is
+a :class:`tubemq.errors.ConfigError` naming the option.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from ..errors import ConfigError
+from .options import parse_read_options, parse_write_options
+from .reader import TubeMQBatchReader
+from .schema import check_read_schema, check_write_schema, read_schema
+from .stream import TubeMQStreamReader
+from .writer import TubeMQBatchWriter, TubeMQStreamWriter
+
+NAME = "tubemq"
+
+
+class TubeMQDataSource(DataSource):
+    """Batch and streaming reads and writes of Apache InLong TubeMQ topics.
+
+    Register it with ``spark.dataSource.register(TubeMQDataSource)``, or rely on PySpark's
+    automatic discovery of the top-level ``pyspark_tubemq`` module (``DefaultSource``).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> StructType:
+        opts = parse_read_options(self.options, streaming=None)
+        return read_schema(opts.include_attributes)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = parse_read_options(self.options, streaming=False)
+        check_read_schema(schema, opts.include_attributes)
+        return TubeMQBatchReader(opts, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        opts = parse_read_options(self.options, streaming=True)
+        check_read_schema(schema, opts.include_attributes)
+        return TubeMQStreamReader(opts, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        _append_only(overwrite, "mode", ".mode('append')")
+        opts = parse_write_options(self.options)
+        used = check_write_schema(schema, opts.topic)
+        return TubeMQBatchWriter(opts, used)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        _append_only(overwrite, "outputMode", ".outputMode('append')")
+        opts = parse_write_options(self.options)
+        used = check_write_schema(schema, opts.topic)
+        return TubeMQStreamWriter(opts, used)
+
+
+def _append_only(overwrite: bool, option: str, fix: str) -> None:
+    if overwrite:
+        raise ConfigError(option, f"TubeMQ topics are append-only logs and cannot be overwritten; use {fix}")

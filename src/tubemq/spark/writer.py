@@ -1,0 +1,222 @@
+"""Batch and streaming writers: ``df.write.format("tubemq")`` / ``df.writeStream.format("tubemq")``.
+
+Each Spark task sends its rows through one ``tubemq.Producer`` (opened inside ``write``, so no
+socket is ever pickled), waits until the brokers acknowledged every message, and only then returns
+its commit message (rows, bytes, per-topic counts). A failed send fails the task with a message
+naming the topic and the cause.
+
+Delivery is at-least-once: a retried task or a re-run micro-batch sends its rows again. With
+``stampAttributes=true`` every message carries ``sparkQuery`` (the streaming query id, or a
+per-write id for batch writes), ``sparkBatch`` (micro-batch id, ``-1`` for batch writes),
+``sparkTask`` (the Spark partition index) and ``sparkSeq`` (the row's position in the task), so a
+reader can drop duplicates with the key (sparkQuery, sparkBatch, sparkTask, sparkSeq) as long as
+the DataFrame produces the same rows in the same order when recomputed.
+
+Only append is supported: TubeMQ is a log, there is nothing to overwrite.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+
+from ..errors import TubeMQError
+from ._compat import TubeMQSparkError
+from .options import WriteOptions
+from .schema import rows_for_send
+
+log = logging.getLogger("tubemq.spark.writer")
+
+STAMP_QUERY = "sparkQuery"
+STAMP_BATCH = "sparkBatch"
+STAMP_TASK = "sparkTask"
+STAMP_SEQ = "sparkSeq"
+
+#: Spark local properties set on the tasks of a streaming micro-batch.
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+@dataclass
+class TubeMQCommitMessage(WriterCommitMessage):
+    """What one task wrote (picklable; summed up on the driver)."""
+
+    partition: int
+    rows: int
+    bytes: int
+    topics: dict[str, int] = field(default_factory=dict)
+
+
+class _Outcome:
+    """Counts acknowledgements from producer callbacks (any thread) and keeps the first failure."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.acked = 0
+        self.error: BaseException | None = None
+        self.error_topic: str | None = None
+
+    def callback(self, topic: str) -> Any:
+        def done(future: Any) -> None:
+            exc = future.exception()
+            with self.lock:
+                if exc is None:
+                    self.acked += 1
+                elif self.error is None:
+                    self.error = exc
+                    self.error_topic = topic
+
+        return done
+
+
+def _task_identity(write_id: str) -> tuple[str, str, int]:
+    """(query id, batch id, task partition) of the running task; batch writes use ``write_id``."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return write_id, "-1", 0
+    query = ctx.getLocalProperty(_QUERY_ID_PROPERTY) or write_id
+    batch = ctx.getLocalProperty(_BATCH_ID_PROPERTY) or "-1"
+    return query, batch, ctx.partitionId()
+
+
+def write_batches(
+    opts: WriteOptions, used: dict[str, str], write_id: str, batches: Iterator[Any]
+) -> TubeMQCommitMessage:
+    """Send every row of ``batches``; return after all are acknowledged (executor side)."""
+    from .. import Producer
+
+    query, batch_id, task = _task_identity(write_id)
+    outcome = _Outcome()
+    rows = size = 0
+    topics: dict[str, int] = {}
+    callbacks: dict[str, Any] = {}
+    try:
+        producer = Producer(opts.master, **dict(opts.client_options))
+    except TubeMQError as exc:
+        raise TubeMQSparkError(
+            f"opening a producer on master {opts.master} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    try:
+        for batch in batches:
+            for topic, value, attrs, stream_id, key, msg_time in rows_for_send(
+                batch, used, opts.topic, opts.msg_time_zone
+            ):
+                if outcome.error is not None:
+                    break
+                if value is None:
+                    raise TubeMQSparkError(
+                        f"row {rows} of Spark partition {task} has a null 'value'; TubeMQ messages need a body"
+                    )
+                if not topic:
+                    raise TubeMQSparkError(
+                        f"row {rows} of Spark partition {task} has a null 'topic' and no 'topic' option is set"
+                    )
+                if opts.stamp_attributes:
+                    attrs = dict(attrs) if attrs else {}
+                    attrs[STAMP_QUERY] = query
+                    attrs[STAMP_BATCH] = batch_id
+                    attrs[STAMP_TASK] = str(task)
+                    attrs[STAMP_SEQ] = str(rows)
+                try:
+                    future = producer.send_async(
+                        topic, value, attributes=attrs, stream_id=stream_id, msg_time=msg_time, key=key
+                    )
+                except (TubeMQError, ValueError, TypeError) as exc:
+                    raise TubeMQSparkError(
+                        f"sending row {rows} of Spark partition {task} to topic {topic!r} failed: {type(exc).__name__}: {exc}"
+                    ) from exc
+                cb = callbacks.get(topic)
+                if cb is None:
+                    cb = callbacks[topic] = outcome.callback(topic)
+                future.add_done_callback(cb)
+                rows += 1
+                size += len(value)
+                topics[topic] = topics.get(topic, 0) + 1
+            if outcome.error is not None:
+                break
+        deadline = time.monotonic() + opts.flush_timeout_ms / 1000.0
+        pending = producer.flush(timeout=max(0.0, deadline - time.monotonic()))
+        if outcome.error is not None:
+            exc = outcome.error
+            raise TubeMQSparkError(
+                f"a message of Spark partition {task} to topic {outcome.error_topic!r} was not stored: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if pending:
+            raise TubeMQSparkError(
+                f"{pending} message(s) of Spark partition {task} were not acknowledged within "
+                f"flushTimeoutMs={opts.flush_timeout_ms}"
+            )
+        # Callbacks may run just after flush() saw the futures complete; wait for the count briefly.
+        while outcome.acked < rows and time.monotonic() < deadline:
+            time.sleep(0.001)
+        if outcome.acked < rows:
+            raise TubeMQSparkError(
+                f"only {outcome.acked} of {rows} messages of Spark partition {task} were acknowledged"
+            )
+    finally:
+        try:
+            producer.close()
+        except Exception as exc:  # noqa: BLE001 - closing is best effort; the outcome is already known
+            log.warning("closing the producer failed: %s", exc)
+    return TubeMQCommitMessage(partition=task, rows=rows, bytes=size, topics=topics)
+
+
+def _summary(messages: list[Any]) -> str:
+    done = [m for m in messages if isinstance(m, TubeMQCommitMessage)]
+    rows = sum(m.rows for m in done)
+    size = sum(m.bytes for m in done)
+    return f"{rows} rows, {size} bytes from {len(done)} of {len(messages)} tasks"
+
+
+class TubeMQBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("tubemq").mode("append")``."""
+
+    def __init__(self, opts: WriteOptions, used: dict[str, str]) -> None:
+        self.opts = opts
+        self.used = used
+        self.write_id = uuid.uuid4().hex
+
+    def write(self, iterator: Iterator[Any]) -> TubeMQCommitMessage:  # type: ignore[override]
+        return write_batches(self.opts, self.used, self.write_id, iterator)
+
+    def commit(self, messages: list[Any]) -> None:  # type: ignore[override]
+        log.info("write %s committed: %s", self.write_id, _summary(messages))
+
+    def abort(self, messages: list[Any]) -> None:  # type: ignore[override]
+        log.warning(
+            "write %s aborted after %s; messages already sent stay in TubeMQ (at-least-once)",
+            self.write_id,
+            _summary(messages),
+        )
+
+
+class TubeMQStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("tubemq")`` (append output mode)."""
+
+    def __init__(self, opts: WriteOptions, used: dict[str, str]) -> None:
+        self.opts = opts
+        self.used = used
+        self.write_id = uuid.uuid4().hex
+
+    def write(self, iterator: Iterator[Any]) -> TubeMQCommitMessage:  # type: ignore[override]
+        return write_batches(self.opts, self.used, self.write_id, iterator)
+
+    def commit(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+        log.info("micro-batch %d committed: %s", batchId, _summary(messages))
+
+    def abort(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
+        log.warning(
+            "micro-batch %d aborted after %s; messages already sent stay in TubeMQ (at-least-once)",
+            batchId,
+            _summary(messages),
+        )
