@@ -1,0 +1,86 @@
+"""Fixtures for the Spark data source tests: one local[2] SparkSession and one embedded cluster.
+
+Both are session-scoped because starting them dominates the run time (a JVM, a TubeMQ server);
+every test creates its own topics, so tests stay independent. Everything binds to 127.0.0.1.
+The tests are skipped, with the reason, only when no Java runtime is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: Same short server timers as tests/conftest.py FAST_SERVER (that module is not importable by name).
+FAST_SERVER: dict[str, Any] = {
+    "balance_period_ms": 200,
+    "consumer_heartbeat_timeout_ms": 6000,
+    "producer_heartbeat_timeout_ms": 6000,
+    "consumer_reg_timeout_ms": 6000,
+}
+
+
+def java_missing() -> str | None:
+    """Why Spark cannot start here, or None when a working ``java`` is found."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        return "Java is not installed (Spark needs a JRE 17+ on PATH or JAVA_HOME)"
+    try:
+        subprocess.run([java, "-version"], capture_output=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"Java at {java} does not run: {exc}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    reason = java_missing()
+    if reason:
+        pytest.skip(reason)
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("tubemq-spark-tests")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={warehouse}")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def tube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A running embedded TubeMQ cluster shared by the Spark tests (each test uses its own topics)."""
+    from tubemq.server import EmbeddedCluster
+
+    data_dir: Path = tmp_path_factory.mktemp("tubemq-spark-data")
+    with EmbeddedCluster(data_dir=data_dir, **FAST_SERVER) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to the test (TubeMQ names: letter first, <= 64 chars, [A-Za-z0-9_-])."""
+    base = "".join(c if c.isalnum() else "_" for c in request.node.name)[:40]
+    return f"t_{base}"

@@ -1,0 +1,402 @@
+"""Planning-time pieces of the Spark source that need no JVM: options, offsets, rate limiting, schema."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import pkgutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tubemq.errors import ConfigError
+from tubemq.spark import SparkUnavailableError, require_pyspark
+from tubemq.spark.offsets import (
+    ENTRY_SIZE,
+    flatten,
+    nest,
+    parse_offsets_option,
+    parse_partition_key,
+    rate_limit,
+    to_json,
+)
+from tubemq.spark.options import parse_read_options, parse_write_options, starting_for
+
+BASE = {"tubemq.master": "127.0.0.1:8715", "subscribe": "topic-a"}
+
+
+def read_opts(streaming: bool | None = None, **extra: str):
+    return parse_read_options({**BASE, **extra}, streaming=streaming)
+
+
+def config_error(fn, *args, **kwargs) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        fn(*args, **kwargs)
+    return info.value
+
+
+# ---- read options
+
+
+def test_read_defaults_follow_kafka() -> None:
+    o = read_opts()
+    assert o.topics == ("topic-a",)
+    assert o.assign is None
+    assert starting_for(o, streaming=False) == "earliest"
+    assert starting_for(o, streaming=True) == "latest"
+    assert o.ending == "latest"
+    assert o.fail_on_data_loss is True
+    assert o.include_attributes is False
+    assert o.max_offsets_per_trigger is None
+    assert o.client_options == {}
+
+
+def test_option_names_are_case_insensitive_like_spark() -> None:
+    # Spark lower-cases option keys before the source sees them.
+    o = parse_read_options(
+        {
+            "TUBEMQ.MASTER": "h:1",
+            "Subscribe": "a, b ,a",
+            "includeattributes": "TRUE",
+            "maxoffsetspertrigger": "7",
+        },
+        streaming=True,
+    )
+    assert o.topics == ("a", "b")
+    assert o.include_attributes is True
+    assert o.max_offsets_per_trigger == 7
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "text"),
+    [
+        ({"subscribe": "a"}, "tubemq.master", "required"),
+        ({"tubemq.master": "nohostport", "subscribe": "a"}, "tubemq.master", "host:port"),
+        ({"tubemq.master": "h:1"}, "subscribe", "is required"),
+        ({**BASE, "assign": '{"a": [0]}'}, "subscribe", "not both"),
+        ({**BASE, "subscribe": "1bad"}, "subscribe", "invalid topic name"),
+        ({"tubemq.master": "h:1", "assign": "{nope"}, "assign", "not valid JSON"),
+        ({"tubemq.master": "h:1", "assign": '{"a": []}'}, "assign", "non-empty list"),
+        ({"tubemq.master": "h:1", "assign": '{"a": ["x:y"]}'}, "assign", "brokerId:partitionId"),
+        ({**BASE, "startingOffsets": "yesterday"}, "startingOffsets", "'earliest', 'latest' or JSON"),
+        ({**BASE, "startingOffsets": '{"topic-a": {"1:0": 30}}'}, "startingOffsets", "multiples of 28"),
+        ({**BASE, "startingOffsets": '{"topic-b": {"1:0": 28}}'}, "startingOffsets", "not read"),
+        ({**BASE, "startingOffsets": '{"topic-a": {"1:0": "x"}}'}, "startingOffsets", "must be an integer"),
+        ({**BASE, "endingOffsets": "earliest"}, "endingOffsets", "not allowed"),
+        ({**BASE, "failOnDataLoss": "maybe"}, "failOnDataLoss", "'true' or 'false'"),
+        ({**BASE, "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger", "must be in"),
+        ({**BASE, "maxOffsetsPerTrigger": "ten"}, "maxOffsetsPerTrigger", "integer"),
+        ({**BASE, "pollTimeoutMs": "5"}, "pollTimeoutMs", "must be in"),
+        ({**BASE, "streamIds": '{"other": ["s"]}'}, "streamIds", "not read"),
+        ({**BASE, "streamIds": "a=b"}, "streamIds", "bad stream id"),
+        ({**BASE, "msgTimeZone": "Mars/Olympus"}, "msgTimeZone", "unknown time zone"),
+        ({**BASE, "groupIdPrefix": "9x"}, "groupIdPrefix", "start with a letter"),
+        ({**BASE, "startingOffset": "earliest"}, "startingoffset", "did you mean 'startingOffsets'"),
+        ({**BASE, "tubemq.no_such_setting": "1"}, "tubemq.no_such_setting", "not a consumer setting"),
+        ({**BASE, "tubemq.rpc_timeout_ms": "1"}, "tubemq.rpc_timeout_ms", "3000"),
+        ({**BASE, "tubemq.rpcTimeoutMs": "soon"}, "tubemq.rpctimeoutms", "bad value"),
+        ({**BASE, "tubemq.group": "g"}, "tubemq.group", "not a consumer setting"),
+    ],
+)
+def test_bad_read_options_name_the_option(options: dict[str, str], field: str, text: str) -> None:
+    err = config_error(parse_read_options, options)
+    assert err.field == field
+    assert field in str(err)
+    assert text in str(err)
+
+
+def test_mode_specific_read_options() -> None:
+    assert config_error(read_opts, False, startingOffsets="latest").field == "startingOffsets"
+    assert config_error(read_opts, True, endingOffsets="latest").field == "endingOffsets"
+    assert config_error(read_opts, False, maxOffsetsPerTrigger="10").field == "maxOffsetsPerTrigger"
+    assert config_error(read_opts, False, commitOffsetsToGroup="dash").field == "commitOffsetsToGroup"
+    # -1 (latest) inside JSON is a batch start that reads nothing, too
+    err = config_error(read_opts, False, startingOffsets='{"topic-a": {"1:0": -1}}')
+    assert err.field == "startingOffsets"
+    assert read_opts(True, startingOffsets="latest", commitOffsetsToGroup="dash").commit_group == "dash"
+
+
+def test_client_options_are_typed_and_validated() -> None:
+    o = read_opts(**{"tubemq.rpcTimeoutMs": "5000", "tubemq.tls": "false", "tubemq.fetch_concurrency": "2"})
+    assert o.client_options == {"rpc_timeout_ms": 5000, "tls": False, "fetch_concurrency": 2}
+    w = parse_write_options({"tubemq.master": "h:1", "topic": "t", "tubemq.max_pending": "100"})
+    assert w.client_options == {"max_pending": 100}
+    assert config_error(
+        parse_write_options, {"tubemq.master": "h:1", "tubemq.fetch_concurrency": "2"}
+    ).field == ("tubemq.fetch_concurrency")
+
+
+def test_assign_and_stream_ids() -> None:
+    o = parse_read_options(
+        {"tubemq.master": "h:1", "assign": '{"b": ["1:10001", 2], "a": ["2:0"]}', "streamIds": "s1,s2"}
+    )
+    assert o.topics == ("a", "b")
+    assert dict(o.assign) == {"a": ("2:0",), "b": ("*:2", "1:10001")}
+    assert o.wants("b", "1:10001") and not o.wants("b", "1:0")
+    assert o.topic_filters() == {"a": ["s1", "s2"], "b": ["s1", "s2"]}
+    o2 = read_opts(streamIds='{"topic-a": ["x"]}')
+    assert o2.topic_filters() == {"topic-a": ["x"]}
+    err = config_error(
+        parse_read_options,
+        {"tubemq.master": "h:1", "assign": '{"a": ["1:0"]}', "startingOffsets": '{"a": {"1:1": 0}}'},
+    )
+    assert err.field == "startingOffsets" and "not in 'assign'" in str(err)
+
+
+def test_write_options() -> None:
+    w = parse_write_options(
+        {"tubemq.master": "h:1", "topic": "out", "stampAttributes": "true", "path": "ignored"}
+    )
+    assert (w.topic, w.stamp_attributes, w.flush_timeout_ms) == ("out", True, 120000)
+    assert parse_write_options({"tubemq.master": "h:1"}).topic is None  # may come from a column
+    assert config_error(parse_write_options, {"tubemq.master": "h:1", "topic": "a b"}).field == "topic"
+    assert config_error(parse_write_options, {"tubemq.master": "h:1", "flushTimeoutMs": "-1"}).field == (
+        "flushTimeoutMs"
+    )
+
+
+def test_options_pickle() -> None:
+    import pickle
+
+    o = read_opts(startingOffsets='{"topic-a": {"1:0": 56}}', **{"tubemq.rpc_timeout_ms": "4000"})
+    assert pickle.loads(pickle.dumps(o)) == o
+
+
+# ---- offsets model
+
+
+def test_offsets_json_round_trip_is_stable() -> None:
+    flat = {("b", "1:10"): 56, ("a", "1:2"): 28, ("a", "1:10"): 0, ("b", "2:1"): 280}
+    nested = nest(flat)
+    assert list(nested) == ["a", "b"]
+    assert list(nested["a"]) == ["1:2", "1:10"]  # numeric order, not text order
+    assert flatten(json.loads(to_json(flat))) == flat
+    assert to_json(dict(reversed(list(flat.items())))) == to_json(flat)
+
+
+@pytest.mark.parametrize("bad", [[], {"t": []}, {"t": {"x": 1}}, {"t": {"1:0": -5}}, {"t": {"1:0": True}}])
+def test_flatten_rejects_malformed_checkpoints(bad: object) -> None:
+    with pytest.raises(ValueError):
+        flatten(bad)  # type: ignore[arg-type]
+
+
+def test_partition_keys() -> None:
+    assert parse_partition_key(" 1:10002 ") == (1, 10002)
+    for bad in ("1", "a:1", "1:b", "", "1:2:3"):
+        with pytest.raises(ValueError):
+            parse_partition_key(bad)
+
+
+def test_offsets_option_sentinels() -> None:
+    spec = parse_offsets_option("x", '{"t": {"1:0": -2, "1:1": -1, "1:2": 2800}}', default="earliest")
+    assert spec == {"t": {"1:0": -2, "1:1": -1, "1:2": 2800}}
+    assert parse_offsets_option("x", None, default="latest") == "latest"
+    assert parse_offsets_option("x", " EARLIEST ", default="latest") == "earliest"
+
+
+def tp(i: int) -> tuple[str, str]:
+    return ("t", f"1:{i}")
+
+
+def test_rate_limit_takes_everything_under_budget() -> None:
+    start = {tp(0): 0, tp(1): 280}
+    latest = {tp(0): 28 * 5, tp(1): 280 + 28 * 3}
+    assert rate_limit(start, latest, 100) == latest
+
+
+def test_rate_limit_is_proportional_bounded_and_deterministic() -> None:
+    start = {tp(0): 0, tp(1): 0, tp(2): 0}
+    latest = {tp(0): 28 * 700, tp(1): 28 * 200, tp(2): 28 * 100}
+    end = rate_limit(start, latest, 100)
+    taken = {k: (end[k] - start[k]) // ENTRY_SIZE for k in end}
+    assert sum(taken.values()) == 100
+    assert taken == {tp(0): 70, tp(1): 20, tp(2): 10}
+    assert all((end[k] - start[k]) % ENTRY_SIZE == 0 for k in end)
+    assert rate_limit(start, latest, 100) == end
+
+
+def test_rate_limit_always_progresses_and_never_overshoots() -> None:
+    start = {tp(i): 28 * i for i in range(7)}
+    latest = {tp(i): 28 * i + 28 * (i + 1) for i in range(7)}  # backlogs 1..7 entries (28 total)
+    for budget in (1, 2, 3, 5, 27):
+        end = rate_limit(start, latest, budget)
+        moved = sum((end[k] - start[k]) // ENTRY_SIZE for k in end)
+        assert moved == budget
+        assert all(start[k] <= end[k] <= latest[k] for k in end)
+    # walking to the end in budget-sized steps reaches latest exactly, in ceil(28/3) steps
+    cur, steps = dict(start), 0
+    while cur != latest and steps < 100:
+        cur = rate_limit(cur, latest, 3)
+        steps += 1
+    assert cur == latest and steps == 10
+
+
+def test_rate_limit_keeps_partitions_without_backlog() -> None:
+    start = {tp(0): 56, tp(1): 56}
+    end = rate_limit(start, {tp(0): 56, tp(1): 28}, 10)  # nothing new; one even behind (truncated)
+    assert end == start
+
+
+# ---- schema
+
+
+def test_read_schema_and_ddl() -> None:
+    from tubemq.spark.schema import ddl, read_schema
+
+    names = [f.name for f in read_schema(True).fields]
+    assert names == [
+        "value",
+        "topic",
+        "partition",
+        "broker_id",
+        "partition_id",
+        "offset",
+        "timestamp",
+        "message_id",
+        "stream_id",
+        "attributes",
+    ]
+    assert read_schema(False).simpleString() == (
+        "struct<value:binary,topic:string,partition:string,broker_id:int,partition_id:int,offset:bigint,"
+        "timestamp:timestamp,message_id:bigint,stream_id:string>"
+    )
+    assert ddl(False).startswith("value BINARY, topic STRING")
+
+
+def test_user_schema_is_refused() -> None:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from tubemq.spark.schema import check_read_schema, read_schema
+
+    check_read_schema(read_schema(False), False)
+    err = config_error(check_read_schema, StructType([StructField("value", StringType())]), False)
+    assert err.field == "schema" and "fixed schema" in str(err)
+
+
+def test_write_schema_checks() -> None:
+    from pyspark.sql.types import BinaryType, IntegerType, MapType, StringType, StructField, StructType
+
+    from tubemq.spark.schema import check_write_schema
+
+    ok = StructType(
+        [
+            StructField("value", StringType()),
+            StructField("topic", StringType()),
+            StructField("attributes", MapType(StringType(), StringType())),
+            StructField("x", IntegerType()),
+        ]
+    )
+    assert check_write_schema(ok, None) == {
+        "value": "string",
+        "topic": "string",
+        "attributes": "map<string,string>",
+    }
+    assert (
+        config_error(check_write_schema, StructType([StructField("v", BinaryType())]), "t").field == "value"
+    )
+    assert (
+        config_error(check_write_schema, StructType([StructField("value", BinaryType())]), None).field
+        == "topic"
+    )
+    bad = StructType([StructField("value", IntegerType())])
+    err = config_error(check_write_schema, bad, "t")
+    assert err.field == "value" and "BINARY or STRING" in str(err)
+
+
+def test_msg_time_parsing_and_formatting() -> None:
+    from tubemq.spark.schema import TimeParser, format_msg_time
+
+    utc = TimeParser("UTC")
+    assert (
+        utc("202401020304") == int(dt.datetime(2024, 1, 2, 3, 4, tzinfo=dt.timezone.utc).timestamp()) * 10**6
+    )
+    assert (
+        utc("20240102030405")
+        == int(dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc).timestamp()) * 10**6
+    )
+    assert utc("1700000000123") == 1700000000123000
+    assert utc(None) is None and utc("") is None and utc("2024-01-02") is None and utc("202413990000") is None
+    shanghai = TimeParser("Asia/Shanghai")
+    assert utc("202401020304") - shanghai("202401020304") == 8 * 3600 * 10**6
+    stamp = dt.datetime(2024, 1, 2, 3, 4, 59, tzinfo=dt.timezone.utc)
+    assert format_msg_time(stamp, "UTC") == "202401020304"
+    assert format_msg_time(stamp, "Asia/Shanghai") == "202401021104"
+
+
+def test_arrow_builder_matches_spark_arrow_schema() -> None:
+    from tubemq.codec import Message
+    from tubemq.spark.schema import ArrowBuilder, arrow_schema_for, read_schema
+
+    schema = arrow_schema_for(read_schema(True))
+    b = ArrowBuilder(schema, True, "UTC")
+    b.add(
+        Message(
+            "t",
+            b"v1",
+            {"k": "v", "$msgType$": "s1", "$msgTime$": "202401020304"},
+            "s1",
+            "202401020304",
+            11,
+            1,
+            None,
+            56,
+        )
+    )
+    b.add(Message("t", b"v2", {}, None, None, 12, 0, None, 84))
+    batch = b.flush("t", 1, 10002)
+    assert batch.schema.equals(schema)
+    rows = batch.to_pylist()
+    assert (
+        rows[0]["value"] == b"v1" and rows[0]["partition"] == "1:t:10002" and rows[0]["partition_id"] == 10002
+    )
+    assert rows[0]["attributes"] == [("k", "v")]  # system headers are columns, not attributes
+    assert rows[0]["stream_id"] == "s1" and rows[0]["timestamp"].minute == 4
+    assert rows[1]["timestamp"] is None and rows[1]["offset"] == 84 and rows[1]["message_id"] == 12
+    assert len(b) == 0
+
+
+# ---- packaging: lazy import, auto-discovery
+
+
+def test_pyspark_tubemq_is_discoverable_like_pyspark_does() -> None:
+    # the same scan as pyspark/sql/worker/lookup_data_sources.py
+    from pyspark.sql.datasource import DataSource
+
+    names = [m.name for m in pkgutil.iter_modules() if m.name.startswith("pyspark_")]
+    assert "pyspark_tubemq" in names
+    import pyspark_tubemq
+
+    assert issubclass(pyspark_tubemq.DefaultSource, DataSource)
+    assert pyspark_tubemq.DefaultSource.name() == "tubemq"
+
+    from tubemq.spark import TubeMQDataSource
+
+    assert pyspark_tubemq.DefaultSource is TubeMQDataSource
+
+
+def test_require_pyspark_passes_here() -> None:
+    assert require_pyspark().__version__ >= "4.2"
+
+
+def test_missing_pyspark_gives_a_clear_error() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["pyspark"] = None  # as if not installed
+        import pyspark_tubemq                      # the discovery module must not raise
+        assert not hasattr(pyspark_tubemq, "DefaultSource")
+        from tubemq.spark.options import parse_read_options   # planning helpers work without Spark
+        parse_read_options({"tubemq.master": "h:1", "subscribe": "t"})
+        import tubemq.spark
+        try:
+            tubemq.spark.TubeMQDataSource
+        except ImportError as exc:
+            print(type(exc).__name__, exc)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "SparkUnavailableError" in out.stdout and "pip install 'tubemq[spark]'" in out.stdout
+    assert issubclass(SparkUnavailableError, ImportError)
