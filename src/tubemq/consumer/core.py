@@ -64,7 +64,7 @@ from .rebalance import (
 
 log = logging.getLogger("tubemq.consumer.core")
 
-__all__ = ["BrokerClient", "ConsumerCore", "ConsumerSession", "Hook"]
+__all__ = ["BrokerClient", "BrokerHeartbeats", "ConsumerCore", "ConsumerSession", "Hook"]
 
 Hook = Callable[[list[Partition]], Any]
 
@@ -154,6 +154,73 @@ def _parse(cls: Any, data: bytes, partition: Partition | None) -> Any:
     except Exception as exc:  # protobuf DecodeError / missing required fields
         where = f" for partition {partition}" if partition is not None else ""
         raise DecodeError(f"bad {cls.__name__}{where}: {exc}") from exc
+
+
+class BrokerHeartbeats:
+    """Periodic HeartBeatRequestC2B per broker holding our partitions (§5.2.5), both consumer kinds."""
+
+    def __init__(self, table: PartitionTable, brokers: BrokerClient, session: MasterSessionBase,
+                 period: float, on_lost: Callable[[PartitionSlot], None]) -> None:
+        self.table = table
+        self.brokers = brokers
+        self.session = session
+        self.period = period
+        self.on_lost = on_lost
+        self._failures: dict[str, int] = {}
+
+    async def run(self, closing: Callable[[], bool]) -> None:
+        while not closing():
+            await asyncio.sleep(self.period)
+            if closing():
+                return
+            await self.beat_all()
+
+    async def beat_all(self) -> None:
+        by_broker: dict[str, list[PartitionSlot]] = {}
+        for slot in self.table.registered():
+            by_broker.setdefault(slot.partition.address, []).append(slot)
+        if by_broker:
+            await asyncio.gather(*(self.beat(a, s) for a, s in by_broker.items()))
+
+    async def beat(self, address: str, slots: list[PartitionSlot]) -> None:
+        try:
+            rsp = await self.brokers.heartbeat(address, [s.partition for s in slots])
+        except TubeMQError as exc:
+            n = self._failures.get(address, 0) + 1
+            self._failures[address] = n
+            log.warning("broker %s heartbeat failed (%d in a row): %s", address, n, exc)
+            if n >= BROKER_HB_FAILURES_BEFORE_DROP:
+                self._failures[address] = 0
+                for slot in slots:
+                    self.table.drop(slot, f"broker {address} unreachable")
+                self.on_lost(slots[0])
+            return
+        self._failures[address] = 0
+        if self.table.closed:
+            return
+        if rsp.HasField("requireAuth"):
+            self.session.require_auth = self.session.require_auth or rsp.requireAuth
+        if not rsp.success:
+            log.warning("broker %s heartbeat answered [%d] %s", address, rsp.errCode, rsp.errMsg)
+            if rsp.errCode == ErrorCode.CERTIFICATE_FAILURE:
+                for slot in slots:
+                    self.table.drop(slot, "broker authentication failure")
+                self.on_lost(slots[0])
+            return
+        lost = False
+        for item in rsp.failureInfo:
+            code_s, _, pstr = item.partition(":")
+            try:
+                p = parse_partition(pstr)
+            except DecodeError:
+                log.warning("broker %s: unparsable failureInfo %r", address, item)
+                continue
+            slot = self.table.get(p.key)
+            if slot is not None and slot.registered and slot.state is not PartitionState.RELEASING:
+                self.table.drop(slot, f"broker heartbeat failure {code_s}")
+                lost = True
+        if lost:
+            self.on_lost(slots[0])
 
 
 class ConsumerSession(MasterSessionBase):
@@ -317,7 +384,8 @@ class ConsumerCore:
         self.closed = False
         self._close_task: asyncio.Task[None] | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._broker_failures: dict[str, int] = {}
+        self.broker_heartbeats = BrokerHeartbeats(self.table, self.brokers, self.session,
+                                                  config.heartbeat_period_ms / 1000.0, self._on_lost)
         self.metrics.set_gauge("consumer.partitions", lambda: len(self.table.registered()))
         self.metrics.set_gauge("consumer.buffered_batches", lambda: len(self.buffer))
 
@@ -485,55 +553,7 @@ class ConsumerCore:
 
     # ------------------------------------------------------------------ background tasks
     async def _broker_heartbeat_loop(self) -> None:
-        period = self.config.heartbeat_period_ms / 1000.0
-        while not self.closing:
-            await asyncio.sleep(period)
-            by_broker: dict[str, list[PartitionSlot]] = {}
-            for slot in self.table.registered():
-                by_broker.setdefault(slot.partition.address, []).append(slot)
-            if by_broker:
-                await asyncio.gather(*(self._broker_heartbeat(a, s) for a, s in by_broker.items()))
-
-    async def _broker_heartbeat(self, address: str, slots: list[PartitionSlot]) -> None:
-        try:
-            rsp = await self.brokers.heartbeat(address, [s.partition for s in slots])
-        except TubeMQError as exc:
-            n = self._broker_failures.get(address, 0) + 1
-            self._broker_failures[address] = n
-            log.warning("broker %s heartbeat failed (%d in a row): %s", address, n, exc)
-            if n >= BROKER_HB_FAILURES_BEFORE_DROP:
-                self._broker_failures[address] = 0
-                for slot in slots:
-                    self.table.drop(slot, f"broker {address} unreachable")
-                self._on_lost(slots[0])
-            return
-        self._broker_failures[address] = 0
-        if self.closing:
-            return
-        if rsp.HasField("requireAuth"):
-            self.session.require_auth = self.session.require_auth or rsp.requireAuth
-        if not rsp.success:
-            log.warning("broker %s heartbeat answered [%d] %s", address, rsp.errCode, rsp.errMsg)
-            if rsp.errCode == ErrorCode.CERTIFICATE_FAILURE:
-                for slot in slots:
-                    self.table.drop(slot, "broker authentication failure")
-                self._on_lost(slots[0])
-            return
-        lost = False
-        for item in rsp.failureInfo:
-            code_s, _, pstr = item.partition(":")
-            try:
-                p = parse_partition(pstr)
-            except DecodeError:
-                log.warning("broker %s: unparsable failureInfo %r", address, item)
-                continue
-            key = f"{p.broker_id}:{p.topic}:{p.partition_id}"
-            slot = self.table.get(key)
-            if slot is not None and slot.registered and slot.state is not PartitionState.RELEASING:
-                self.table.drop(slot, f"broker heartbeat failure {code_s}")
-                lost = True
-        if lost:
-            self._on_lost(slots[0])
+        await self.broker_heartbeats.run(lambda: self.closing)
 
     async def _housekeeping(self) -> None:
         """Confirm timeouts and supervision of the background tasks (never stop consuming silently)."""

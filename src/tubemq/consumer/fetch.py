@@ -261,7 +261,10 @@ class Fetcher:
             booking = slot.booking
             kept = False
             try:
-                kept = await self.fetch_once(slot, booking)
+                batch = await self.fetch_once(slot, booking)
+                if batch is not None:
+                    self.buffer.push(batch)
+                    kept = True
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a bug must not stop consumption: log, back off, carry on
@@ -272,8 +275,9 @@ class Fetcher:
                 if not kept:
                     self.buffer.unreserve()
 
-    async def fetch_once(self, slot: PartitionSlot, booking: int) -> bool:
-        """One getMessage for ``slot``; True when a batch went into the buffer."""
+    async def fetch_once(self, slot: PartitionSlot, booking: int) -> Batch | None:
+        """One getMessage for the FETCHING ``slot``; the batch (slot now IN_FLIGHT) or None, in which
+        case the slot was released (with the back-off the answer asks for) or dropped."""
         p = slot.partition
         body = get_message_request(self.client_id, self.group, p, slot.last_consumed)
         self.fetches += 1
@@ -286,8 +290,9 @@ class Fetcher:
             level = logging.INFO if isinstance(exc, RemoteError) else logging.DEBUG
             log.log(level, "partition %s: getMessage failed: %s", p.key, exc)
             self._count("consumer.fetch_errors")
+            slot.last_code, slot.last_message = ErrorCode.UNSPECIFIED_ABNORMAL, str(exc)
             self.table.fetch_done(slot, booking, consumed=False, delay=_OTHER_ERROR_WAIT)
-            return False
+            return None
         try:
             res = codec.decode_get_message_response(data, p.topic, p, self.verify)
         except DecodeError as exc:
@@ -297,30 +302,31 @@ class Fetcher:
             self.last_error = err
             self._count("consumer.decode_errors")
             self.table.fetch_done(slot, booking, consumed=False, delay=_OTHER_ERROR_WAIT)
-            return False
+            return None
         code = res.err_code
+        slot.last_code, slot.last_message = code, res.err_msg
         if code == ErrorCode.SUCCESS:
             return self._on_success(slot, booking, res)
         if code == ErrorCode.NOT_FOUND:
             slot.empty_fetches += 1
             delay = self.flow.empty_delay(slot.empty_fetches)
             self.table.fetch_done(slot, booking, consumed=False, delay=delay)
-            return False
+            return None
         if code in _LOST_CODES:
             log.warning("partition %s: broker answered [%d] %s; dropping it", p.key, code, res.err_msg)
             self.table.drop(slot, f"getMessage [{code}] {res.err_msg}")
             if self.on_lost is not None:
                 self.on_lost(slot)
-            return False
+            return None
         if code == ErrorCode.SERVER_CONSUME_SPEED_LIMIT:
             delay = (res.min_limit_time if res.min_limit_time > 0 else self.flow.msg_not_found_wait_ms) / 1000.0
         else:
             delay = _ERROR_WAITS.get(code, _OTHER_ERROR_WAIT)
             log.info("partition %s: getMessage [%d] %s; retrying in %.1f s", p.key, code, res.err_msg, delay)
         self.table.fetch_done(slot, booking, consumed=False, delay=delay)
-        return False
+        return None
 
-    def _on_success(self, slot: PartitionSlot, booking: int, res: Any) -> bool:
+    def _on_success(self, slot: PartitionSlot, booking: int, res: Any) -> Batch | None:
         p = slot.partition
         slot.empty_fetches = 0
         if res.curr_offset >= 0:
@@ -341,12 +347,11 @@ class Fetcher:
         if not messages:
             # the broker already committed an empty read (§5.3): release as consumed
             self.table.fetch_done(slot, booking, consumed=True, delay=delay)
-            return False
+            return None
         batch = Batch(p, messages, res.curr_offset, res.max_offset, slot=slot, booking=booking,
                       release_delay=delay)
         if not self.table.fetch_done(slot, booking, batch=batch):
-            return False  # revoked while fetching: abandoned and rolled back
-        self.buffer.push(batch)
+            return None  # revoked while fetching: abandoned and rolled back
         self.messages += len(messages)
         self._count("consumer.messages", len(messages))
-        return True
+        return batch

@@ -107,6 +107,9 @@ class PartitionSlot:
     revoke_requested: bool = False
     release_reason: str = ""
     empty_fetches: int = 0
+    #: errCode of the last getMessage answer (599 after an RPC failure); for callers of single fetches
+    last_code: int = 0
+    last_message: str = ""
     #: the batch currently IN_FLIGHT (whatever object the fetch layer uses; needs ``delivered``).
     batch: Any = None
     _queued: bool = False
@@ -256,6 +259,15 @@ class PartitionTable:
                 slot._queued = False
                 return slot
         return None
+
+    def acquire_slot(self, slot: PartitionSlot) -> bool:
+        """Take one specific OWNED slot for a fetch (bound consumption); False if it is not idle."""
+        if slot.state is not PartitionState.OWNED or self._slots.get(slot.key) is not slot:
+            return False
+        self._unqueue(slot)
+        slot.transition(PartitionState.FETCHING)
+        slot.booking += 1
+        return True
 
     def acquire_nowait(self) -> PartitionSlot | None:
         """Take the head of the ready FIFO (OWNED -> FETCHING), or None."""
