@@ -100,13 +100,31 @@ cdef extern from *:
             if (shift >= 70) return -2;
         }
     }
-    /* a NamedTuple instance without running its Python-level __new__ */
-    static PyObject *tq_nt_new(PyObject *cls, PyObject *fields) {
+    /* A NamedTuple instance without running its Python-level __new__. The fast form allocates the
+       subtype instance and copies the items (what tuple_subtype_new does); it is switched on only after
+       a start-up self-check proved it gives the same object as the documented tp_new path. */
+    static int tq_nt_fast = 0;
+    static PyObject *tq_nt_slow(PyObject *cls, PyObject *fields) {
         PyObject *args = PyTuple_Pack(1, fields), *r;
         if (args == NULL) return NULL;
         r = PyTuple_Type.tp_new((PyTypeObject *)cls, args, NULL);
         Py_DECREF(args);
         return r;
+    }
+    static PyObject *tq_nt_new(PyObject *cls, PyObject *fields) {
+        Py_ssize_t i, n;
+        PyObject *o, *x;
+        if (!tq_nt_fast) return tq_nt_slow(cls, fields);
+        n = PyTuple_GET_SIZE(fields);
+        o = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, n);
+        if (o == NULL) return NULL;
+        for (i = 0; i < n; i++) { x = PyTuple_GET_ITEM(fields, i); Py_INCREF(x); PyTuple_SET_ITEM(o, i, x); }
+        return o;
+    }
+    static int tq_nt_fast_possible(PyObject *cls) {
+        PyTypeObject *t = (PyTypeObject *)cls;
+        return PyType_Check(cls) && PyType_IsSubtype(t, &PyTuple_Type) && t->tp_alloc == PyType_GenericAlloc
+            && t->tp_dictoffset == 0 && t->tp_itemsize == (Py_ssize_t)sizeof(PyObject *);
     }
     """
     void tq_crc_init()
@@ -117,6 +135,9 @@ cdef extern from *:
     uint32_t tq_get_be32(const unsigned char* p) nogil
     Py_ssize_t tq_get_varint(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, uint64_t* out) nogil
     object tq_nt_new(object cls, object fields)
+    object tq_nt_slow(object cls, object fields)
+    int tq_nt_fast
+    int tq_nt_fast_possible(object cls)
 
 tq_crc_init()
 
@@ -134,6 +155,38 @@ TOKEN_MSG_TIME = "$msgTime$"
 
 #: Alias kept for DESIGN.md's wording (`parse_topic_info -> list[TopicPartition]`).
 TopicPartition = Partition
+
+
+def _self_check_fast_tuples() -> bool:
+    """Use the fast NamedTuple construction only where it is indistinguishable from ``cls(*fields)``."""
+    global tq_nt_fast
+    samples = [
+        (Partition, (1, "h", 8123, "t", 10001)),
+        (BrokerInfo, (1, "h", 8123)),
+        (SubscribeInfo, ("c", "g", Partition(1, "h", 8123, "t", 0))),
+        (Response, (1, 0, 2, b"x", "", "", 3)),
+        (Request, (0, 1, 3, 2, None, b"x")),
+        (SendResponse, (True, 200, "OK", 1, 2, 3, False)),
+        (RawMessage, (1, 2, b"x", 0)),
+        (GetMessageResult, (True, 200, "OK", [], 1, 2, False, 3, False, 4, 0)),
+    ]
+    if not all(tq_nt_fast_possible(cls) for cls, _ in samples):
+        return False
+    tq_nt_fast = 1
+    try:
+        for cls, fields in samples:
+            a = tq_nt_new(cls, fields)
+            b = cls(*fields)
+            if type(a) is not cls or a != b or hash(a[:1]) != hash(b[:1]) or repr(a) != repr(b):
+                raise ValueError(cls)
+            if cls is not GetMessageResult and hash(a) != hash(b):
+                raise ValueError(cls)
+    except Exception:
+        tq_nt_fast = 0
+    return bool(tq_nt_fast)
+
+
+_FAST_TUPLES = _self_check_fast_tuples()
 
 cdef enum:
     C_BEGIN_TOKEN = 0xFF7FF4FE
@@ -1061,66 +1114,78 @@ cdef inline bint _digits(int kind, void* data, Py_ssize_t i, Py_ssize_t end, int
     return True
 
 
-cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions, dict sizes) except -1:
-    """Canonical ``topic#bid:parts:stores,...[#maxsize]`` in one pass; False means use the slow path."""
+cdef class _TopicInfoCache:
+    """Per-call memo: the last broker looked up and the last max-size value (usually all equal)."""
+    cdef int64_t bid
+    cdef object bid_obj, host, port, found
+    cdef int64_t size
+    cdef object size_obj
+
+    def __cinit__(self):
+        self.bid = -1
+        self.size = -1
+
+
+cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions, dict sizes,
+                           _TopicInfoCache cache) except -1:
+    """Canonical ``topic#bid:parts:stores,...[#maxsize]`` in one pass; False means use the slow path.
+
+    On False nothing was added (appended partitions are rolled back; the size is only stored at the end).
+    """
     cdef int kind = PyUnicode_KIND(text)
     cdef void* data = PyUnicode_DATA(text)
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
-    cdef Py_ssize_t h1, h2, h3, i, j, c1, c2
-    cdef int64_t size = 0, bid = 0, parts = 0, stores = 0, s, k
-    cdef object topic, broker, host, port, bid_obj
+    cdef Py_ssize_t h1, h2, h3, i, j, c1, c2, start = len(partitions)
+    cdef int64_t size = -1, bid = 0, parts = 0, stores = 0, s, k
+    cdef object topic, broker
     cdef PyObject* found
     h1 = _find(kind, data, 0, n, 35)  # '#'
     if h1 == 0 or h1 >= n:
         return False
     h2 = _find(kind, data, h1 + 1, n, 35)
-    topic = PyUnicode_Substring(text, 0, h1)
     if h2 < n:
         h3 = _find(kind, data, h2 + 1, n, 35)
-        if h3 > h2 + 1:
-            if not _digits(kind, data, h2 + 1, h3, &size):
-                return False
-            sizes[topic] = size
-    # validate every item first so a fallback never sees half-appended partitions
+        if h3 > h2 + 1 and not _digits(kind, data, h2 + 1, h3, &size):
+            return False
+    topic = PyUnicode_Substring(text, 0, h1)
     i = h1 + 1
     while i <= h2:
         j = _find(kind, data, i, h2, 44)  # ','
         if j > i:
             c1 = _find(kind, data, i, j, 58)  # ':'
             c2 = _find(kind, data, c1 + 1, j, 58)
-            if c2 >= j or _find(kind, data, c2 + 1, j, 58) < j:
+            if (c2 >= j or _find(kind, data, c2 + 1, j, 58) < j
+                    or not _digits(kind, data, i, c1, &bid) or not _digits(kind, data, c1 + 1, c2, &parts)
+                    or not _digits(kind, data, c2 + 1, j, &stores)):
+                del partitions[start:]
                 return False
-            if not (_digits(kind, data, i, c1, &bid) and _digits(kind, data, c1 + 1, c2, &parts)
-                    and _digits(kind, data, c2 + 1, j, &stores)):
-                return False
-        i = j + 1
-    i = h1 + 1
-    while i <= h2:
-        j = _find(kind, data, i, h2, 44)
-        if j > i:
-            c1 = _find(kind, data, i, j, 58)
-            c2 = _find(kind, data, c1 + 1, j, 58)
-            _digits(kind, data, i, c1, &bid)
-            _digits(kind, data, c1 + 1, c2, &parts)
-            _digits(kind, data, c2 + 1, j, &stores)
-            bid_obj = PyLong_FromLongLong(bid)
-            if exact:
-                found = PyDict_GetItem(brokers, bid_obj)
-                broker = <object>found if found != NULL else None
-            else:
-                broker = brokers.get(bid_obj)
-            if broker is not None:
-                if type(broker) is BrokerInfo:
-                    host = <object>PyTuple_GET_ITEM(broker, 1)
-                    port = <object>PyTuple_GET_ITEM(broker, 2)
+            if bid != cache.bid:
+                cache.bid = bid
+                cache.bid_obj = PyLong_FromLongLong(bid)
+                if exact:
+                    found = PyDict_GetItem(brokers, cache.bid_obj)
+                    broker = <object>found if found != NULL else None
                 else:
-                    host = broker.host
-                    port = broker.port
+                    broker = brokers.get(cache.bid_obj)
+                cache.found = broker
+                if broker is not None:
+                    if type(broker) is BrokerInfo:
+                        cache.host = <object>PyTuple_GET_ITEM(broker, 1)
+                        cache.port = <object>PyTuple_GET_ITEM(broker, 2)
+                    else:
+                        cache.host = broker.host
+                        cache.port = broker.port
+            if cache.found is not None:
                 for s in range(stores):
                     for k in range(parts):
-                        PyList_Append(partitions, _new_partition(bid_obj, host, port, topic,
+                        PyList_Append(partitions, _new_partition(cache.bid_obj, cache.host, cache.port, topic,
                                                                  PyLong_FromLongLong(s * C_STORE_BASE + k)))
         i = j + 1
+    if size >= 0:
+        if size != cache.size:
+            cache.size = size
+            cache.size_obj = PyLong_FromLongLong(size)
+        PyDict_SetItem(sizes, topic, cache.size_obj)
     return True
 
 
@@ -1129,8 +1194,9 @@ def parse_topic_info(topic_infos, brokers) -> tuple:
     cdef list partitions = []
     cdef dict sizes = {}
     cdef bint exact = PyDict_CheckExact(brokers)
+    cdef _TopicInfoCache cache = _TopicInfoCache()
     for text in topic_infos:
-        if not (PyUnicode_CheckExact(text) and _topic_info_fast(text, brokers, exact, partitions, sizes)):
+        if not (PyUnicode_CheckExact(text) and _topic_info_fast(text, brokers, exact, partitions, sizes, cache)):
             _topic_info_slow(text, brokers, partitions, sizes)
     return partitions, sizes
 
