@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_SERVER
 
+from .conftest import CLI_SERVER
 from .helpers import cli_env, dead_port, run_cli, wait_for
 
 
@@ -88,7 +88,7 @@ def test_consume_stream_id_filter(cluster: Any, tmp_path: Path) -> None:
 
 
 def test_unknown_topic_fails_cleanly(cluster: Any, tmp_path: Path) -> None:
-    r = run_cli(["produce", "-t", "no_such_topic", "-m", cluster.master_address, "-X", "publish_timeout_ms=2000",
+    r = run_cli(["produce", "-t", "no_such_topic", "-m", cluster.master_address,
                  "-"], input=b"x\n", timeout=120)
     assert r.returncode == 1, r.stderr
     assert b"Traceback" not in r.stderr
@@ -129,7 +129,7 @@ def test_topic_commands(cluster: Any) -> None:
 def test_topic_admin_token(tmp_path: Path) -> None:
     from tubemq.server import EmbeddedCluster
 
-    with EmbeddedCluster(data_dir=tmp_path / "d", admin_token="s3cret", **FAST_SERVER) as c:
+    with EmbeddedCluster(data_dir=tmp_path / "d", admin_token="s3cret", **CLI_SERVER) as c:
         r = run_cli(["topic", "create", "tok_topic", "--admin-url", c.admin_url])
         assert r.returncode == 1 and b"Traceback" not in r.stderr
         r = run_cli(["topic", "create", "tok_topic", "--admin-url", c.admin_url, "--token", "s3cret"])

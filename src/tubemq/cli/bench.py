@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .common import (
+    CONSUMER_CLI_DEFAULTS,
     EXIT_FAILURE,
     EXIT_USAGE,
     CliError,
@@ -197,7 +198,7 @@ def run_consume(args: argparse.Namespace) -> int:
         n = nbytes = 0
         stop = StopFlag()
         with config_errors_are_usage():
-            consumer = Consumer(client_target(master, args.option), group=group, topics=[args.topic],
+            consumer = Consumer(client_target(master, args.option, CONSUMER_CLI_DEFAULTS), group=group, topics=[args.topic],
                                 consume_from="earliest")
         with consumer:
             with sigint_stops(stop):

@@ -87,21 +87,30 @@ def resolve_master(master: str | None, *, quiet: bool = False) -> str:
     return DEFAULT_MASTER
 
 
-def client_target(master: str, options: Sequence[str] | None) -> str:
+#: Consumers of the command line heartbeat every 2 s instead of Java's 13 s: partition assignments
+#: arrive in heartbeat answers, and a person waiting for `tubemq consume` should not wait 13 s for the
+#: first message. (-X heartbeat_period_ms=13000 restores the library default.)
+CONSUMER_CLI_DEFAULTS = {"heartbeat_period_ms": "2000"}
+
+
+def client_target(master: str, options: Sequence[str] | None, defaults: dict[str, str] | None = None) -> str:
     """The master argument for Producer/Consumer: ``master`` plus ``-X key=value`` client options as a DSN.
 
     The client config parses and validates DSN options itself (unknown names and bad values raise
     ConfigError naming the option), so the command line accepts every ClientConfig /
-    ProducerConfig / ConsumerConfig field without listing them twice.
+    ProducerConfig / ConsumerConfig field without listing them twice. ``defaults`` apply unless the
+    user gave the same option.
     """
-    if not options:
-        return master
     pairs = []
-    for item in options:
+    for item in options or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise CliError(f"bad -X {item!r}: expected OPTION=VALUE (a client config field)", EXIT_USAGE)
         pairs.append((key.strip(), value))
+    given = {k for k, _ in pairs} | set(urllib.parse.parse_qs(master.partition("?")[2]))
+    pairs += [(k, v) for k, v in (defaults or {}).items() if k not in given]
+    if not pairs:
+        return master
     text = master.strip()
     scheme = "tubemq://"
     query = ""

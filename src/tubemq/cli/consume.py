@@ -13,6 +13,7 @@ import time
 from typing import IO, Any
 
 from .common import (
+    CONSUMER_CLI_DEFAULTS,
     EXIT_USAGE,
     CliError,
     check_reachable,
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--timeout must be positive", EXIT_USAGE)
     delimiter = _delimiter(args.delimiter)
     master = resolve_master(args.master)
-    target = client_target(master, args.option)
+    target = client_target(master, args.option, CONSUMER_CLI_DEFAULTS)
     check_reachable(master)
 
     from tubemq import Consumer

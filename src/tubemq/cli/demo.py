@@ -17,12 +17,14 @@ from typing import Any
 
 from .admin import AdminClient, AdminError, admin_url_for_master
 from .common import (
+    CONSUMER_CLI_DEFAULTS,
     DEFAULT_ADMIN_PORT,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     CliError,
     check_reachable,
+    client_target,
     eprint,
     note,
     temporary_cluster,
@@ -123,7 +125,8 @@ def _consume(master: str, args: argparse.Namespace, expected: int, stop: StopFla
     group = f"demo_group_{os.getpid()}_{int(time.time())}"
     bar = ProgressBar(expected, "consume", enabled=args.progress)
     t0 = time.monotonic()
-    with Consumer(master, group=group, topics=[args.topic], consume_from="earliest") as consumer:
+    with Consumer(client_target(master, None, CONSUMER_CLI_DEFAULTS), group=group, topics=[args.topic],
+                  consume_from="earliest") as consumer:
         idle_since = time.monotonic()
         while unique < expected and not stop:
             batch = consumer.poll(timeout=0.5)
