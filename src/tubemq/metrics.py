@@ -89,6 +89,7 @@ class Metrics:
         self._lock = threading.Lock()
         self._counters: dict[str, int] = {}
         self._gauges: dict[str, float | Callable[[], float]] = {}
+        self._counter_fns: dict[str, Callable[[], int]] = {}
         self._hists: dict[str, Histogram] = {}
         self.started = time.time()
 
@@ -97,7 +98,13 @@ class Metrics:
             self._counters[name] = self._counters.get(name, 0) + n
 
     def counter(self, name: str) -> int:
-        return self._counters.get(name, 0)
+        fn = self._counter_fns.get(name)
+        return int(fn()) if fn is not None else self._counters.get(name, 0)
+
+    def register_counter(self, name: str, fn: Callable[[], int]) -> None:
+        """A counter kept elsewhere (e.g. a plain int on a hot path), read at snapshot time."""
+        with self._lock:
+            self._counter_fns[name] = fn
 
     def set_gauge(self, name: str, value: float | Callable[[], float]) -> None:
         with self._lock:
@@ -117,8 +124,14 @@ class Metrics:
         """``{"counters": {...}, "gauges": {...}, "latency": {name: {count, mean_ms, p50_ms...}}}``."""
         with self._lock:
             counters = dict(self._counters)
+            counter_fns = dict(self._counter_fns)
             gauges = dict(self._gauges)
             hists = dict(self._hists)
+        for k, fn in counter_fns.items():
+            try:
+                counters[k] = int(fn())
+            except Exception:  # a broken source must not break reporting
+                counters[k] = -1
         gv: dict[str, float] = {}
         for k, v in gauges.items():
             try:

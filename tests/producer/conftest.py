@@ -87,3 +87,83 @@ def stored() -> Callable[..., dict[int, list[codec.Message]]]:
 @pytest.fixture
 def poll() -> Callable[..., Any]:
     return wait_for
+
+
+class Relay:
+    """A TCP relay 127.0.0.1:port -> upstream that records every client request (method, body).
+
+    Runs on its own event-loop thread; ``requests`` is a list of (monotonic time, Request).
+    """
+
+    def __init__(self, upstream: str) -> None:
+        from tubemq.net.loop import LoopThread
+
+        self.upstream = upstream
+        self.requests: list[tuple[float, codec.Request]] = []
+        self._lt = LoopThread("test-relay")
+        self._server: asyncio.AbstractServer | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+        self.address = self._lt.run(self._start(), timeout=10)
+
+    async def _start(self) -> str:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        host, port = self.upstream.rsplit(":", 1)
+        try:
+            up_r, up_w = await asyncio.open_connection(host, int(port))
+        except OSError:
+            writer.close()
+            return
+        self._writers += [writer, up_w]
+        dec = codec.FrameDecoder()
+
+        async def c2s() -> None:
+            while data := await reader.read(65536):
+                for _serial, payload in dec.feed(data):
+                    self.requests.append((time.monotonic(), codec.decode_request(payload)))
+                up_w.write(data)
+            up_w.close()
+
+        async def s2c() -> None:
+            while data := await up_r.read(65536):
+                writer.write(data)
+            writer.close()
+
+        try:
+            await asyncio.gather(c2s(), s2c())
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+            up_w.close()
+
+    def methods(self) -> list[int]:
+        return [r.method for _, r in self.requests]
+
+    def close(self) -> None:
+        async def stop() -> None:
+            for w in self._writers:
+                w.transport.abort()
+            if self._server is not None:
+                self._server.close()
+
+        try:
+            self._lt.run(stop(), timeout=10)
+        finally:
+            self._lt.stop()
+
+
+@pytest.fixture
+def relay() -> Any:
+    relays: list[Relay] = []
+
+    def make(upstream: str) -> Relay:
+        r = Relay(upstream)
+        relays.append(r)
+        return r
+
+    yield make
+    for r in relays:
+        r.close()

@@ -54,8 +54,7 @@ log = logging.getLogger("tubemq.client.session")
 
 #: After this long without a broker-list change the heartbeat sends checksum -1 (Java: 2 h).
 BROKER_FORCED_REFRESH_S = 2 * 3600.0
-#: Wait after an RPC-level register failure (Java: 1200 ms), growing up to the cap below.
-REGISTER_EXC_WAIT_S = 1.2
+#: Cap of the growing wait between background re-register attempts after RPC failures.
 REGISTER_WAIT_CAP_S = 10.0
 #: Python runtime, reported in jdkVersion like the Java client reports its JVM (logged only).
 RUNTIME_VERSION = f"{platform.python_implementation()} {platform.python_version()}"
@@ -173,7 +172,9 @@ class MasterSessionBase:
         """Register until it works: ``success=false`` waits ``register_retry_wait_ms``, RPC failures
         wait longer (growing, capped); fatal codes and the last of ``max_attempts`` failures raise."""
         attempt = 0
-        exc_wait = REGISTER_EXC_WAIT_S
+        # Java waits 1000 ms after success=false and 1200 ms after an RPC failure; when registering
+        # forever in the background, the RPC-failure wait grows (capped) to spare a dead master list.
+        exc_wait = self.config.register_retry_wait_ms * 1.2 / 1000.0
         while True:
             if self.closed:
                 raise ClientClosedError(f"{self.role} is closed")
@@ -205,7 +206,8 @@ class MasterSessionBase:
                     raise
                 log.warning("%s register failed (attempt %d): %s", self.role, attempt, exc)
                 wait = exc_wait
-                exc_wait = min(REGISTER_WAIT_CAP_S, exc_wait * 1.5)
+                if max_attempts is None:
+                    exc_wait = min(REGISTER_WAIT_CAP_S, exc_wait * 1.5)
             self.metrics.inc("master.register_failures")
             await self._sleep(wait)
 

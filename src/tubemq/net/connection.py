@@ -43,6 +43,16 @@ _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 _decode_response = codec.decode_response
 
+#: ``callback(payload, None)`` on an answer, ``callback(None, exc)`` on timeout / connection loss.
+ResponseCallback = Callable[[bytes | None, BaseException | None], None]
+
+
+def _call(cb: ResponseCallback, payload: bytes | None, exc: BaseException | None) -> None:
+    try:
+        cb(payload, exc)
+    except Exception:  # a broken callback must not break the connection
+        log.exception("response callback failed")
+
 
 def split_address(address: str) -> tuple[str, int]:
     """``host:port`` -> (host, port) with a typed error for malformed input."""
@@ -110,8 +120,8 @@ class Connection:
         self._transport: asyncio.Transport | None = None
         self._decoder = codec.FrameDecoder(max_frame_size)
         self._serial = 0
-        # serial -> (future, deadline)
-        self._pending: dict[int, tuple[asyncio.Future[bytes], float]] = {}
+        # serial -> (future or None, deadline, callback or None)
+        self._pending: dict[int, tuple[asyncio.Future[bytes] | None, float, ResponseCallback | None]] = {}
         self._wbuf: list[bytes] = []
         self._flush_handle: asyncio.Handle | None = None
         self._sweeper: asyncio.TimerHandle | None = None
@@ -171,9 +181,11 @@ class Connection:
             if entry is None:
                 log.debug("%s: response for unknown serial %d ignored (late or duplicate)", self.address, serial)
                 continue
-            fut = entry[0]
-            if not fut.done():
-                fut.set_result(payload)
+            fut, _, cb = entry
+            if cb is not None:
+                _call(cb, payload, None)
+            elif not fut.done():  # type: ignore[union-attr]
+                fut.set_result(payload)  # type: ignore[union-attr]
         if self._slot_waiters:
             self._wake_slots()
 
@@ -240,13 +252,27 @@ class Connection:
         serial = self._serial = (self._serial + 1) & 0xFFFFFFFF
         frame = build(serial)
         fut: asyncio.Future[bytes] = self._loop.create_future()
-        self._pending[serial] = (fut, time.monotonic() + timeout_ms / 1000.0)
+        self._pending[serial] = (fut, time.monotonic() + timeout_ms / 1000.0, None)
         self._wbuf.append(frame)
         if self._flush_handle is None:
             self._flush_handle = self._loop.call_soon(self._flush)
         if self._sweeper is None:
             self._sweeper = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
         return fut
+
+    def start_call_cb(self, build: Callable[[int], bytes], timeout_ms: int, callback: ResponseCallback) -> None:
+        """Like :meth:`start_call`, but ``callback(payload, None)`` / ``callback(None, exc)`` is called
+        directly from the read path: no future and no extra loop iteration per request (hot path)."""
+        if self.closed:
+            raise self._closed_error()
+        serial = self._serial = (self._serial + 1) & 0xFFFFFFFF
+        frame = build(serial)
+        self._pending[serial] = (None, time.monotonic() + timeout_ms / 1000.0, callback)
+        self._wbuf.append(frame)
+        if self._flush_handle is None:
+            self._flush_handle = self._loop.call_soon(self._flush)
+        if self._sweeper is None:
+            self._sweeper = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
 
     async def call_frame(self, build: Callable[[int], bytes], *, timeout_ms: int) -> bytes:
         """Send the frame ``build(serial)`` returns; wait for the answer (hot path of §2)."""
@@ -284,13 +310,14 @@ class Connection:
         if self.closed or not self._pending:
             return
         now = time.monotonic()
-        expired = [s for s, (_, deadline) in self._pending.items() if deadline <= now]
+        expired = [s for s, (_, deadline, _) in self._pending.items() if deadline <= now]
         for serial in expired:
-            fut, _ = self._pending.pop(serial)
-            if not fut.done():
-                fut.set_exception(
-                    TubeMQTimeoutError(f"{self.address}: no answer to request serial {serial} in time")
-                )
+            fut, _, cb = self._pending.pop(serial)
+            exc = TubeMQTimeoutError(f"{self.address}: no answer to request serial {serial} in time")
+            if cb is not None:
+                _call(cb, None, exc)
+            elif not fut.done():  # type: ignore[union-attr]
+                fut.set_exception(exc)  # type: ignore[union-attr]
         if expired and self._slot_waiters:
             self._wake_slots()
         if self._pending:
@@ -308,9 +335,11 @@ class Connection:
         if self._transport is not None:
             self._transport.abort() if isinstance(exc, ConnectionLostError) else self._transport.close()
         pending, self._pending = self._pending, {}
-        for fut, _ in pending.values():
-            if not fut.done():
-                fut.set_exception(exc)
+        for fut, _, cb in pending.values():
+            if cb is not None:
+                _call(cb, None, exc)
+            elif not fut.done():  # type: ignore[union-attr]
+                fut.set_exception(exc)  # type: ignore[union-attr]
         self._wbuf = []
         for w in list(self._slot_waiters) + self._resume_waiters:
             if not w.done():
@@ -344,6 +373,7 @@ __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "DEFAULT_MAX_INFLIGHT",
     "Connection",
+    "ResponseCallback",
     "split_address",
     "unwrap_response",
 ]

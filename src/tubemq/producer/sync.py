@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import itertools
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,6 +20,7 @@ from ..config import ProducerConfig
 from ..errors import ClientClosedError, TubeMQTimeoutError
 from ..net.loop import LoopThread
 from .core import ProducerCore, SendResult
+from .future import SendFuture
 
 
 class Producer:
@@ -38,7 +41,13 @@ class Producer:
         self.config = config
         self._closed = False
         self._close_lock = threading.Lock()
-        self._sem = threading.BoundedSemaphore(config.max_pending)
+        # bounded buffer without a semaphore on the hot path: callers number their messages, the loop
+        # thread counts completions; a caller only blocks (on _space) when the difference is too big
+        self._submitted = itertools.count(1)
+        self._released = 0  # written by the loop thread only
+        self._space = threading.Condition()
+        self._space_waiters = 0
+        self._max_pending = config.max_pending
         self._block_s = config.max_block_ms / 1000.0
         self._lt = LoopThread.shared()
         self._core = ProducerCore(config)
@@ -81,30 +90,48 @@ class Producer:
                    stream_id: str | None = None, msg_time: Any = None, key: Any = None
                    ) -> concurrent.futures.Future[SendResult]:
         """Queue a message; the future resolves to a :class:`SendResult` or fails with a TubeMQError."""
-        self._check_open()
-        fut: concurrent.futures.Future[SendResult] = concurrent.futures.Future()
-        sem = self._sem
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+        fut: SendFuture[SendResult] = SendFuture()
+        complete = fut._complete
 
         def done(result: SendResult | None, exc: BaseException | None) -> None:
-            sem.release()
-            if fut.cancelled():
-                return
-            if exc is None:
-                fut.set_result(result)  # type: ignore[arg-type]
-            else:
-                fut.set_exception(exc)
+            self._released += 1
+            if self._space_waiters:
+                with self._space:
+                    self._space.notify_all()
+            complete(result, exc)
 
         job = self._core.make_job(topic, data, attributes, stream_id, msg_time, key, done)
-        job.cancelled = lambda: not fut.set_running_or_notify_cancel()
-        if not sem.acquire(timeout=self._block_s):
-            raise TubeMQTimeoutError(
-                f"send buffer full: {self.config.max_pending} messages outstanding for {self._block_s:g} s"
-            )
+        n = next(self._submitted)
+        if n - self._released > self._max_pending:
+            self._wait_for_space(n)
         if self._closed:
-            sem.release()
+            self._lt.call_soon(self._release_one)
             raise ClientClosedError("producer is closed")
         self._core.submit_threadsafe(job)
         return fut
+
+    def _release_one(self) -> None:
+        self._released += 1
+
+    def _wait_for_space(self, n: int) -> None:
+        deadline = time.monotonic() + self._block_s
+        with self._space:
+            self._space_waiters += 1
+            try:
+                while n - self._released > self._max_pending:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._closed:
+                        self._lt.call_soon(self._release_one)  # give the number back
+                        if self._closed:
+                            raise ClientClosedError("producer is closed")
+                        raise TubeMQTimeoutError(
+                            f"send buffer full: {self._max_pending} messages outstanding for {self._block_s:g} s"
+                        )
+                    self._space.wait(min(left, 0.1))
+            finally:
+                self._space_waiters -= 1
 
     def send(self, topic: str, data: bytes, *, attributes: Mapping[str, Any] | None = None,
              stream_id: str | None = None, msg_time: Any = None, key: Any = None,

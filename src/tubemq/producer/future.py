@@ -1,0 +1,80 @@
+"""``SendFuture``: a ``concurrent.futures.Future`` that is cheap when nobody blocks on it.
+
+Why: a plain ``Future`` builds a ``threading.Condition`` in ``__init__`` and takes it again in
+``set_result``; at tens of thousands of pipelined sends per second that is a large share of the
+per-message cost. Here the condition is created lazily, the first time anything needs it (a thread
+waiting in ``result()``, ``add_done_callback``, ``concurrent.futures.wait``...). Completion with no
+condition yet just stores the outcome under a module lock, which orders it against a concurrent lazy
+creation. Every public method keeps the standard semantics (it *is* a ``concurrent.futures.Future``).
+
+The future starts in the RUNNING state: once ``send_async`` returned it, the message is on its way
+and ``cancel()`` returns False.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from concurrent.futures._base import FINISHED, RUNNING
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+_create_lock = threading.Lock()
+
+
+class SendFuture(Future, Generic[T]):  # type: ignore[type-arg]
+    """A Future[T] with a lazily created condition; see the module docstring."""
+
+    def __init__(self) -> None:  # noqa: D107 - deliberately not calling Future.__init__
+        self._cond: threading.Condition | None = None
+        self._state = RUNNING
+        self._result = None
+        self._exception: BaseException | None = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Any] = []
+
+    @property  # type: ignore[override]
+    def _condition(self) -> threading.Condition:
+        cond = self._cond
+        if cond is None:
+            with _create_lock:
+                cond = self._cond
+                if cond is None:
+                    cond = self._cond = threading.Condition()
+        return cond
+
+    # ---- completion (called by the producer's loop thread)
+
+    def _complete(self, result: Any, exc: BaseException | None) -> None:
+        if self._cond is None:
+            with _create_lock:
+                if self._cond is None:  # nobody waits and no callback is registered
+                    self._result = result
+                    self._exception = exc
+                    self._state = FINISHED
+                    return
+        if exc is None:
+            self.set_result(result)
+        else:
+            self.set_exception(exc)
+
+    # ---- lock-free fast paths for finished futures
+
+    def done(self) -> bool:
+        if self._state == FINISHED:
+            return True
+        return super().done()
+
+    def result(self, timeout: float | None = None) -> T:
+        if self._state == FINISHED and self._exception is None:
+            return self._result  # type: ignore[return-value]
+        return super().result(timeout)  # type: ignore[no-any-return]
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if self._state == FINISHED:
+            return self._exception
+        return super().exception(timeout)
+
+
+__all__ = ["SendFuture"]
