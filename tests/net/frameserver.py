@@ -1,4 +1,7 @@
-"""A tiny real TCP server speaking TubeMQ framing, for net-layer tests (no embedded cluster needed)."""
+"""A tiny real TCP server speaking TubeMQ framing, for net/producer tests that need scripted answers.
+
+Imported by tests/net/conftest.py and tests/producer/conftest.py (fixtures ``frame_server`` and ``run``).
+"""
 
 from __future__ import annotations
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sys
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -167,3 +169,140 @@ def relay() -> Any:
     yield make
     for r in relays:
         r.close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# a scripted fake master + brokers (for failure paths the embedded server cannot be made to produce)
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "net"))
+
+from frameserver import FrameServer  # noqa: E402
+
+from tubemq.protocol import master_pb  # noqa: E402
+from tubemq.protocol.constants import EXC_STANDBY  # noqa: E402
+
+
+class FakeBroker:
+    """Answers send requests from a script: codes to return in order (then 200), or "drop"/"close"."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.script: list[int | str] = []
+        self.sends: list[broker_pb.SendMessageRequestP2B] = []
+        self.server: FrameServer | None = None
+        self._next_id = broker_id * 1_000_000
+
+    def handle(self, req: codec.Request, serial: int) -> list[bytes] | None:
+        msg = broker_pb.SendMessageRequestP2B.FromString(req.body)
+        self.sends.append(msg)
+        action = self.script.pop(0) if self.script else 200
+        if action == "drop":
+            return None
+        if action == "close":
+            for w in list(self.server.writers):  # type: ignore[union-attr]
+                w.transport.abort()
+            return None
+        if action == 200:
+            self._next_id += 1
+            rsp = broker_pb.SendMessageResponseB2P(
+                success=True, errCode=200, errMsg=str(self._next_id), requireAuth=False, messageId=self._next_id,
+                appendTime=1700000000000, appendOffset=28 * len(self.sends),
+            )
+        else:
+            rsp = broker_pb.SendMessageResponseB2P(success=False, errCode=int(action), errMsg=f"scripted {action}")
+        return [codec.encode_response(serial, 13, rsp.SerializeToString())]
+
+
+class FakeMaster:
+    """Producer register/heartbeat/close; topic -> partitions per broker; can turn standby."""
+
+    def __init__(self, brokers: list[FakeBroker], topics: dict[str, int]) -> None:
+        self.brokers = brokers
+        self.topics = topics
+        self.standby = False
+        self.known: set[str] = set()
+        self.requests: list[tuple[int, Any]] = []
+        self.auth_token = ""
+        self.visit_token = 4242
+        self.checksum = 1
+        self.server: FrameServer | None = None
+
+    def handle(self, req: codec.Request, serial: int) -> list[bytes] | None:
+        cls = {1: master_pb.RegisterRequestP2M, 2: master_pb.HeartRequestP2M, 3: master_pb.CloseRequestP2M}[req.method]
+        msg = cls.FromString(req.body)
+        self.requests.append((req.method, msg))
+        if self.standby:
+            return [codec.encode_error_response(serial, EXC_STANDBY, "fake is not master now")]
+        auth = master_pb.MasterAuthorizedInfo(visitAuthorizedToken=self.visit_token)
+        if self.auth_token:
+            auth.authAuthorizedToken = self.auth_token
+        infos = [f"{b.broker_id}:127.0.0.1:{b.server.address.rsplit(':', 1)[1]}" for b in self.brokers]  # type: ignore
+        if req.method == 1:
+            self.known.add(msg.clientId)
+            rsp = master_pb.RegisterResponseM2P(
+                success=True, errCode=200, errMsg="OK!", brokerCheckSum=self.checksum, brokerInfos=infos,
+                authorizedInfo=auth, appdConfig=master_pb.ApprovedClientConfig(configId=-2),
+            )
+        elif req.method == 2:
+            if msg.clientId not in self.known:
+                rsp = master_pb.HeartResponseM2P(success=False, errCode=411, errMsg="unknown", brokerCheckSum=-1)
+            else:
+                topic_infos = [
+                    f"{t}#" + ",".join(f"{b.broker_id}:{n}:1" for b in self.brokers) + "#"
+                    for t, n in self.topics.items() if t in msg.topicList
+                ]
+                rsp = master_pb.HeartResponseM2P(
+                    success=True, errCode=200, errMsg="OK!", brokerCheckSum=self.checksum, topicInfos=topic_infos,
+                    brokerInfos=infos if msg.brokerCheckSum != self.checksum else [], authorizedInfo=auth,
+                    appdConfig=master_pb.ApprovedClientConfig(configId=-2),
+                )
+        else:
+            self.known.discard(msg.clientId)
+            rsp = master_pb.CloseResponseM2P(success=True, errCode=200, errMsg="OK!")
+        return [codec.encode_response(serial, req.method, rsp.SerializeToString())]
+
+
+class FakeCluster:
+    """N fake masters sharing M fake brokers, served from a private event-loop thread."""
+
+    def __init__(self, masters: int = 1, brokers: int = 1, topics: dict[str, int] | None = None) -> None:
+        from tubemq.net.loop import LoopThread
+
+        self.lt = LoopThread("fake-cluster")
+        self.brokers = [FakeBroker(i + 1) for i in range(brokers)]
+        self.masters = [FakeMaster(self.brokers, topics or {"demo": 2}) for _ in range(masters)]
+
+        async def start() -> None:
+            for node in [*self.brokers, *self.masters]:
+                node.server = await FrameServer(node.handle).start()
+
+        self.lt.run(start(), timeout=10)
+
+    @property
+    def master_list(self) -> str:
+        return ",".join(m.server.address for m in self.masters)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        async def stop() -> None:
+            for node in [*self.brokers, *self.masters]:
+                if node.server is not None:
+                    await node.server.close()
+
+        try:
+            self.lt.run(stop(), timeout=10)
+        finally:
+            self.lt.stop()
+
+
+@pytest.fixture
+def fake_cluster() -> Any:
+    made: list[FakeCluster] = []
+
+    def make(**kwargs: Any) -> FakeCluster:
+        c = FakeCluster(**kwargs)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()

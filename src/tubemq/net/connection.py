@@ -183,7 +183,10 @@ class Connection:
                 continue
             fut, _, cb = entry
             if cb is not None:
-                _call(cb, payload, None)
+                try:
+                    cb(payload, None)
+                except Exception:  # a broken callback must not break the connection
+                    log.exception("response callback failed")
             elif not fut.done():  # type: ignore[union-attr]
                 fut.set_result(payload)  # type: ignore[union-attr]
         if self._slot_waiters:

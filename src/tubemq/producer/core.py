@@ -177,7 +177,7 @@ def prepare_message(
     if isinstance(data, str):
         raise InvalidMessageError(ErrorCode.BAD_REQUEST, "data must be bytes (encode str yourself)")
     try:
-        body = data if type(data) is bytes else bytes(data)
+        body = data if type(data) is bytes else bytes(memoryview(data))  # buffer protocol only (not int)
     except TypeError:
         raise InvalidMessageError(
             ErrorCode.BAD_REQUEST, f"data must be bytes-like, not {type(data).__name__}"
@@ -361,14 +361,17 @@ class ProducerCore:
     # ------------------------------------------------------------------ dispatch
 
     def _dispatch_fast(self, job: _Job) -> bool:
+        """Route and start ``job`` now if nothing needs waiting; False sends it to the backlog."""
         session = self.session
-        parts = session.partitions.get(job.topic)
-        if not parts or job.topic not in session.topics:
+        topic = job.topic
+        parts = session.partitions.get(topic)
+        if not parts or topic not in session.topics:
             return False
-        if job.size > session.max_size(job.topic):
+        if job.size > session.topic_max_sizes.get(topic, session.max_msg_size):
             self._too_large(job)
             return True
-        part = self.router.choose(job.topic, parts, job.key, self.quality.shielded())
+        quality = self.quality
+        part = self.router.choose(topic, parts, job.key, quality.shielded() if quality.any_shielded else ())
         conn = session.pool.connected(part.address)
         if conn is None or not conn.has_capacity:
             return False
@@ -417,29 +420,29 @@ class ProducerCore:
                 log.info("broker %s unreachable (%s), trying another", part.address, exc)
 
     async def _run_backlog(self) -> None:
+        backlog = self._backlog
         try:
-            while self._backlog:
-                job = self._backlog[0]
+            while backlog:
+                job = backlog[0]
                 if job.finished:
-                    self._backlog.popleft()
+                    backlog.popleft()
+                    continue
+                if self._dispatch_fast(job):  # no waiting needed: no coroutine for this job
+                    backlog.popleft()
                     continue
                 try:
                     routed = await self._route_slow(job)
                 except asyncio.CancelledError:
                     raise
-                except TubeMQError as exc:
-                    self._backlog.popleft()
+                except Exception as exc:  # TubeMQError, or anything a user partitioner raises
+                    backlog.popleft()
                     self._finish(job, None, exc)
                     continue
-                except Exception as exc:  # a user partitioner may raise anything
-                    self._backlog.popleft()
-                    self._finish(job, None, exc)
-                    continue
-                self._backlog.popleft()
+                backlog.popleft()
                 if routed is not None and not job.finished:
                     part, conn = routed
                     if conn.closed:
-                        self._backlog.appendleft(job)
+                        backlog.appendleft(job)
                         continue
                     self._start(job, part, conn)
         finally:

@@ -36,6 +36,11 @@ class BrokerQuality:
     def unavailable(self, broker_id: int) -> None:
         self._until[broker_id] = max(self._until.get(broker_id, 0.0), time.monotonic() + self.unavailable_s)
 
+    @property
+    def any_shielded(self) -> bool:
+        """Cheap pre-check for the hot path (may be stale-true until :meth:`shielded` prunes)."""
+        return bool(self._until)
+
     def shielded(self) -> set[int]:
         """Broker ids to skip right now."""
         if not self._until:
