@@ -361,3 +361,36 @@ def test_config_errors() -> None:
         tubemq.Consumer("127.0.0.1:1", group="g", topics=["bad#topic"])
     with pytest.raises(ConfigError):
         tubemq.Consumer("127.0.0.1:1", group="g", topics=["t"], no_such_option=1)
+
+
+def test_close_during_fetch_abandons_and_rolls_back(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tubemq.net.connection import Connection
+    from tubemq.protocol import broker_pb
+
+    cluster.create_topic("slowf", partitions=1)
+    produce(cluster, "slowf", [b"s%d" % i for i in range(10)])
+    in_fetch = threading.Event()
+    unregisters: list[int] = []
+    orig = Connection.call
+
+    async def slow_call(self: Any, service_type: int, method: int, body: bytes, *, timeout_ms: int) -> bytes:
+        if method == 17:
+            in_fetch.set()
+            await asyncio.sleep(0.5)  # the getMessage is in flight while close() runs
+        elif method == 15:
+            req = broker_pb.RegisterRequestC2B.FromString(body)
+            if req.opType == 32:
+                unregisters.append(req.readStatus)
+        return await orig(self, service_type, method, body, timeout_ms=timeout_ms)
+
+    monkeypatch.setattr(Connection, "call", slow_call)
+    c = consumer(cluster, "g_slowf", ["slowf"])
+    assert in_fetch.wait(15)
+    t0 = time.monotonic()
+    c.close()
+    assert time.monotonic() - t0 < 5
+    assert unregisters == [1]  # the fetched-but-never-delivered batch is rolled back
+    monkeypatch.setattr(Connection, "call", orig)
+    with consumer(cluster, "g_slowf", ["slowf"]) as c2:
+        got = drain(c2, 10)
+        assert sorted(m.data for m in got) == sorted(b"s%d" % i for i in range(10))
