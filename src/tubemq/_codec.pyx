@@ -19,7 +19,7 @@ from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy, memmove
+from libc.string cimport memcmp, memcpy, memmove
 
 from .errors import DecodeError, FrameError
 
@@ -929,6 +929,16 @@ def encode_attributes(attributes) -> str:
     return ",".join(items)
 
 
+cdef inline str _attr_key(const unsigned char* p, Py_ssize_t n):
+    """The system keys come back as the shared constants (no decode); others are decoded."""
+    if n == 9 and p[0] == 36 and p[8] == 36:  # '$...$'
+        if memcmp(p, b"$msgType$", 9) == 0:
+            return _TYPE_KEY
+        if memcmp(p, b"$msgTime$", 9) == 0:
+            return _TIME_KEY
+    return _dec(p, n)
+
+
 cdef dict _attrs_utf8(const unsigned char* p, Py_ssize_t n):
     """decode_attributes over UTF-8 bytes (``,`` and ``=`` never occur inside a multi-byte sequence)."""
     cdef dict result = {}
@@ -945,7 +955,7 @@ cdef dict _attrs_utf8(const unsigned char* p, Py_ssize_t n):
                 e2 = e + 1
                 while e2 < j and p[e2] != 61:
                     e2 += 1
-                PyDict_SetItem(result, _dec(p + i, e - i), _dec(p + e + 1, e2 - e - 1))
+                PyDict_SetItem(result, _attr_key(p + i, e - i), _dec(p + e + 1, e2 - e - 1))
         i = j + 1
     return result
 
@@ -1527,20 +1537,30 @@ cdef int _transfered(const unsigned char* p, Py_ssize_t n, int64_t* mid, int32_t
     return 0
 
 
+cdef struct RawRef:
+    int64_t mid
+    int32_t cs
+    int32_t flag
+    const unsigned char* payload
+    Py_ssize_t plen
+
+
 def decode_get_message_response(body, topic, partition=None, bint verify=True) -> GetMessageResult:
     """GetMessageResponseB2C with its messages decoded and checked (§3.7, §4.9)."""
     cdef Py_buffer buf
     cdef CBuf b
-    cdef Py_ssize_t q = 0, plen
+    cdef Py_ssize_t q = 0, i
     cdef Field f
     cdef bint success = False, esc = False, slow = False
-    cdef int32_t code = 0, min_limit = 0, cs, flag
-    cdef int64_t curr = -1, dlt = -1, max_off = -1, mid, index = 0
+    cdef int32_t code = 0, min_limit = 0
+    cdef int64_t curr = -1, dlt = -1, max_off = -1
     cdef int seen = 0
-    cdef Py_ssize_t nmsg = 0, dropped = 0
+    cdef Py_ssize_t nmsg = 0, cap = 0, dropped = 0
     cdef object msg = "", m, offset
     cdef list messages = []
-    cdef const unsigned char* payload
+    cdef RawRef* refs = NULL
+    cdef RawRef* nr
+    cdef RawRef* r
     _get(body, &b, &buf)
     try:
         while _next(b.p, &q, b.n, &f):
@@ -1567,32 +1587,35 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
                 if f.num == 3:
                     msg = _dec(f.p, f.n)
                 elif f.num == 4:
-                    # validate now (required fields), build in the second pass once currOffset is known
-                    _transfered(f.p, f.n, &mid, &cs, &payload, &plen, &flag)
+                    # parsed (and required fields checked) now; built below once currOffset is known
+                    if nmsg == cap:
+                        cap = cap * 2 if cap else 16
+                        nr = <RawRef*>realloc(refs, cap * sizeof(RawRef))
+                        if nr == NULL:
+                            raise MemoryError()
+                        refs = nr
+                    r = &refs[nmsg]
+                    _transfered(f.p, f.n, &r.mid, &r.cs, &r.payload, &r.plen, &r.flag)
                     nmsg += 1
         if seen != 3:
             raise DecodeError("GetMessageResponseB2C: Message missing required fields")
-        if nmsg:
-            q = 0
-            while _next(b.p, &q, b.n, &f):
-                if f.wt != 2 or f.num != 4:
-                    continue
-                _transfered(f.p, f.n, &mid, &cs, &payload, &plen, &flag)
-                if verify:
-                    offset = PyLong_FromLongLong(curr + C_INDEX_ENTRY * index) if curr >= 0 else -1
-                    if <int64_t>_crc(payload, plen) != cs:
-                        m = None
-                    else:
-                        m = _build_message(payload, plen, mid, flag, topic, partition, offset, False)
+        for i in range(nmsg):
+            r = &refs[i]
+            if verify:
+                offset = PyLong_FromLongLong(curr + C_INDEX_ENTRY * i) if curr >= 0 else -1
+                if <int64_t>_crc(r.payload, r.plen) != r.cs:
+                    m = None
                 else:
-                    offset = PyLong_FromLongLong(curr + C_INDEX_ENTRY * index)
-                    m = _build_message(payload, plen, mid, flag, topic, partition, offset, True)
-                index += 1
-                if m is None:
-                    dropped += 1
-                else:
-                    PyList_Append(messages, m)
+                    m = _build_message(r.payload, r.plen, r.mid, r.flag, topic, partition, offset, False)
+            else:
+                offset = PyLong_FromLongLong(curr + C_INDEX_ENTRY * i)
+                m = _build_message(r.payload, r.plen, r.mid, r.flag, topic, partition, offset, True)
+            if m is None:
+                dropped += 1
+            else:
+                PyList_Append(messages, m)
     finally:
+        free(refs)
         _release(&b, &buf)
     return tq_nt_new(GetMessageResult, (success, code, msg, messages, curr, min_limit, esc, dlt, slow, max_off,
                                         dropped))
