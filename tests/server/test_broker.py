@@ -196,8 +196,7 @@ def test_ownership_410_412_401(c: RawClient) -> None:
     # a different group consumes independently
     assert c.register("other_group", "cap_err", 0, C2).success
     # hand-over: after c1 leaves, c2 resumes at the group's committed offset
-    m = c.fetch(G, "cap_err", 0, C1, last_consumed=False)
-    assert len(m.messages) == 3
+    assert drain(c, G, "cap_err", 0, C1) == [b"seed 0", b"seed 1", b"seed 2"]
     assert c.commit(G, "cap_err", 0, C1).currOffset == 84
     u = c.register(G, "cap_err", 0, C1, op=32)
     assert (u.success, u.errMsg, u.currOffset, u.HasField("maxOffset")) == (True, "OK!", -1, False)
@@ -215,32 +214,46 @@ def fill(c: RawClient, n: int, partition: int = 0, topic: str = "cap_err") -> No
         assert send(c, topicName=topic, partitionId=partition, data=b"msg-%d" % i).success
 
 
+def drain(c: RawClient, group: str, topic: str, partition: int, cid: str) -> list[bytes]:
+    """Fetch with commit-on-fetch until the broker answers 404; returns the payloads."""
+    out: list[bytes] = []
+    for _ in range(100):
+        m = c.fetch(group, topic, partition, cid)
+        if not m.success:
+            assert m.errCode == 404, m
+            return out
+        out += [x.payLoadData for x in m.messages]
+    raise AssertionError("no 404 after 100 fetches")
+
+
 def test_fetch_commit_rollback_and_lastpackconsumed(c: RawClient) -> None:
     fill(c, 6)
     assert c.register(G, "cap_err", 0, C1).currOffset == 0
     m1 = c.fetch(G, "cap_err", 0, C1, last_consumed=False)
-    assert m1.success and m1.errMsg == "OK!" and len(m1.messages) == 6
+    assert m1.success and m1.errMsg == "OK!" and len(m1.messages) == 3  # half of the 6 entries
     assert (m1.currOffset, m1.maxOffset, m1.minLimitTime, m1.escFlowCtrl, m1.requireSlow) == (0, 168, 0, False, False)
-    assert m1.currDataDlt == 0
+    assert m1.currDataDlt > 0
     assert [codec.decode_message(codec.RawMessage(x.messageId, x.checkSum, x.payLoadData, x.flag), "cap_err").data
-            for x in m1.messages] == [b"msg-%d" % i for i in range(6)]
+            for x in m1.messages] == [b"msg-0", b"msg-1", b"msg-2"]
     # lastPackConsumed false re-delivers the same batch
     m2 = c.fetch(G, "cap_err", 0, C1, last_consumed=False)
     assert [x.messageId for x in m2.messages] == [x.messageId for x in m1.messages] and m2.currOffset == 0
-    # commit with lastPackConsumed false rolls back; absent field commits nothing new
+    # commit with lastPackConsumed false rolls back; an absent field then has nothing to commit
     assert c.commit(G, "cap_err", 0, C1, consumed=False).currOffset == 0
     assert c.commit(G, "cap_err", 0, C1, consumed=None).currOffset == 0
     m3 = c.fetch(G, "cap_err", 0, C1, last_consumed=True)  # nothing in flight: still from 0
-    assert m3.currOffset == 0
-    fill(c, 2)
-    m4 = c.fetch(G, "cap_err", 0, C1, last_consumed=True)  # commits m3, reads the 2 new ones
-    assert (m4.currOffset, len(m4.messages), m4.maxOffset) == (168, 2, 224)
+    assert m3.currOffset == 0 and len(m3.messages) == 3
+    m4 = c.fetch(G, "cap_err", 0, C1, last_consumed=True)  # commits m3, then reads 2 of the last 3
+    assert (m4.currOffset, [x.payLoadData for x in m4.messages]) == (84, [b"msg-3", b"msg-4"])
     r = c.commit(G, "cap_err", 0, C1, consumed=None)  # absent = consumed
-    assert (r.currOffset, r.maxOffset) == (224, 224)
+    assert (r.currOffset, r.maxOffset) == (140, 168)
     m5 = c.fetch(G, "cap_err", 0, C1)
-    assert (m5.success, m5.errCode, m5.errMsg) == (False, 404, "The request offset reached maxOffset!")
-    assert (m5.currOffset, m5.minLimitTime, m5.currDataDlt, m5.escFlowCtrl) == (-1, -1, -1, False)
-    assert not m5.HasField("maxOffset") and not m5.HasField("requireSlow")
+    assert (m5.currOffset, [x.payLoadData for x in m5.messages]) == (140, [b"msg-5"])
+    m6 = c.fetch(G, "cap_err", 0, C1)  # commits m5 first, then nothing is left
+    assert (m6.success, m6.errCode, m6.errMsg) == (False, 404, "The request offset reached maxOffset!")
+    assert (m6.currOffset, m6.minLimitTime, m6.currDataDlt, m6.escFlowCtrl) == (-1, -1, -1, False)
+    assert not m6.HasField("maxOffset") and not m6.HasField("requireSlow")
+    assert c.commit(G, "cap_err", 0, C1).currOffset == 168
 
 
 def test_empty_store_404_and_sibling_partitions(c: RawClient) -> None:
@@ -249,14 +262,15 @@ def test_empty_store_404_and_sibling_partitions(c: RawClient) -> None:
     assert (m.errCode, m.errMsg, m.minLimitTime, m.currOffset) == (404, "Request offset reached cache maxOffset", 0, -1)
     fill(c, 3, partition=0)
     fill(c, 1, partition=1)
+    # reads that only scan sibling entries answer 200 without messages and commit at once (capture s2)
     m = c.fetch(G, "cap_err", 1, C1)
-    assert len(m.messages) == 1 and m.currOffset == 0
+    assert m.success and not m.messages and m.currOffset == 0
+    assert c.commit(G, "cap_err", 1, C1, consumed=False).currOffset == 56
+    m = c.fetch(G, "cap_err", 1, C1)
+    assert m.success and not m.messages and m.currOffset == 56
+    m = c.fetch(G, "cap_err", 1, C1)
+    assert m.currOffset == 84 and [x.payLoadData for x in m.messages] == [b"msg-0"]
     assert c.commit(G, "cap_err", 1, C1).currOffset == 112
-    # a read that only scans sibling entries answers 200 without messages and commits at once
-    fill(c, 2, partition=0)
-    m = c.fetch(G, "cap_err", 1, C1)
-    assert m.success and not m.messages and m.currOffset == 112
-    assert c.commit(G, "cap_err", 1, C1, consumed=False).currOffset == 168
 
 
 def test_read_status_and_bootstrap_offsets(c: RawClient) -> None:
@@ -275,23 +289,23 @@ def test_read_status_and_bootstrap_offsets(c: RawClient) -> None:
 def test_unregister_commits_or_rolls_back(c: RawClient) -> None:
     fill(c, 4)
     c.register(G, "cap_err", 0, C1)
-    assert len(c.fetch(G, "cap_err", 0, C1, last_consumed=False).messages) == 4
+    assert len(c.fetch(G, "cap_err", 0, C1, last_consumed=False).messages) == 2
     c.register(G, "cap_err", 0, C1, op=32, read_status=1)  # rollback
     assert c.register(G, "cap_err", 0, C1).currOffset == 0
     c.fetch(G, "cap_err", 0, C1, last_consumed=False)
     c.register(G, "cap_err", 0, C1, op=32, read_status=0)  # commit
-    assert c.register(G, "cap_err", 0, C1).currOffset == 112
+    assert c.register(G, "cap_err", 0, C1).currOffset == 56
 
 
 def test_manual_commit_offset_accumulates(c: RawClient) -> None:
     fill(c, 2)
     c.register(G, "cap_err", 0, C1)
     m = c.fetch(G, "cap_err", 0, C1, manual=True)
-    assert m.currOffset == 0 and len(m.messages) == 2
+    assert m.currOffset == 0 and len(m.messages) == 1
     fill(c, 1)
-    m = c.fetch(G, "cap_err", 0, C1, manual=True)
-    assert m.currOffset == 56 and len(m.messages) == 1
-    assert c.commit(G, "cap_err", 0, C1).currOffset == 84
+    m = c.fetch(G, "cap_err", 0, C1, manual=True)  # reads on from committed + in-flight
+    assert m.currOffset == 28 and len(m.messages) == 1
+    assert c.commit(G, "cap_err", 0, C1).currOffset == 56
 
 
 def test_registration_expiry_rolls_back(tmp_path: Path) -> None:
@@ -301,7 +315,7 @@ def test_registration_expiry_rolls_back(tmp_path: Path) -> None:
         with RawClient(cl.broker_address) as c:
             fill(c, 3, topic="exp")
             c.register(G, "exp", 0, C1)
-            assert len(c.fetch(G, "exp", 0, C1, last_consumed=False).messages) == 3
+            assert len(c.fetch(G, "exp", 0, C1, last_consumed=False).messages) == 2
             # while C1 is alive a second consumer is refused
             assert c.register(G, "exp", 0, C2).errCode == 410
             deadline = time.monotonic() + 10
@@ -335,29 +349,64 @@ def test_broker_side_filter_by_java_hashcode(tmp_path: Path) -> None:
                     m = c.fetch(G, "cap_filter2", p, C1)
                     if not m.success:
                         assert m.errCode == 404
+                        if m.errMsg == "current offset is exceed max file offset":
+                            continue  # fresh data still in the memory cache: the miss flushed it
+                        assert m.errMsg == "The request offset reached maxOffset!"
                         break
                     assert m.requireSlow is True
                     got += [x.payLoadData for x in m.messages]
             assert sorted(got) == sorted(b"filter msg #%d" % i for i in (0, 2, 4, 6, 8))
 
 
-def test_filtered_read_sees_only_flushed_data(tmp_path: Path) -> None:
-    with EmbeddedCluster(data_dir=tmp_path / "d", flush="interval", flush_interval_ms=60000, **FAST_SERVER) as cl:
+def test_reads_scan_half_of_the_remaining_index(c: RawClient) -> None:
+    """Captures s2/s6c: where one read stops (7 entries -> 4, 2, 1; 33 -> 17, 8, 4, 2, 1)."""
+    fill(c, 7, partition=0)
+    c.register(G, "cap_err", 0, C1)
+    starts = []
+    for _ in range(5):
+        m = c.fetch(G, "cap_err", 0, C1)
+        if not m.success:
+            break
+        starts.append(m.currOffset)
+    assert starts == [0, 112, 168]
+    assert c.commit(G, "cap_err", 0, C1).currOffset == 196
+
+
+def test_filtered_read_of_fresh_data(tmp_path: Path) -> None:
+    """Capture s4: fresh data sits in the memory cache; the first filtered read answers the third 404."""
+    with EmbeddedCluster(data_dir=tmp_path / "d", flush_interval_ms=60000, **FAST_SERVER) as cl:
         cl.create_topic("ft", partitions=1)
         with RawClient(cl.broker_address) as c:
             c.register(G, "ft", 0, C1, filters=["typeA"])
+            assert send(c, topicName="ft", msgType="typeB").success
             assert send(c, topicName="ft", msgType="typeA").success
             m = c.fetch(G, "ft", 0, C1, last_consumed=False)
             assert (m.errCode, m.errMsg) == (404, "current offset is exceed max file offset")
             assert m.minLimitTime > 0 and m.currOffset == -1 and m.currDataDlt == -1
-            # the 404 asked for a flush: the data becomes visible shortly
+            m = c.fetch(G, "ft", 0, C1, last_consumed=False)  # the miss flushed the cache
+            assert m.success and not m.messages and m.requireSlow and m.maxOffset == 56
+            m = c.fetch(G, "ft", 0, C1)
+            assert m.success and m.currOffset == 28 and len(m.messages) == 1 and m.requireSlow
+            # unfiltered consumers read the cache directly
+            c.register("plain", "ft", 0, C1)
+            assert send(c, topicName="ft").success
+            assert len(drain(c, "plain", "ft", 0, C1)) == 3
+
+
+def test_memory_cache_flushes_by_age(tmp_path: Path) -> None:
+    opts = dict(FAST_SERVER, consumer_reg_timeout_ms=400)
+    with EmbeddedCluster(data_dir=tmp_path / "d", flush_interval_ms=100, **opts) as cl:
+        cl.create_topic("ft", partitions=1)
+        with RawClient(cl.broker_address) as c:
+            assert send(c, topicName="ft", msgType="typeA").success
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline:
-                m = c.fetch(G, "ft", 0, C1, last_consumed=False)
-                if m.success:
+                if cl._call(lambda: cl.server.stores.get("ft", 0).cache_start) == 28:
                     break
-                time.sleep(0.05)
-            assert m.success and len(m.messages) == 1 and m.requireSlow
+                time.sleep(0.02)
+            c.register(G, "ft", 0, C1, filters=["typeA"])
+            m = c.fetch(G, "ft", 0, C1)
+            assert m.success and len(m.messages) == 1
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -385,8 +434,8 @@ def test_group_offsets_view(cluster: Any, c: RawClient) -> None:
     c.fetch(G, "cap_err", 0, C1, last_consumed=False)
     rows = cluster.group_offsets(G)
     assert rows == [{"topic": "cap_err", "partition_id": 0, "consumer_id": C1, "committed_offset": 0,
-                     "inflight": 84, "max_offset": 84, "lag": 84}]
-    c.commit(G, "cap_err", 0, C1)
+                     "inflight": 56, "max_offset": 84, "lag": 84}]
+    drain(c, G, "cap_err", 0, C1)
     assert cluster.group_offsets(G)[0]["lag"] == 0
     assert G in cluster._call(cluster.server.broker.groups)
 
@@ -398,7 +447,7 @@ def test_offsets_survive_restart(tmp_path: Path) -> None:
         with RawClient(cl.broker_address) as c:
             fill(c, 4, topic="keep")
             c.register(G, "keep", 0, C1)
-            c.fetch(G, "keep", 0, C1, last_consumed=False)
+            assert len(drain(c, G, "keep", 0, C1)) == 4
             assert c.commit(G, "keep", 0, C1).currOffset == 112
     with EmbeddedCluster(data_dir=d, **FAST_SERVER) as cl:
         assert [t.name for t in cl.topics()] == ["keep"]

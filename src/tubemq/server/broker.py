@@ -27,7 +27,7 @@ from .config import ServerConfig
 from .meta import MetaStore, TopicConf
 from .offsets import OffsetStore
 from .rpc import RpcContext
-from .storage import MessageStore, StoreManager, encode_record
+from .storage import MAX_SCAN_ENTRIES, MessageStore, StoreManager, encode_record
 
 log = logging.getLogger("tubemq.server.broker")
 
@@ -96,7 +96,6 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._sync_waiters: list[tuple[MessageStore, int, asyncio.Future[None]]] = []
         self._sync_wakeup: asyncio.Event | None = None
-        self._next_sync = 0.0
         self._running = False
         meta.on_change.append(self._on_meta_change)
 
@@ -160,6 +159,9 @@ class Broker:
             await asyncio.sleep(period)
             try:
                 self.expire_registrations()
+                age = self.config.flush_interval_ms / 1000.0
+                for store in list(self.stores.stores.values()):
+                    store.flush_cache_older_than(age)
                 self.offsets.save()
                 now = time.monotonic()
                 if now - last_retention >= 1.0:
@@ -178,7 +180,6 @@ class Broker:
             if policy == "always":
                 await self._sync_wakeup.wait()
             else:
-                self._next_sync = time.monotonic() + interval
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._sync_wakeup.wait(), interval)
             self._sync_wakeup.clear()
@@ -249,10 +250,6 @@ class Broker:
     def _token_ok(self, req: Any) -> bool:
         check = self.visit_token_check
         return check is None or check(req.authInfo.visitAuthorizedToken)
-
-    def _file_max(self, store: MessageStore) -> int:
-        """What a filtered read can see: data already in the "file" (fsynced, or written for "never")."""
-        return store.written_offset if self.config.flush == "never" else store.synced_offset
 
     # ---- send (13)
 
@@ -520,13 +517,18 @@ class Broker:
         keys = reg.filters
         limit = hi
         if keys is not None:
-            # the real broker serves filtered reads from its files only (captures s4, s6c)
-            limit = self._file_max(store)
+            # Filtered reads only see data already flushed from the (logical) memory cache: the real
+            # broker answered a fresh partition's first filtered read with this 404 and a positive
+            # minLimitTime (capture s4), and reported the file's max offset (s6c: 924 < 1148).
+            limit = store.cache_start
             if start >= limit:
-                self.request_sync()
-                wait = max(1, int((self._next_sync - time.monotonic()) * 1000)) if self._next_sync else 1
-                return fail(404, "current offset is exceed max file offset", min(wait, self.config.flush_interval_ms))
-        result = store.read(start, pid, keys, self._transfer, limit)
+                wait = max(1, self.config.flush_interval_ms - store.cache_age_ms())
+                store.flush_cache()
+                return fail(404, "current offset is exceed max file offset", wait)
+        # One read scans half of the remaining index entries (rounded up): captures s2, s4, s5 and s6c
+        # all stop there (7 entries -> 4, 2, 1; 33 -> 17, 8, 4, 2, 1).
+        max_entries = min(MAX_SCAN_ENTRIES, ((limit - start) // C.INDEX_ENTRY_SIZE + 1) // 2) or 1
+        result = store.read(start, pid, keys, self._transfer, limit, max_entries)
         scanned = result.next_offset - start
         if manual:
             self._inflight[key] = inflight + scanned

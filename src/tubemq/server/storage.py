@@ -45,6 +45,12 @@ RECORD_KEY = 0x22  # field 4 (messages), wire type 2, of GetMessageResponseB2C
 #: Index entries scanned by one read at most (filtered / multi-partition stores answer 200 with what
 #: was found and continue from there on the next fetch, like the real broker).
 MAX_SCAN_ENTRIES = 16384
+#: The real broker keeps fresh messages in a memory cache that filtered reads cannot see until it is
+#: flushed to its files (captures s4, s6c). We model that cache logically (the data itself is always
+#: written): it is flushed when it would exceed these bounds, when it gets older than the flush
+#: interval, or when a filtered read asks for data behind it (see Broker.get_message).
+MEM_CACHE_BYTES = 3 * 1024 * 1024
+MEM_CACHE_COUNT = 10 * 1024
 
 
 def _varint(value: int) -> bytes:
@@ -169,6 +175,10 @@ class MessageStore:
         self.written_offset = self.max_offset  # index bytes handed to the OS
         self.synced_offset = self.max_offset  # index bytes known to be on disk (recovered = on disk)
         self.last_append_ms = 0
+        #: start of the logical memory cache: entries before it are "in the file" (see MEM_CACHE_BYTES)
+        self.cache_start = self.max_offset
+        self._cache_bytes = 0
+        self._cache_since = 0.0
 
     # ---- open / recovery
 
@@ -275,12 +285,33 @@ class MessageStore:
             self._roll()
             seg = self.segments[-1]
         offset = seg.idx_end + len(self._pend_idx)
+        if offset == self.cache_start:
+            self._cache_since = time.monotonic()
+        elif (
+            self._cache_bytes + len(record) > MEM_CACHE_BYTES
+            or offset - self.cache_start >= MEM_CACHE_COUNT * ENTRY
+        ):
+            self.flush_cache()
+            self._cache_since = time.monotonic()
+        self._cache_bytes += len(record)
         self._pend_idx += INDEX_ENTRY.pack(
             partition_id, seg.dat_base + seg.dat_len + len(self._pend_dat), len(record), key_code, time_ms
         )
         self._pend_dat += record
         self.last_append_ms = time_ms
         return offset
+
+    def flush_cache(self) -> None:
+        """Move the logical memory cache into the "file": filtered reads can see it from now on."""
+        self.cache_start = self.max_offset
+        self._cache_bytes = 0
+
+    def flush_cache_older_than(self, age_s: float) -> None:
+        if self.cache_start < self.max_offset and time.monotonic() - self._cache_since >= age_s:
+            self.flush_cache()
+
+    def cache_age_ms(self) -> int:
+        return int((time.monotonic() - self._cache_since) * 1000) if self.cache_start < self.max_offset else 0
 
     def flush_pending(self) -> None:
         """Hand buffered appends to the OS: data first, then the index entries that point at it."""
@@ -480,6 +511,18 @@ class StoreManager:
 
     def mark_dirty(self, store: MessageStore) -> None:
         self._dirty.add(store)
+
+    def flush_cache(self) -> None:
+        """Move the logical memory cache into the "file": filtered reads can see it from now on."""
+        self.cache_start = self.max_offset
+        self._cache_bytes = 0
+
+    def flush_cache_older_than(self, age_s: float) -> None:
+        if self.cache_start < self.max_offset and time.monotonic() - self._cache_since >= age_s:
+            self.flush_cache()
+
+    def cache_age_ms(self) -> int:
+        return int((time.monotonic() - self._cache_since) * 1000) if self.cache_start < self.max_offset else 0
 
     def flush_pending(self) -> None:
         """Write every buffered append to the OS (called before acknowledgements go out)."""
