@@ -52,6 +52,9 @@ def _java_len(s: str) -> int:
 
 def _check_string(value: Any, name: str, limit: int) -> tuple[str, str | None]:
     """PBParameterUtils.getStringParameter: (trimmed value, error text or None)."""
+    if type(value) is str and value and value[0] > " " and value[-1] > " " and value.isascii():
+        # hot path: nothing to trim, length in UTF-16 units == len()
+        return value, (None if len(value) <= limit else f"{name}'s length over max value, allowed max length is {limit}")
     s = _text(value).strip(_JAVA_WS)
     if not s:
         return s, f"Request miss necessary {name} data!"
@@ -91,6 +94,8 @@ class Broker:
         self._regs: dict[Key, _Registration] = {}
         self._inflight: dict[Key, int] = {}
         self._last_mid = 0
+        #: (topic name, partition id) -> (topic, store, max data length) for the send hot path
+        self._send_targets: dict[tuple[str, int], tuple[TopicConf, MessageStore, int]] = {}
         self._reg_timeout = config.consumer_reg_timeout_ms / 1000.0
         self._transfer = min(config.transfer_size, 2 * C.MAX_TRANSFER_SIZE)
         self._tasks: list[asyncio.Task[None]] = []
@@ -141,6 +146,7 @@ class Broker:
         self.stores.close()
 
     def _on_meta_change(self) -> None:
+        self._send_targets.clear()
         live = {t.name for t in self.meta.topics()}
         for topic in {k[0] for k in self.stores.stores} | set(self.stores.known_topics_on_disk()):
             if topic not in live:
@@ -269,24 +275,37 @@ class Broker:
             return resp(
                 success=False, errCode=403, errMsg=f"topicName {name} does not allow producers to send data!"
             )
-        topic = self.meta.get(name)
-        if topic is None:
-            return resp(success=False, errCode=403, errMsg=f"topicName {name} not existed, please check your configure")
-        if topic.closed:
-            return resp(success=False, errCode=403, errMsg=f"topicName {name} has been closed")
         pid = req.partitionId
-        store = self._store_for(topic, pid)
-        if store is None:
-            return resp(
-                success=False, errCode=403, errMsg=f"partitionId {name}-{pid} not existed, please check your configure"
-            )
+        target = self._send_targets.get((name, pid))
+        if target is None:
+            topic = self.meta.get(name)
+            if topic is None:
+                return resp(
+                    success=False, errCode=403, errMsg=f"topicName {name} not existed, please check your configure"
+                )
+            if topic.closed:
+                return resp(success=False, errCode=403, errMsg=f"topicName {name} has been closed")
+            store = self._store_for(topic, pid)
+            if store is None:
+                return resp(
+                    success=False,
+                    errCode=403,
+                    errMsg=f"partitionId {name}-{pid} not existed, please check your configure",
+                )
+            limit = topic.effective_max_msg_size(self.config.default_max_msg_size) + C.META_MAX_MESSAGE_HEADER_SIZE
+            target = (topic, store, limit)
+            if len(self._send_targets) < 100000:
+                self._send_targets[(name, pid)] = target
+        topic, store, limit = target
+        if store.closed:  # dropped under us (topic deleted): look it up again next time
+            self._send_targets.pop((name, pid), None)
+            return self.send_message(req, ctx)
         msg_type = _text(req.msgType).strip(_JAVA_WS) if req.HasField("msgType") else ""
         key_code = codec.java_hash(msg_type) if msg_type else -1
         data = req.data
         n = len(data)
         if n == 0:
             return resp(success=False, errCode=400, errMsg="data length is zero!")
-        limit = topic.effective_max_msg_size(self.config.default_max_msg_size) + C.META_MAX_MESSAGE_HEADER_SIZE
         if n > limit:
             return resp(
                 success=False,
