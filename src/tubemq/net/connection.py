@@ -43,13 +43,13 @@ _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 _decode_response = codec.decode_response
 
-#: ``callback(payload, None)`` on an answer, ``callback(None, exc)`` on timeout / connection loss.
-ResponseCallback = Callable[[bytes | None, BaseException | None], None]
+#: ``callback(arg, payload, None)`` on an answer, ``callback(arg, None, exc)`` on timeout / loss.
+ResponseCallback = Callable[[Any, "bytes | None", "BaseException | None"], None]
 
 
-def _call(cb: ResponseCallback, payload: bytes | None, exc: BaseException | None) -> None:
+def _call(cb: ResponseCallback, arg: Any, payload: bytes | None, exc: BaseException | None) -> None:
     try:
-        cb(payload, exc)
+        cb(arg, payload, exc)
     except Exception:  # a broken callback must not break the connection
         log.exception("response callback failed")
 
@@ -120,8 +120,8 @@ class Connection:
         self._transport: asyncio.Transport | None = None
         self._decoder = codec.FrameDecoder(max_frame_size)
         self._serial = 0
-        # serial -> (future or None, deadline, callback or None)
-        self._pending: dict[int, tuple[asyncio.Future[bytes] | None, float, ResponseCallback | None]] = {}
+        # serial -> (future or None, deadline, callback or None, callback arg)
+        self._pending: dict[int, tuple[asyncio.Future[bytes] | None, float, ResponseCallback | None, Any]] = {}
         self._wbuf: list[bytes] = []
         self._flush_handle: asyncio.Handle | None = None
         self._sweeper: asyncio.TimerHandle | None = None
@@ -181,10 +181,10 @@ class Connection:
             if entry is None:
                 log.debug("%s: response for unknown serial %d ignored (late or duplicate)", self.address, serial)
                 continue
-            fut, _, cb = entry
+            fut, _, cb, arg = entry
             if cb is not None:
                 try:
-                    cb(payload, None)
+                    cb(arg, payload, None)
                 except Exception:  # a broken callback must not break the connection
                     log.exception("response callback failed")
             elif not fut.done():  # type: ignore[union-attr]
@@ -255,7 +255,7 @@ class Connection:
         serial = self._serial = (self._serial + 1) & 0xFFFFFFFF
         frame = build(serial)
         fut: asyncio.Future[bytes] = self._loop.create_future()
-        self._pending[serial] = (fut, time.monotonic() + timeout_ms / 1000.0, None)
+        self._pending[serial] = (fut, time.monotonic() + timeout_ms / 1000.0, None, None)
         self._wbuf.append(frame)
         if self._flush_handle is None:
             self._flush_handle = self._loop.call_soon(self._flush)
@@ -263,14 +263,19 @@ class Connection:
             self._sweeper = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
         return fut
 
-    def start_call_cb(self, build: Callable[[int], bytes], timeout_ms: int, callback: ResponseCallback) -> None:
-        """Like :meth:`start_call`, but ``callback(payload, None)`` / ``callback(None, exc)`` is called
-        directly from the read path: no future and no extra loop iteration per request (hot path)."""
+    def start_call_cb(self, build: Callable[[int, Any], bytes], arg: Any, timeout_ms: int,
+                      callback: ResponseCallback) -> None:
+        """Queue ``build(serial, arg)``; ``callback(arg, payload, None)`` on the answer or
+        ``callback(arg, None, exc)`` on timeout / connection loss, called straight from the read path.
+
+        The hot path: no future, no extra loop iteration and no per-request closure (``build`` and
+        ``callback`` are long-lived callables, ``arg`` carries the request's state).
+        """
         if self.closed:
             raise self._closed_error()
         serial = self._serial = (self._serial + 1) & 0xFFFFFFFF
-        frame = build(serial)
-        self._pending[serial] = (None, time.monotonic() + timeout_ms / 1000.0, callback)
+        frame = build(serial, arg)
+        self._pending[serial] = (None, time.monotonic() + timeout_ms / 1000.0, callback, arg)
         self._wbuf.append(frame)
         if self._flush_handle is None:
             self._flush_handle = self._loop.call_soon(self._flush)
@@ -313,12 +318,12 @@ class Connection:
         if self.closed or not self._pending:
             return
         now = time.monotonic()
-        expired = [s for s, (_, deadline, _) in self._pending.items() if deadline <= now]
+        expired = [s for s, entry in self._pending.items() if entry[1] <= now]
         for serial in expired:
-            fut, _, cb = self._pending.pop(serial)
+            fut, _, cb, arg = self._pending.pop(serial)
             exc = TubeMQTimeoutError(f"{self.address}: no answer to request serial {serial} in time")
             if cb is not None:
-                _call(cb, None, exc)
+                _call(cb, arg, None, exc)
             elif not fut.done():  # type: ignore[union-attr]
                 fut.set_exception(exc)  # type: ignore[union-attr]
         if expired and self._slot_waiters:
@@ -338,9 +343,9 @@ class Connection:
         if self._transport is not None:
             self._transport.abort() if isinstance(exc, ConnectionLostError) else self._transport.close()
         pending, self._pending = self._pending, {}
-        for fut, _, cb in pending.values():
+        for fut, _, cb, arg in pending.values():
             if cb is not None:
-                _call(cb, None, exc)
+                _call(cb, arg, None, exc)
             elif not fut.done():  # type: ignore[union-attr]
                 fut.set_exception(exc)  # type: ignore[union-attr]
         self._wbuf = []

@@ -67,17 +67,8 @@ class Producer:
         fut: asyncio.Future[SendResult] = core.loop.create_future()
         sem = self._sem
         assert sem is not None
-
-        def done(result: SendResult | None, exc: BaseException | None) -> None:
-            sem.release()
-            if fut.done():
-                return
-            if exc is None:
-                fut.set_result(result)  # type: ignore[arg-type]
-            else:
-                fut.set_exception(exc)
-
-        job = core.make_job(topic, data, attributes, stream_id, msg_time, key, done)
+        job = core.make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
+        job.fut = fut
         if sem.locked():
             try:
                 await asyncio.wait_for(sem.acquire(), self.config.max_block_ms / 1000.0)
@@ -92,6 +83,16 @@ class Producer:
             raise ClientClosedError("producer is closed")
         core.accept(job)
         return await fut
+
+    def _done(self, job: Any, result: SendResult | None, exc: BaseException | None) -> None:
+        self._sem.release()  # type: ignore[union-attr]
+        fut = job.fut
+        if fut.done():  # the awaiting task was cancelled
+            return
+        if exc is None:
+            fut.set_result(result)
+        else:
+            fut.set_exception(exc)
 
     async def flush(self, timeout: float | None = 10.0) -> int:
         if not self._core.started or self._closed:

@@ -25,7 +25,6 @@ import datetime as _dt
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from functools import partial
 from typing import Any, NamedTuple
 
 from .. import codec
@@ -42,9 +41,10 @@ from ..errors import (
     TubeMQError,
     TubeMQTimeoutError,
     error_for_code,
+    remote_error,
 )
 from ..metrics import Metrics
-from ..net.connection import Connection, unwrap_response
+from ..net.connection import Connection
 from ..protocol.constants import (
     ARRAY_SEP,
     EQ,
@@ -67,6 +67,7 @@ RETRYABLE_CODES = frozenset({ErrorCode.SERVER_RECEIVE_OVERFLOW, ErrorCode.INTERN
 _LATENCY_SAMPLE_MASK = 7
 
 _encode_send = codec.encode_send_request
+_decode_response = codec.decode_response
 _decode_send = codec.decode_send_response
 
 
@@ -92,14 +93,15 @@ class SendResult(NamedTuple):
         return self.partition.broker_id
 
 
-Done = Callable[[SendResult | None, BaseException | None], None]
+#: ``done(job, result, exc)``: one long-lived callable per facade; the job carries its future.
+Done = Callable[["_Job", "SendResult | None", "BaseException | None"], None]
 
 
 class _Job:
     """One message on its way; ``done`` is called exactly once."""
 
-    __slots__ = ("topic", "payload", "flag", "size", "msg_type", "msg_time", "key", "done", "attempt",
-                 "t0", "finished", "cancelled")
+    __slots__ = ("topic", "payload", "flag", "size", "msg_type", "msg_time", "key", "done", "fut", "attempt",
+                 "t0", "finished", "part")
 
     def __init__(self, topic: str, payload: bytes, flag: int, size: int, msg_type: str | None,
                  msg_time: str | None, key: Any, done: Done) -> None:
@@ -111,10 +113,11 @@ class _Job:
         self.msg_time = msg_time
         self.key = key
         self.done = done
+        self.fut: Any = None
+        self.part: codec.Partition | None = None
         self.attempt = 0
         self.t0 = 0.0
         self.finished = False
-        self.cancelled: Callable[[], bool] | None = None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -247,6 +250,8 @@ class ProducerCore:
         self.failed = 0
         self._latency = self.metrics.histogram("producer.send_latency")
         self.metrics.set_gauge("producer.outstanding", lambda: self._outstanding)
+        self._build = self._build_frame  # bound once: no per-message method objects
+        self._answer = self._on_answer
         self.metrics.register_counter("producer.sent", lambda: self.sent)
         self.metrics.register_counter("producer.failed", lambda: self.failed)
 
@@ -326,9 +331,15 @@ class ProducerCore:
         return _Job(t, payload, flag, size, mtype, mtime, key, done)
 
     def submit_threadsafe(self, job: _Job) -> None:
-        """Hand a job to the loop from another thread (one wake-up per batch)."""
+        """Hand a job to the loop from another thread.
+
+        Waking the loop thread costs a syscall and a GIL hand-off, so it is only done when nothing
+        else will wake it: while requests are in flight, the next answer drains the inbox (the
+        ``_inflight`` check comes after the append, and ``_on_answer`` discards before it looks at
+        the inbox, so one of the two always sees the other under the GIL).
+        """
         self._inbox.append(job)
-        if not self._drain_scheduled:
+        if not self._drain_scheduled and not self._inflight:
             self._drain_scheduled = True
             try:
                 self.loop.call_soon_threadsafe(self._drain)
@@ -340,8 +351,21 @@ class ProducerCore:
     def _drain(self) -> None:
         self._drain_scheduled = False
         inbox = self._inbox
+        if self.closed or self._backlog_task is not None:
+            while inbox:
+                self.accept(inbox.popleft())
+            return
+        fast = self._dispatch_fast
+        now = time.monotonic()
         while inbox:
-            self.accept(inbox.popleft())
+            job = inbox.popleft()
+            self._outstanding += 1
+            job.t0 = now
+            if not fast(job):
+                self._to_backlog(job)
+                while inbox:  # keep the order: everything after it waits behind it
+                    self.accept(inbox.popleft())
+                return
 
     def accept(self, job: _Job) -> None:
         """Take a job on the loop thread: fast dispatch or the ordered backlog."""
@@ -349,14 +373,15 @@ class ProducerCore:
             self._outstanding += 1  # _finish takes it back
             self._finish(job, None, ClientClosedError("producer is closed"))
             return
-        if job.cancelled is not None and job.cancelled():
-            return  # the caller cancelled the future before we started: nothing sent
         self._outstanding += 1
         job.t0 = time.monotonic()
         if self._backlog_task is not None or not self._dispatch_fast(job):
-            self._backlog.append(job)
-            if self._backlog_task is None:
-                self._backlog_task = self.loop.create_task(self._run_backlog())
+            self._to_backlog(job)
+
+    def _to_backlog(self, job: _Job) -> None:
+        self._backlog.append(job)
+        if self._backlog_task is None:
+            self._backlog_task = self.loop.create_task(self._run_backlog())
 
     # ------------------------------------------------------------------ dispatch
 
@@ -449,27 +474,28 @@ class ProducerCore:
             self._backlog_task = None
 
     def _start(self, job: _Job, part: codec.Partition, conn: Connection) -> None:
-        session = self.session
-        token = session.visit_token
-        auth_token = session.auth_token or None
-        client_id = self.client_id
-        sent_addr = self.sent_addr
-        timeout_ms = self.timeout_ms
-
-        def build(serial: int) -> bytes:
-            return _encode_send(serial, client_id, job.topic, part.partition_id, job.payload, job.flag,
-                                sent_addr, token, msg_type=job.msg_type, msg_time=job.msg_time,
-                                auth_token=auth_token, timeout_ms=timeout_ms)
-
+        job.part = part
         try:
-            conn.start_call_cb(build, timeout_ms, partial(self._on_answer, job, part))
+            conn.start_call_cb(self._build, job, self.timeout_ms, self._answer)
         except TubeMQError as exc:
             self._finish(job, None, exc)
             return
         self._inflight.add(job)
 
-    def _on_answer(self, job: _Job, part: codec.Partition, payload: bytes | None, exc: BaseException | None) -> None:
+    def _build_frame(self, serial: int, job: _Job) -> bytes:
+        """The whole send frame for ``job`` (codec hot path; tokens as of now)."""
+        session = self.session
+        return _encode_send(serial, self.client_id, job.topic, job.part.partition_id, job.payload,  # type: ignore[union-attr]
+                            job.flag, self.sent_addr, session.visit_token, msg_type=job.msg_type,
+                            msg_time=job.msg_time, auth_token=session.auth_token or None,
+                            timeout_ms=self.timeout_ms)
+
+    def _on_answer(self, job: _Job, payload: bytes | None, exc: BaseException | None) -> None:
+        part: codec.Partition = job.part  # type: ignore[assignment]
         self._inflight.discard(job)
+        if self._inbox and not self._drain_scheduled:  # see submit_threadsafe
+            self._drain_scheduled = True
+            self.loop.call_soon(self._drain)
         if job.finished:
             return
         if exc is not None:
@@ -479,13 +505,18 @@ class ProducerCore:
             self._finish(job, None, _with_context(exc, job, part))
             return
         try:
-            rsp = _decode_send(unwrap_response(payload))  # type: ignore[arg-type]
+            envelope = _decode_response(payload)
+            if envelope.status:
+                raise remote_error(envelope.exception_name, envelope.message, envelope.status)
+            rsp = _decode_send(envelope.body)
         except (RemoteError, DecodeError) as e:
             self.quality.failure(part.broker_id)
             self._finish(job, None, _with_context(e, job, part))
             return
         if rsp.success:
-            self.quality.success(part.broker_id)
+            quality = self.quality
+            if quality._failures:
+                quality.success(part.broker_id)
             self._finish(job, SendResult(job.topic, part, rsp.message_id, rsp.append_time, rsp.append_offset,
                                          job.key), None)
             return
@@ -522,7 +553,7 @@ class ProducerCore:
         else:
             self.failed += 1
         try:
-            job.done(result, exc)
+            job.done(job, result, exc)
         except Exception:
             log.exception("send completion callback failed")
         if self._outstanding == 0 and self._idle_waiters:

@@ -31,8 +31,8 @@ class SendFuture(Future, Generic[T]):  # type: ignore[type-arg]
         self._state = RUNNING
         self._result = None
         self._exception: BaseException | None = None
-        self._waiters: list[Any] = []
-        self._done_callbacks: list[Any] = []
+        self._w: list[Any] | None = None
+        self._cbs: list[Any] | None = None
 
     @property  # type: ignore[override]
     def _condition(self) -> threading.Condition:
@@ -43,6 +43,23 @@ class SendFuture(Future, Generic[T]):  # type: ignore[type-arg]
                 if cond is None:
                     cond = self._cond = threading.Condition()
         return cond
+
+    # the waiter / callback lists are only needed on the slow paths: create them on first use
+    # (always under the condition, i.e. after the lazy creation above)
+
+    @property  # type: ignore[override]
+    def _waiters(self) -> list[Any]:
+        w = self._w
+        if w is None:
+            w = self._w = []
+        return w
+
+    @property  # type: ignore[override]
+    def _done_callbacks(self) -> list[Any]:
+        c = self._cbs
+        if c is None:
+            c = self._cbs = []
+        return c
 
     # ---- completion (called by the producer's loop thread)
 

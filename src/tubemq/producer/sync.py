@@ -93,16 +93,8 @@ class Producer:
         if self._closed:
             raise ClientClosedError("producer is closed")
         fut: SendFuture[SendResult] = SendFuture()
-        complete = fut._complete
-
-        def done(result: SendResult | None, exc: BaseException | None) -> None:
-            self._released += 1
-            if self._space_waiters:
-                with self._space:
-                    self._space.notify_all()
-            complete(result, exc)
-
-        job = self._core.make_job(topic, data, attributes, stream_id, msg_time, key, done)
+        job = self._core.make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
+        job.fut = fut
         n = next(self._submitted)
         if n - self._released > self._max_pending:
             self._wait_for_space(n)
@@ -111,6 +103,14 @@ class Producer:
             raise ClientClosedError("producer is closed")
         self._core.submit_threadsafe(job)
         return fut
+
+    def _done(self, job: Any, result: SendResult | None, exc: BaseException | None) -> None:
+        """Completion of any job (loop thread): free its buffer slot, resolve its future."""
+        self._released += 1
+        if self._space_waiters:
+            with self._space:
+                self._space.notify_all()
+        job.fut._complete(result, exc)
 
     def _release_one(self) -> None:
         self._released += 1
