@@ -1,0 +1,90 @@
+"""EmbeddedCluster lifecycle API: ports, broker down/up, master restart, standby, async twin."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FAST_SERVER
+
+from tubemq.errors import ConfigError
+from tubemq.protocol import constants as C
+from tubemq.protocol import master_pb
+from tubemq.server import EmbeddedCluster, EmbeddedServer, ServerConfig
+
+from ._raw import RawClient
+
+
+def preg(address: str) -> Any:
+    with RawClient(address) as c:
+        req = master_pb.RegisterRequestP2M(clientId="p-cluster", brokerCheckSum=-1, hostName="127.0.0.1")
+        return c.call(1, req, service_type=1)
+
+
+def test_addresses_and_topics(cluster: Any) -> None:
+    assert cluster.master_address.startswith("127.0.0.1:")
+    assert cluster.admin_url.endswith("/webapi.htm")
+    conf = cluster.create_topic("topic_a", partitions=2, stores=2)
+    assert conf.partition_ids() == [0, 1, 10000, 10001]
+    assert [t.name for t in cluster.topics()] == ["topic_a"]
+    with pytest.raises(ConfigError):
+        cluster.create_topic("topic_a")
+    assert cluster.delete_topic("topic_a") and not cluster.delete_topic("topic_a")
+
+
+def test_broker_down_and_up_on_the_same_port(cluster: Any) -> None:
+    cluster.create_topic("topic_b", partitions=1)
+    address = cluster.broker_address
+    with RawClient(address) as c:
+        assert c.send("topic_b", 0, b"one").success
+        assert c.register("g", "topic_b", 0).success
+    cluster.stop_broker()
+    with pytest.raises(OSError):
+        socket.create_connection(tuple(address.rsplit(":", 1)), timeout=2).close()  # type: ignore[arg-type]
+    cluster.start_broker()
+    assert cluster.broker_address == address
+    with RawClient(address) as c:
+        assert c.send("topic_b", 0, b"two").appendOffset == 28  # data kept
+        assert c.fetch("g", "topic_b", 0).errCode == 411  # registrations were lost
+
+
+def test_master_restart_and_standby(cluster: Any) -> None:
+    address = cluster.master_address
+    assert preg(address).status == 0
+    cluster.set_standby(True)
+    r = preg(address)
+    assert r.status == 1 and r.exception_name == C.EXC_STANDBY
+    cluster.set_standby(False)
+    cluster.restart_master()
+    assert cluster.master_address == address
+    assert preg(address).status == 0
+
+
+def test_bad_options_name_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as exc:
+        EmbeddedCluster(data_dir=tmp_path, flush="sometimes")
+    assert exc.value.field == "flush"
+    with pytest.raises(ConfigError) as exc:
+        EmbeddedCluster(data_dir=tmp_path, no_such_option=1)
+    assert exc.value.field == "no_such_option"
+    with pytest.raises(ConfigError):
+        ServerConfig(data_dir=tmp_path, tls_cert="x.pem")
+
+
+def test_async_twin(tmp_path: Path) -> None:
+    async def main() -> None:
+        cfg = ServerConfig(data_dir=tmp_path, **FAST_SERVER)
+        async with EmbeddedServer(cfg) as server:
+            server.create_topic("topic_c", partitions=1)
+            loop = asyncio.get_running_loop()
+
+            def use() -> bool:
+                with RawClient(server.broker_address) as c:
+                    return bool(c.send("topic_c", 0, b"async").success)
+
+            assert await loop.run_in_executor(None, use)
+
+    asyncio.run(asyncio.wait_for(main(), 30))
