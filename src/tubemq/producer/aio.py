@@ -25,7 +25,9 @@ class Producer:
             config = ProducerConfig.from_options(master, options)  # type: ignore[arg-type]
         self.config = config
         self._core = ProducerCore(config)
-        self._sem: asyncio.Semaphore | None = None
+        self._pending = 0
+        self._max_pending = config.max_pending
+        self._space_waiters: list[asyncio.Future[None]] = []
         self._start_lock: asyncio.Lock | None = None
         self._closed = False
 
@@ -52,7 +54,6 @@ class Producer:
         async with self._start_lock:
             if not self._core.started:
                 await self._core.start()
-                self._sem = asyncio.Semaphore(self.config.max_pending)
         return self
 
     async def publish(self, topics: str | Iterable[str]) -> set[str]:
@@ -62,31 +63,61 @@ class Producer:
     async def send(self, topic: str, data: bytes, *, attributes: Mapping[str, Any] | None = None,
                    stream_id: str | None = None, msg_time: Any = None, key: Any = None) -> SendResult:
         """Send one message and wait for the broker's answer."""
-        await self._ensure_started()
-        core = self._core
-        fut: asyncio.Future[SendResult] = core.loop.create_future()
-        sem = self._sem
-        assert sem is not None
-        job = core.make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
-        job.fut = fut
-        if sem.locked():
-            try:
-                await asyncio.wait_for(sem.acquire(), self.config.max_block_ms / 1000.0)
-            except asyncio.TimeoutError:
-                raise TubeMQTimeoutError(
-                    f"send buffer full: {self.config.max_pending} messages outstanding"
-                ) from None
-        else:
-            await sem.acquire()
-        if self._closed:
-            sem.release()
-            raise ClientClosedError("producer is closed")
-        core.accept(job)
+        fut = await self.send_async(topic, data, attributes=attributes, stream_id=stream_id, msg_time=msg_time,
+                                    key=key)
         return await fut
 
+    async def send_async(self, topic: str, data: bytes, *, attributes: Mapping[str, Any] | None = None,
+                         stream_id: str | None = None, msg_time: Any = None, key: Any = None
+                         ) -> asyncio.Future[SendResult]:
+        """Queue a message and return its future at once (waits only while the buffer is full).
+
+        The pipelining form without a task per message: ``futs = [await p.send_async(t, d) for d in
+        batch]; results = await asyncio.gather(*futs)``.
+        """
+        core = self._core
+        if self._closed or not core.started:
+            await self._ensure_started()
+        job = core.make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
+        if self._pending >= self._max_pending:
+            await self._wait_for_space()
+        fut: asyncio.Future[SendResult] = core.loop.create_future()
+        job.fut = fut
+        self._pending += 1
+        core.accept(job)
+        return fut
+
+    async def _wait_for_space(self) -> None:
+        """Bounded buffer: wait (up to max_block_ms) until fewer than max_pending are outstanding."""
+        loop = self._core.loop
+        deadline = loop.time() + self.config.max_block_ms / 1000.0
+        while self._pending >= self._max_pending:
+            if self._closed:
+                raise ClientClosedError("producer is closed")
+            left = deadline - loop.time()
+            if left <= 0:
+                raise TubeMQTimeoutError(f"send buffer full: {self._max_pending} messages outstanding")
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._space_waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, left)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                if waiter in self._space_waiters:
+                    self._space_waiters.remove(waiter)
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+
     def _done(self, job: Any, result: SendResult | None, exc: BaseException | None) -> None:
-        self._sem.release()  # type: ignore[union-attr]
+        self._pending -= 1
+        if self._space_waiters:
+            w = self._space_waiters.pop(0)
+            if not w.done():
+                w.set_result(None)
         fut = job.fut
+        if fut is None:  # refused before it was queued
+            return
         if fut.done():  # the awaiting task was cancelled
             return
         if exc is None:
@@ -103,6 +134,9 @@ class Producer:
         if self._closed:
             return
         self._closed = True
+        for w in self._space_waiters:
+            if not w.done():
+                w.set_result(None)
         await self._core.close(timeout)
 
     async def _ensure_started(self) -> None:
