@@ -37,11 +37,14 @@ class ServerConfig:
     standby: bool = False
     #: Master checks signature/timestamp of AuthenticateInfo (§8.2).
     auth_enabled: bool = False
+    #: user -> password; when set (and auth_enabled) the master also verifies signatures (§8.1).
+    #: Without it, like the real master's default handler, only user/signature/timestamp are checked.
+    auth_users: dict[str, str] | None = dataclasses.field(default=None, repr=False)
     #: Broker checks visit tokens against the master's last tokens (§8.3).
     visit_token_check: bool = False
     visit_token_period_ms: int = 240000
     #: confModAuthToken required by admin write calls (None = no check).
-    admin_token: str | None = None
+    admin_token: str | None = dataclasses.field(default=None, repr=False)
     tls_cert: str | None = None
     tls_key: str | None = None
     #: "always" = fsync before acknowledging, "interval" = fsync every flush_interval_ms, "never".
@@ -111,6 +114,11 @@ class ServerConfig:
             )
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ConfigError("tls_cert", "tls_cert and tls_key must be given together")
+        if self.auth_users is not None and (
+            not isinstance(self.auth_users, dict)
+            or not all(isinstance(k, str) and k and isinstance(v, str) for k, v in self.auth_users.items())
+        ):
+            raise ConfigError("auth_users", "must be None or a dict of non-empty user name -> password")
         if self.admin_token is not None and (not isinstance(self.admin_token, str) or not self.admin_token):
             raise ConfigError("admin_token", "must be None or a non-empty string")
 

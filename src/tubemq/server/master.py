@@ -192,7 +192,7 @@ class Master:
         self.meta = meta
         self.broker = broker
         self._standby = bool(config.standby)
-        self.auth = MasterAuthenticator(config.auth_enabled, getattr(config, "auth_users", None))
+        self.auth = MasterAuthenticator(config.auth_enabled, config.auth_users)
         self.tokens = VisitTokenManager(config.visit_token_period_ms)
         self.balancer = ServerBalancer()
         self.producers: dict[str, ProducerInfo] = {}
