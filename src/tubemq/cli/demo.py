@@ -12,7 +12,8 @@ import argparse
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from .admin import AdminClient, AdminError, admin_url_for_master
@@ -28,6 +29,7 @@ from .common import (
     eprint,
     note,
     temporary_cluster,
+    temporary_server_process,
 )
 from .output import format_table
 from .pipeline import SendPipeline, StopFlag, sigint_stops
@@ -52,6 +54,8 @@ def register(sub: Any) -> None:
                    help="events for the Spark part (default: min(--events, 100000))")
     p.add_argument("--consume-timeout", type=float, default=60.0,
                    help="fail when no event arrives for this many seconds while consuming (default 60)")
+    p.add_argument("--in-process", action="store_true",
+                   help="run the embedded server in this process (default: a child process, using a second core)")
     p.add_argument("--keep-data", action="store_true", help="keep the temporary data directory")
     p.add_argument("--progress", dest="progress", action="store_true", default=None, help="force progress bars")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="never draw progress bars")
@@ -71,25 +75,40 @@ def event_id(data: bytes) -> int:
     return int(data[6 : data.index(b",", 6)])
 
 
+@dataclass
+class _Target:
+    master: str
+    where: str
+    create_topic: Callable[[str, int], None]
+
+
 @contextlib.contextmanager
-def _server(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
-    """(master address, where) — a temporary embedded server, or the given master with the topic ensured."""
+def _server(args: argparse.Namespace) -> Iterator[_Target]:
+    """A temporary embedded server (a child process, or in-process with --in-process), or --master."""
     if args.master is None:
         note("no --master given; starting an embedded TubeMQ server in a temporary directory")
-        with temporary_cluster(keep=args.keep_data) as handle:
-            handle.cluster.create_topic(args.topic, partitions=args.partitions)
-            yield handle.master, f"embedded server at {handle.master}"
+        if args.in_process:
+            with temporary_cluster(keep=args.keep_data) as handle:
+                yield _Target(handle.master, f"embedded server at {handle.master} (in-process)",
+                              lambda name, n: handle.cluster.create_topic(name, partitions=n))
+        else:
+            with temporary_server_process(keep=args.keep_data) as proc:
+                yield _Target(proc.master, f"embedded server at {proc.master} (pid {proc.process.pid})",
+                              proc.create_topic)
         return
     check_reachable(args.master)
     admin = AdminClient(admin_url_for_master(args.master, args.admin_port), os.environ.get("TUBEMQ_ADMIN_TOKEN"))
-    try:
-        admin.create_topic(args.topic, partitions=args.partitions)
-        note(f"created topic {args.topic} through {admin.url}")
-    except AdminError as exc:
-        note(f"topic {args.topic} not created ({exc.message}); assuming it exists")
-    except OSError as exc:  # TubeMQConnectionError is one
-        note(f"admin API not reachable ({exc}); assuming topic {args.topic} exists")
-    yield args.master, f"master {args.master}"
+
+    def create(name: str, partitions: int) -> None:
+        try:
+            admin.create_topic(name, partitions=partitions)
+            note(f"created topic {name} through {admin.url}")
+        except AdminError as exc:
+            note(f"topic {name} not created ({exc.message}); assuming it exists")
+        except OSError as exc:  # TubeMQConnectionError is one
+            note(f"admin API not reachable ({exc}); assuming topic {name} exists")
+
+    yield _Target(args.master, f"master {args.master}", create)
 
 
 def _ingest(master: str, args: argparse.Namespace, stop: StopFlag) -> dict[str, Any]:
@@ -157,12 +176,17 @@ def _consume(master: str, args: argparse.Namespace, expected: int, stop: StopFla
             "seconds": time.monotonic() - t0, "group": group}
 
 
-def _spark(master: str, args: argparse.Namespace) -> dict[str, Any]:
+def _spark(target: _Target, args: argparse.Namespace) -> dict[str, Any]:
     """Ingest through Spark's batch writer and read back with the batch reader (tubemq.spark)."""
-    from .spark_demo import run_spark_demo
+    from .spark_demo import java_problem, run_spark_demo
 
+    problem = java_problem()
+    if problem:
+        raise CliError(f"--spark: {problem}")
     n = args.spark_events if args.spark_events is not None else min(args.events, 100_000)
-    return run_spark_demo(master, args.topic + "_spark", n, partitions=args.partitions)
+    topic = args.topic + "_spark"
+    target.create_topic(topic, args.partitions)
+    return run_spark_demo(target.master, topic, n, partitions=args.partitions)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -176,7 +200,9 @@ def run(args: argparse.Namespace) -> int:
     rows: list[list[Any]] = []
     spark_result: dict[str, Any] | None = None
     with sigint_stops(stop, lambda: eprint("\ntubemq demo: interrupted; settling in-flight work")), \
-            _server(args) as (master, where):
+            _server(args) as target:
+        master, where = target.master, target.where
+        target.create_topic(args.topic, args.partitions)
         eprint(f"tubemq demo: ingesting {args.events:,} events into topic {args.topic} "
                f"({args.partitions} partitions, codec: {codec.implementation})")
         ing = _ingest(master, args, stop)
@@ -187,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         con = _consume(master, args, ing["acked"], stop)
         if args.spark and not stop:
             eprint("tubemq demo: the same ingestion through Spark")
-            spark_result = _spark(master, args)
+            spark_result = _spark(target, args)
     rows.append(["server", where])
     rows.append(["events ingested (acknowledged)", f"{ing['acked']:,}"])
     rows.append(["ingest time", f"{ing['seconds']:.2f} s"])
