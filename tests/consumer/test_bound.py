@@ -48,12 +48,13 @@ def test_partitions_attach_fetch_confirm_offsets(cluster: Any) -> None:
             offset = bc.confirm(batch)
             assert offset > batch.start_offset and batch.next_offset == offset
         assert got == [b for b, _ in data[0]]
-        assert bc.fetch(parts[0], timeout=0.1) is None  # caught up
+        assert bc.offsets(parts[0]).current == offset  # reading the position does not move it
+        assert bc.fetch(parts[0], timeout=0.1) is None  # caught up (may step over siblings' entries)
         again = bc.offsets(parts[0])
-        assert again.current == offset and again.max == 30 * 28 and bc.offsets(parts[0]) == again
+        assert offset <= again.current <= again.max == 30 * 28 and bc.offsets(parts[0]) == again
         # keys and partition strings are accepted too
         assert bc.offsets(parts[0].key) == again
-        assert bc.offsets(str(parts[0])).current == offset
+        assert bc.offsets(str(parts[0])).current == again.current
 
 
 def test_unconfirmed_fetch_returns_same_messages(cluster: Any) -> None:
