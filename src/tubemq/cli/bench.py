@@ -27,6 +27,7 @@ from .common import (
     eprint,
     note,
     temporary_cluster,
+    temporary_server_process,
 )
 from .output import format_table
 from .pipeline import SendPipeline, StopFlag, percentiles, sigint_stops
@@ -42,6 +43,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitions", type=int, default=3, help="partitions of the embedded topic (default 3)")
     p.add_argument("--size", "-s", type=int, default=100, help="message size in bytes (default 100)")
     p.add_argument("--count", "-n", type=int, default=None, help="messages (default 100000 unless --duration)")
+    p.add_argument("--in-process", action="store_true",
+                   help="run the temporary embedded server in this process (default: a child process)")
     p.add_argument("-X", "--option", action="append", metavar="KEY=VALUE",
                    help="client option for the producer/consumer, e.g. -X rpc_timeout_ms=5000")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
@@ -56,7 +59,7 @@ def register(sub: Any) -> None:
     pp = kinds.add_parser("produce", help="producer throughput/latency")
     _common(pp)
     pp.add_argument("--duration", "-d", type=float, default=None, help="run for this many seconds instead of --count")
-    pp.add_argument("--inflight", type=int, default=2000, help="max unacknowledged messages (default 2000)")
+    pp.add_argument("--inflight", type=int, default=1000, help="max unacknowledged messages (default 1000)")
     pp.set_defaults(func=run_produce)
     pc = kinds.add_parser("consume", help="consumer throughput/fetch latency")
     _common(pc)
@@ -87,10 +90,16 @@ def _target(args: argparse.Namespace) -> Iterator[str]:
         check_reachable(args.master)
         yield args.master
         return
-    note("no --master given; benchmarking a temporary embedded server (loopback, same process)")
-    with temporary_cluster() as handle:
-        handle.cluster.create_topic(args.topic, partitions=args.partitions)
-        yield handle.master
+    if args.in_process:
+        note("no --master given; benchmarking a temporary embedded server in this process")
+        with temporary_cluster() as handle:
+            handle.cluster.create_topic(args.topic, partitions=args.partitions)
+            yield handle.master
+        return
+    note("no --master given; benchmarking a temporary embedded server (a child process, loopback)")
+    with temporary_server_process() as proc:
+        proc.create_topic(args.topic, args.partitions)
+        yield proc.master
 
 
 def _payload(size: int) -> bytes:
@@ -188,7 +197,7 @@ def run_consume(args: argparse.Namespace) -> int:
     with _target(args) as master:
         prefill = args.prefill if args.prefill is not None else (0 if args.master else count)
         if prefill:
-            pipe, _ = produce_messages(master, args.topic, prefill, args.size, inflight=2000,
+            pipe, _ = produce_messages(master, args.topic, prefill, args.size, inflight=1000,
                                        progress=args.progress, label="prefill", options=args.option)
             if pipe.first_error is not None:
                 raise CliError(f"prefill failed: {type(pipe.first_error).__name__}: {pipe.first_error}")

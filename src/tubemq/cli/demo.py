@@ -48,7 +48,7 @@ def register(sub: Any) -> None:
                    help="admin HTTP port of --master, used to create the topic (default 8080)")
     p.add_argument("--topic", default="demo_events", help="topic name (default demo_events)")
     p.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
-    p.add_argument("--inflight", type=int, default=4000, help="producer in-flight window (default 4000)")
+    p.add_argument("--inflight", type=int, default=1000, help="producer in-flight window (default 1000)")
     p.add_argument("--spark", action="store_true", help="also ingest and read back through Spark (needs Java)")
     p.add_argument("--spark-events", type=int, default=None,
                    help="events for the Spark part (default: min(--events, 100000))")

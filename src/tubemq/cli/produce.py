@@ -47,7 +47,7 @@ def register(sub: Any) -> None:
     p.add_argument("--delimiter", default="\\n", help="record separator for lines/jsonl (default \\n)")
     p.add_argument("--attr", "-a", action="append", metavar="KEY=VALUE", help="attribute on every message (repeat)")
     p.add_argument("--stream-id", default=None, help="stream id ($msgType$) of every message (consumer filters)")
-    p.add_argument("--inflight", type=int, default=2000, help="max unacknowledged messages (default 2000)")
+    p.add_argument("--inflight", type=int, default=1000, help="max unacknowledged messages (default 1000)")
     p.add_argument("--limit", type=int, default=None, help="stop after this many messages")
     p.add_argument("--keep-going", action="store_true", help="keep sending after a failed message")
     p.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to wait for in-flight acks at the end")
