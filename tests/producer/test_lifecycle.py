@@ -261,3 +261,26 @@ def test_close_with_grace_flushes_everything(cluster) -> None:
     futs = [p.send_async("demo", b"x%d" % i) for i in range(3000)]
     p.close(timeout=30)
     assert all(f.done() and f.exception() is None for f in futs)
+
+
+def test_tls_end_to_end(tmp_path, stored) -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not available to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )
+    with EmbeddedCluster(data_dir=tmp_path / "d", tls_cert=str(cert), tls_key=str(key), **FAST_SERVER) as c:
+        c.create_topic("secure", partitions=2)
+        with tubemq.Producer(c.master_address, tls=True, tls_ca=str(cert), heartbeat_period_ms=200) as p:
+            r = p.send("secure", b"over tls", attributes={"a": "b"})
+            assert p.send_async("secure", b"again").result(timeout=30).message_id > 0
+        with pytest.raises(TubeMQError):  # a plain-text client cannot talk to the TLS master
+            tubemq.Producer(c.master_address, connect_timeout_ms=1000, register_retry_wait_ms=10,
+                            rpc_timeout_ms=3000)
+    assert r.message_id > 0

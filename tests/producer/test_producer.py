@@ -239,3 +239,19 @@ def test_send_async_future_can_fail_typed_and_is_concurrent_future(cluster) -> N
         with pytest.raises(TopicNotPublishedError):
             f.result(timeout=30)
         assert isinstance(f.exception(), TubeMQError)
+
+
+def test_metrics_and_stats_callback(cluster, poll) -> None:
+    cluster.create_topic("demo", partitions=1)
+    snapshots: list[dict] = []
+    with tubemq.Producer(cluster.master_address, stats_interval_s=0.05, stats_callback=snapshots.append,
+                         **FAST) as p:
+        for _ in range(20):
+            p.send("demo", b"x")
+        poll(lambda: any(s["counters"].get("producer.sent") == 20 for s in snapshots), timeout=10)
+        m = p.metrics()
+        assert m["counters"]["producer.sent"] == 20 and m["counters"]["producer.failed"] == 0
+        assert m["counters"]["master.registrations"] == 1
+        assert m["latency"]["producer.send_latency"]["count"] >= 2  # sampled: 1 message in 8
+        assert m["gauges"]["producer.outstanding"] == 0
+    assert p._core.session._stats_task is None  # the reporting task ends with the producer
