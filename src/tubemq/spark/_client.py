@@ -117,16 +117,16 @@ def discover(consumer: Any, opts: ReadOptions, *, strict: bool) -> dict[TP, Part
 
 
 def bounds(consumer: Any, partition: Partition, opts: ReadOptions) -> tuple[int, int]:
-    """(earliest, latest) offsets of ``partition``: the broker's min and max index offsets now."""
+    """(earliest, latest) offsets of ``partition``: the broker's min and max index offsets now.
+
+    The broker reports no min offset, but clamps a bootstrap offset into [min, max]: attaching at
+    0 answers with ``current`` = min (and ``max``). The driver's private group has no other use for
+    its position, so moving it is harmless.
+    """
 
     def query() -> tuple[int, int]:
-        pos = consumer.offsets(partition)
-        lo = getattr(pos, "min", None)
-        if lo is None:
-            # The registration answer carries no min: attach at 0, which the broker clamps to min.
-            consumer.detach(partition)
-            lo = consumer.attach(partition, 0).current
-        return int(lo), int(pos.max)
+        pos = consumer.attach(partition, 0)
+        return int(pos.current), int(pos.max)
 
     return with_retries(
         f"reading the offsets of {partition} from master {opts.master}",

@@ -223,15 +223,23 @@ class ArrowBuilder:
         return len(self.values)
 
     def add(self, msg: Message) -> None:
-        self.values.append(msg.data)
-        self.offsets.append(msg.offset)
-        self.times.append(self.parse_time(msg.msg_time))
-        self.ids.append(msg.message_id)
-        self.streams.append(msg.stream_id)
+        self.extend((msg,))
+
+    def extend(self, msgs: Sequence[Message]) -> None:
+        """Append messages column-wise (list comprehensions: the hot loop of a read)."""
+        self.values.extend([m.data for m in msgs])
+        self.offsets.extend([m.offset for m in msgs])
+        parse = self.parse_time
+        self.times.extend([parse(m.msg_time) for m in msgs])
+        self.ids.extend([m.message_id for m in msgs])
+        self.streams.extend([m.stream_id for m in msgs])
         if self.include_attributes:
-            attrs = msg.attributes
-            self.attrs.append(
-                [(k, v) for k, v in attrs.items() if k not in SYSTEM_ATTRIBUTES] if attrs else []
+            system = SYSTEM_ATTRIBUTES
+            self.attrs.extend(
+                [
+                    [(k, v) for k, v in m.attributes.items() if k not in system] if m.attributes else []
+                    for m in msgs
+                ]
             )
 
     def flush(self, topic: str, broker_id: int, partition_id: int) -> pa.RecordBatch:

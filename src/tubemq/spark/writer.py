@@ -17,8 +17,9 @@ Only append is supported: TubeMQ is a log, there is nothing to overwrite.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -54,26 +55,50 @@ class TubeMQCommitMessage(WriterCommitMessage):
     topics: dict[str, int] = field(default_factory=dict)
 
 
-class _Outcome:
-    """Counts acknowledgements from producer callbacks (any thread) and keeps the first failure."""
+class _Acks:
+    """Futures of sent messages, checked in order without per-message callbacks.
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
+    The producer's futures are cheap as long as nobody registers a callback or blocks on them, so
+    completed ones are harvested from the head of a deque; the deque is bounded (``limit``) by
+    waiting on its oldest future, which also bounds the task's memory.
+    """
+
+    def __init__(self, task: int, limit: int) -> None:
+        self.task = task
+        self.limit = limit
+        self.futures: collections.deque[Any] = collections.deque()
         self.acked = 0
-        self.error: BaseException | None = None
-        self.error_topic: str | None = None
 
-    def callback(self, topic: str) -> Any:
-        def done(future: Any) -> None:
-            exc = future.exception()
-            with self.lock:
-                if exc is None:
-                    self.acked += 1
-                elif self.error is None:
-                    self.error = exc
-                    self.error_topic = topic
+    def add(self, future: Any) -> None:
+        futures = self.futures
+        futures.append(future)
+        if len(futures) >= self.limit:
+            self.harvest()
+            while len(futures) >= self.limit:
+                self._check(futures.popleft(), None)
 
-        return done
+    def harvest(self) -> None:
+        futures = self.futures
+        while futures and futures[0].done():
+            self._check(futures.popleft(), None)
+
+    def drain(self, deadline: float) -> None:
+        """Check every remaining future (after ``flush``), waiting until ``deadline`` at most."""
+        while self.futures:
+            self._check(self.futures.popleft(), max(0.0, deadline - time.monotonic()))
+
+    def _check(self, future: Any, timeout: float | None) -> None:
+        try:
+            exc = future.exception(timeout)
+        except concurrent.futures.TimeoutError:
+            raise TubeMQSparkError(
+                f"messages of Spark partition {self.task} were not acknowledged in time (flushTimeoutMs)"
+            ) from None
+        if exc is not None:
+            raise TubeMQSparkError(
+                f"a message of Spark partition {self.task} was not stored by TubeMQ: {type(exc).__name__}: {exc}"
+            ) from exc
+        self.acked += 1
 
 
 def _task_identity(write_id: str) -> tuple[str, str, int]:
@@ -95,23 +120,22 @@ def write_batches(
     from .. import Producer
 
     query, batch_id, task = _task_identity(write_id)
-    outcome = _Outcome()
     rows = size = 0
     topics: dict[str, int] = {}
-    callbacks: dict[str, Any] = {}
     try:
         producer = Producer(opts.master, **dict(opts.client_options))
     except TubeMQError as exc:
         raise TubeMQSparkError(
             f"opening a producer on master {opts.master} failed: {type(exc).__name__}: {exc}"
         ) from exc
+    acks = _Acks(task, max(1024, 2 * int(getattr(producer.config, "max_pending", 65536))))
     try:
+        send = producer.send_async
+        stamp = opts.stamp_attributes
         for batch in batches:
             for topic, value, attrs, stream_id, key, msg_time in rows_for_send(
                 batch, used, opts.topic, opts.msg_time_zone
             ):
-                if outcome.error is not None:
-                    break
                 if value is None:
                     raise TubeMQSparkError(
                         f"row {rows} of Spark partition {task} has a null 'value'; TubeMQ messages need a body"
@@ -120,48 +144,33 @@ def write_batches(
                     raise TubeMQSparkError(
                         f"row {rows} of Spark partition {task} has a null 'topic' and no 'topic' option is set"
                     )
-                if opts.stamp_attributes:
+                if stamp:
                     attrs = dict(attrs) if attrs else {}
                     attrs[STAMP_QUERY] = query
                     attrs[STAMP_BATCH] = batch_id
                     attrs[STAMP_TASK] = str(task)
                     attrs[STAMP_SEQ] = str(rows)
                 try:
-                    future = producer.send_async(
+                    future = send(
                         topic, value, attributes=attrs, stream_id=stream_id, msg_time=msg_time, key=key
                     )
                 except (TubeMQError, ValueError, TypeError) as exc:
                     raise TubeMQSparkError(
-                        f"sending row {rows} of Spark partition {task} to topic {topic!r} failed: {type(exc).__name__}: {exc}"
+                        f"sending row {rows} of Spark partition {task} to topic {topic!r} failed: "
+                        f"{type(exc).__name__}: {exc}"
                     ) from exc
-                cb = callbacks.get(topic)
-                if cb is None:
-                    cb = callbacks[topic] = outcome.callback(topic)
-                future.add_done_callback(cb)
+                acks.add(future)
                 rows += 1
                 size += len(value)
                 topics[topic] = topics.get(topic, 0) + 1
-            if outcome.error is not None:
-                break
+            acks.harvest()  # fail fast: a broken send stops the task at the next batch
         deadline = time.monotonic() + opts.flush_timeout_ms / 1000.0
-        pending = producer.flush(timeout=max(0.0, deadline - time.monotonic()))
-        if outcome.error is not None:
-            exc = outcome.error
+        pending = producer.flush(timeout=opts.flush_timeout_ms / 1000.0)
+        acks.drain(deadline)
+        if pending or acks.acked != rows:
             raise TubeMQSparkError(
-                f"a message of Spark partition {task} to topic {outcome.error_topic!r} was not stored: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        if pending:
-            raise TubeMQSparkError(
-                f"{pending} message(s) of Spark partition {task} were not acknowledged within "
-                f"flushTimeoutMs={opts.flush_timeout_ms}"
-            )
-        # Callbacks may run just after flush() saw the futures complete; wait for the count briefly.
-        while outcome.acked < rows and time.monotonic() < deadline:
-            time.sleep(0.001)
-        if outcome.acked < rows:
-            raise TubeMQSparkError(
-                f"only {outcome.acked} of {rows} messages of Spark partition {task} were acknowledged"
+                f"only {acks.acked} of {rows} messages of Spark partition {task} were acknowledged "
+                f"within flushTimeoutMs={opts.flush_timeout_ms}"
             )
     finally:
         try:

@@ -1,0 +1,191 @@
+"""Spark data source throughput: batch write and batch read of N rows through ``format("tubemq")``.
+
+The embedded server runs as ``python -m tubemq.server`` in a subprocess (its own process, like a
+real broker); Spark runs ``local[2]`` on 127.0.0.1. Scenarios (each after a small warm-up that
+starts the Python workers):
+
+* ``spark write``  ``df.write.format("tubemq")`` of N rows of SIZE bytes (2 Spark partitions)
+* ``spark read``   ``spark.read.format("tubemq")...load()`` of those rows, summing ``length(value)``
+                   so every value crosses into the JVM
+* ``plain write``  one ``tubemq.Producer`` in this process: ``send_async`` N messages + ``flush``
+* ``plain read``   one ``tubemq.Consumer`` in this process iterating N messages from the earliest offset
+
+and the ratio of each Spark figure to its plain-Python counterpart. With ``--results`` the "Spark"
+section of bench/RESULTS.md is replaced (other sections are left alone).
+
+Usage: python bench/bench_spark.py [--rows 1000000] [--size 100] [--partitions 2] [--results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_server import create_topic, free_port, wait_port  # noqa: E402
+
+import tubemq  # noqa: E402
+from tubemq import codec  # noqa: E402
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+
+def spark_session(tmp: str) -> Any:
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("tubemq-bench")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", os.path.join(tmp, "warehouse"))
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def value_expr(size: int) -> str:
+    """``size`` bytes per row: a 12-digit row number padded with 'x' (distinct, checkable)."""
+    return f"cast(concat(lpad(cast(id as string), 12, '0'), repeat('x', {size - 12})) as binary) as value"
+
+
+def spark_write(spark: Any, master: str, topic: str, rows: int, size: int) -> float:
+    df = spark.range(0, rows, 1, 2).selectExpr(value_expr(size))
+    t0 = time.perf_counter()
+    df.write.format("tubemq").option("tubemq.master", master).option("topic", topic).mode("append").save()
+    return rows / (time.perf_counter() - t0)
+
+
+def spark_read(spark: Any, master: str, topic: str, rows: int, size: int) -> float:
+    t0 = time.perf_counter()
+    df = spark.read.format("tubemq").option("tubemq.master", master).option("subscribe", topic).load()
+    count, total = df.selectExpr("count(*)", "sum(length(value))").collect()[0]
+    elapsed = time.perf_counter() - t0
+    if count != rows or total != rows * size:
+        raise SystemExit(f"spark read {count} rows / {total} bytes, expected {rows} / {rows * size}")
+    return rows / elapsed
+
+
+def plain_write(master: str, topic: str, rows: int, size: int) -> float:
+    pad = b"x" * (size - 12)
+    t0 = time.perf_counter()
+    with tubemq.Producer(master) as p:
+        send = p.send_async
+        for i in range(rows):
+            send(topic, b"%012d" % i + pad)
+        pending = p.flush(120)
+    if pending:
+        raise SystemExit(f"plain write: {pending} messages not acknowledged")
+    return rows / (time.perf_counter() - t0)
+
+
+def plain_read(master: str, topic: str, rows: int, size: int) -> float:
+    n = total = 0
+    t0 = time.perf_counter()
+    with tubemq.Consumer(master, group=f"bench-plain-{os.getpid()}", topics=[topic], consume_from="earliest") as c:
+        deadline = time.monotonic() + 600
+        for msg in c:
+            n += 1
+            total += len(msg.data)
+            if n >= rows or time.monotonic() > deadline:
+                break
+    elapsed = time.perf_counter() - t0
+    if n != rows or total != rows * size:
+        raise SystemExit(f"plain read {n} messages / {total} bytes, expected {rows} / {rows * size}")
+    return rows / elapsed
+
+
+def write_results(text: str) -> None:
+    """Replace (or append) the "## Spark" section of RESULTS.md, leaving the others untouched."""
+    old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    section = text.rstrip() + "\n"
+    pattern = re.compile(r"^## Spark\b.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(old):
+        new = pattern.sub(lambda _: section + "\n", old, count=1)
+    else:
+        new = old.rstrip() + "\n\n" + section
+    RESULTS.write_text(new.rstrip() + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--results", action="store_true", help="write the Spark section of bench/RESULTS.md")
+    args = ap.parse_args()
+    if args.size < 13:
+        raise SystemExit("--size must be at least 13 bytes")
+    import pyspark
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = os.path.join(tmp, "data")
+        mport, bport, aport = free_port(), free_port(), free_port()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "tubemq.server", "--data-dir", data_dir, "--master-port", str(mport),
+             "--broker-port", str(bport), "--admin-port", str(aport), "--log-level", "WARNING"],
+        )
+        try:
+            for port in (mport, bport, aport):
+                wait_port(port)
+            master = f"127.0.0.1:{mport}"
+            for name in ("warm", "sparkt", "plaint"):
+                create_topic(aport, name, args.partitions)
+            time.sleep(1.0)  # let the broker report the topics to the master
+            spark = spark_session(tmp)
+            try:
+                spark_write(spark, master, "warm", 20_000, args.size)  # start the Python workers
+                spark_read(spark, master, "warm", 20_000, args.size)
+                sw = spark_write(spark, master, "sparkt", args.rows, args.size)
+                print(f"spark write: {sw:10.0f} rows/s", flush=True)
+                sr = spark_read(spark, master, "sparkt", args.rows, args.size)
+                print(f"spark read:  {sr:10.0f} rows/s", flush=True)
+            finally:
+                spark.stop()
+            pw = plain_write(master, "plaint", args.rows, args.size)
+            print(f"plain write: {pw:10.0f} rows/s", flush=True)
+            pr = plain_read(master, "plaint", args.rows, args.size)
+            print(f"plain read:  {pr:10.0f} rows/s", flush=True)
+        finally:
+            server.terminate()
+            server.wait(30)
+
+    table = f"""## Spark
+
+`python bench/bench_spark.py --rows {args.rows} --size {args.size} --partitions {args.partitions}`:
+{args.rows:,} rows of {args.size} B through `format("tubemq")` on Spark `local[2]` (PySpark
+{pyspark.__version__}), embedded server in a subprocess on 127.0.0.1, topic with {args.partitions} partitions
+(one store), codec `{codec.implementation}`, Python {platform.python_version()}, {os.cpu_count()} cores.
+Plain = one `tubemq.Producer` (`send_async` + `flush`) / one `tubemq.Consumer` (iteration) in one
+Python process moving the same rows without Spark.
+
+| operation | Spark rows/s | plain Python rows/s | Spark / plain |
+| --- | ---: | ---: | ---: |
+| batch write | {sw:,.0f} | {pw:,.0f} | {sw / pw:.2f} |
+| batch read | {sr:,.0f} | {pr:,.0f} | {sr / pr:.2f} |
+
+Spark times include planning and task scheduling (Python workers already started by a warm-up).
+"""
+    print(table)
+    if args.results:
+        write_results(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,336 @@
+"""The executor side of a read: one Spark task reads ``[start, end)`` of one TubeMQ partition.
+
+Ranges are read with ``read_range`` of the asyncio ``tubemq.aio.BoundConsumer``, which is exact
+and deterministic: it returns the messages stored at index offsets ``[start, end)``, cutting the
+last fetch at the first message stored at or after ``end`` (found by probing the partition at
+``end``), also when sibling partitions share the store. So a retried task returns the same rows and
+consecutive ranges neither lose nor repeat messages.
+
+The consumer runs on a private event-loop thread of the task: the Spark-facing generator asks it
+for the next chunk of messages (one cross-thread call per Arrow batch, not per message) and the
+next chunk is fetched while Spark consumes the current one. The loop keeps running between
+chunks, so the consumer's broker heartbeats keep its registration alive however slow the
+downstream is.
+
+Progress is measured with exact broker offsets: when ``read_range`` stops early (a fetch found
+nothing -- e.g. the rest of the range holds only sibling partitions' entries, or the broker asked
+the client to back off), the committed offset of the task's private group says where the read
+stands; reading resumes there until the range is done, and the task fails when there is no
+progress for ``pollTimeoutMs``. A transport failure in the middle of a range is retried
+(``fetchOffset.numRetries``) with a new consumer from just after the last returned message,
+skipping messages already returned (by ``message_id``), so each message is returned once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.types import StructType
+
+from ..errors import TubeMQError
+from ._client import describe, is_retryable, new_group
+from ._compat import TubeMQSparkError
+from .offsets import ENTRY_SIZE
+from .options import ReadOptions
+from .schema import ArrowBuilder, arrow_schema_for
+
+log = logging.getLogger("tubemq.spark.task")
+
+#: Message ids remembered to skip re-read messages after a mid-range reconnect (a resume re-reads
+#: at most part of one fetch, which the broker caps at 1 MiB).
+_RESUME_WINDOW = 1 << 16
+#: Longest pause between attempts while a range makes no progress.
+_MAX_IDLE_WAIT_S = 0.5
+
+
+class _Loop:
+    """A private asyncio loop on a daemon thread (the task's consumer lives there)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+
+        def main() -> None:
+            asyncio.set_event_loop(self.loop)
+            self.loop.call_soon(started.set)
+            self.loop.run_forever()
+
+        self.thread = threading.Thread(target=main, name="tubemq-spark-read", daemon=True)
+        self.thread.start()
+        started.wait(30)
+
+    def submit(self, coro: Any) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Any, timeout: float) -> Any:
+        fut = self.submit(coro)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise TubeMQSparkError(f"the TubeMQ client did not answer within {timeout:g} s") from None
+
+    def stop(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            if not self.thread.is_alive():
+                self.loop.close()
+
+
+async def _take(agen: AsyncIterator[Any], n: int) -> list[Any]:
+    """Up to ``n`` messages from ``agen``; fewer (possibly none) means it is exhausted."""
+    out: list[Any] = []
+    try:
+        while len(out) < n:
+            out.append(await agen.__anext__())
+    except StopAsyncIteration:
+        pass
+    return out
+
+
+class _Session:
+    """One attempt: an asyncio ``BoundConsumer`` in a private group on a private loop."""
+
+    def __init__(self, opts: ReadOptions, topic: str) -> None:
+        self.opts = opts
+        self.loop = _Loop()
+        self.consumer: Any = None
+        # every blocking wait is bounded: a client call may take a few RPC timeouts at most
+        rpc_ms = int(opts.client_options.get("rpc_timeout_ms", 10000))
+        self.call_timeout = (opts.poll_timeout_ms + 6 * rpc_ms) / 1000.0
+        topics: Any = [topic]
+        if opts.stream_ids:
+            topics = {topic: list(opts.stream_ids.get(topic, ()))}
+
+        async def open_consumer() -> Any:
+            from .. import aio
+
+            consumer = aio.BoundConsumer(
+                opts.master, new_group(opts.group_prefix, "read"), topics, **dict(opts.client_options)
+            )
+            await consumer.start()
+            return consumer
+
+        try:
+            self.consumer = self.loop.run(open_consumer(), self.call_timeout)
+        except BaseException:
+            self.loop.stop()
+            raise
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run(coro, self.call_timeout)
+
+    def close(self) -> None:
+        try:
+            if self.consumer is not None:
+                self.loop.run(self.consumer.close(), self.call_timeout)
+        except Exception as exc:  # noqa: BLE001 - closing is best effort; the broker expires the rest
+            log.warning("closing the read consumer failed: %s", exc)
+        finally:
+            self.loop.stop()
+
+
+class _Dedup:
+    """Recently returned messages, to drop re-read ones after a mid-range reconnect.
+
+    Cheap per message: the ids of whole chunks are kept (until they cover ``_RESUME_WINDOW``
+    messages) and a set is only built when a resume needs it.
+    """
+
+    def __init__(self) -> None:
+        self.chunks: collections.deque[list[int]] = collections.deque()
+        self.kept = 0
+        self.ids: set[int] = set()
+        self.skipping = False
+
+    def remember(self, msgs: Sequence[Any]) -> None:
+        self.chunks.append([m.message_id for m in msgs])
+        self.kept += len(msgs)
+        while len(self.chunks) > 1 and self.kept - len(self.chunks[0]) >= _RESUME_WINDOW:
+            self.kept -= len(self.chunks.popleft())
+
+    def resume(self) -> None:
+        """A reconnect will re-read from an estimated offset: skip what was already returned."""
+        self.ids = {mid for chunk in self.chunks for mid in chunk}
+        self.skipping = bool(self.ids)
+
+    def fresh(self, msgs: Sequence[Any]) -> Sequence[Any]:
+        """``msgs`` minus the re-read ones at their head (only while skipping)."""
+        if not self.skipping:
+            return msgs
+        i = 0
+        while i < len(msgs) and msgs[i].message_id in self.ids:
+            i += 1
+        if i < len(msgs):
+            self.skipping = False
+            self.ids = set()
+        return msgs[i:]
+
+
+class _Progress:
+    """Where the task stands: every message stored before ``cur`` has been returned.
+
+    ``cur`` is exact after a completed ``read_range`` (the broker's committed offset of the task's
+    private group) and a safe under-estimate after a failure (last message's offset + 28; per-message
+    offsets never exceed the true ones), which is why a resumed read skips already returned ids.
+    """
+
+    def __init__(self, start: int) -> None:
+        self.cur = start
+
+
+def read_partition(opts: ReadOptions, schema: StructType, part: Any) -> Iterator[Any]:
+    """The rows of ``part`` (a ``TubeMQInputPartition``) as Arrow record batches."""
+    builder = ArrowBuilder(arrow_schema_for(schema), opts.include_attributes, opts.msg_time_zone)
+    where = describe(part.topic, part.key, part.start, part.end)
+    dedup = _Dedup()
+    progress = _Progress(part.start)
+    failures = 0
+    while True:
+        session: _Session | None = None
+        try:
+            session = _Session(opts, part.topic)
+            partition = _find_partition(session, opts, part)
+            if partition is None:
+                return
+            progress.cur, stop = _check_loss(session, partition, opts, part, progress.cur, where)
+            yield from _read(session, partition, opts, part, stop, builder, dedup, progress, where)
+            break
+        except TubeMQSparkError:
+            raise
+        except TubeMQError as exc:
+            if failures >= opts.num_retries or not is_retryable(exc):
+                attempts = f" after {failures + 1} attempts" if failures else ""
+                raise TubeMQSparkError(
+                    f"reading {where} from master {opts.master} failed{attempts}: {type(exc).__name__}: {exc}"
+                ) from exc
+            failures += 1
+            dedup.resume()
+            log.warning(
+                "reading %s failed (attempt %d), resuming at offset %d: %s",
+                where,
+                failures,
+                progress.cur,
+                exc,
+            )
+            time.sleep(opts.retry_interval_ms / 1000.0)
+        finally:
+            if session is not None:
+                session.close()
+    if len(builder):
+        yield builder.flush(part.topic, part.broker_id, part.partition_id)
+
+
+def _read(
+    session: _Session,
+    partition: Any,
+    opts: ReadOptions,
+    part: Any,
+    stop: int,
+    builder: ArrowBuilder,
+    dedup: _Dedup,
+    progress: _Progress,
+    where: str,
+) -> Iterator[Any]:
+    """Full Arrow batches until ``[progress.cur, stop)`` is read."""
+    consumer = session.consumer
+    chunk = opts.arrow_batch_size
+    idle_since = time.monotonic()
+    wait = 0.02
+    while progress.cur < stop:
+        agen = consumer.read_range(partition, progress.cur, stop, timeout=0.0)
+        pending = session.loop.submit(_take(agen, chunk))
+        try:
+            while True:
+                msgs = pending.result(session.call_timeout)
+                if not msgs:
+                    break
+                pending = session.loop.submit(_take(agen, chunk))  # prefetch while Spark works
+                idle_since = time.monotonic()
+                msgs = dedup.fresh(msgs)
+                if not msgs:
+                    continue
+                dedup.remember(msgs)
+                progress.cur = msgs[-1].offset + ENTRY_SIZE
+                room = chunk - len(builder)
+                builder.extend(msgs[:room])
+                if len(builder) >= chunk:
+                    yield builder.flush(part.topic, part.broker_id, part.partition_id)
+                    rest = msgs[room:]
+                    while rest:
+                        builder.extend(rest[:chunk])
+                        rest = rest[chunk:]
+                        if len(builder) >= chunk:
+                            yield builder.flush(part.topic, part.broker_id, part.partition_id)
+        finally:
+            if not pending.done():  # closed early by Spark: stop the prefetch before closing the range
+                pending.cancel()
+                with contextlib.suppress(Exception):
+                    pending.result(session.call_timeout)
+            with contextlib.suppress(Exception):
+                session.run(agen.aclose())
+        # read_range stopped: our private group's committed offset says exactly where the read stands
+        position = session.run(consumer.offsets(partition))
+        if position.current >= stop:
+            return
+        if position.current > progress.cur:
+            progress.cur = position.current
+            idle_since = time.monotonic()
+            wait = 0.02
+            continue
+        if time.monotonic() - idle_since > opts.poll_timeout_ms / 1000.0:
+            raise TubeMQSparkError(
+                f"reading {where}: no progress at offset {progress.cur} for pollTimeoutMs={opts.poll_timeout_ms} "
+                f"(the broker's latest offset is {position.max})"
+            )
+        time.sleep(wait)
+        wait = min(wait * 2, _MAX_IDLE_WAIT_S)
+
+
+def _find_partition(session: _Session, opts: ReadOptions, part: Any) -> Any:
+    parts = session.run(session.consumer.partitions(part.topic))
+    for p in parts:
+        if p.broker_id == part.broker_id and p.partition_id == part.partition_id:
+            return p
+    msg = f"partition {part.key} of topic {part.topic!r} is gone (topic deleted or broker offline)"
+    if opts.fail_on_data_loss:
+        raise TubeMQSparkError(
+            f"{msg}; cannot read {describe(part.topic, part.key, part.start, part.end)}. "
+            "Set failOnDataLoss=false to skip it"
+        )
+    log.warning("%s; skipping its offsets [%d, %d)", msg, part.start, part.end)
+    return None
+
+
+def _check_loss(
+    session: _Session, partition: Any, opts: ReadOptions, part: Any, start: int, where: str
+) -> tuple[int, int]:
+    """(offset to read from, offset to stop at): the range, minus data expired or truncated away."""
+    pos = session.run(session.consumer.attach(partition, 0))  # the broker clamps 0 up to its min
+    lo, hi = pos.current, pos.max
+    stop = part.end
+    if start < lo:
+        msg = f"{where}: offsets [{start}, {min(lo, part.end)}) expired before they were read (earliest is now {lo})"
+        if opts.fail_on_data_loss:
+            raise TubeMQSparkError(msg + "; set failOnDataLoss=false to continue without them")
+        log.warning("%s; continuing from %d", msg, lo)
+        start = lo
+    if hi < stop:
+        msg = f"{where}: the broker's latest offset is now {hi}, below the end of the range (store truncated)"
+        if opts.fail_on_data_loss:
+            raise TubeMQSparkError(msg + "; set failOnDataLoss=false to read what is left")
+        log.warning("%s; reading up to %d", msg, hi)
+        stop = hi
+    return start, stop
+
+
+__all__ = ["read_partition"]
