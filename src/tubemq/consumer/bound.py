@@ -392,7 +392,9 @@ class AsyncBoundConsumer:
             if slot is None or not slot.registered:
                 return await self._attach(p, None)
             if slot.state is PartitionState.OWNED:
-                ok, code, msg, curr, mx = await self.brokers.commit(p, True)  # nothing in flight: no move
+                # nothing handed out: the commit applies the pending confirm (a rolled-back batch stays
+                # rolled back) and reports the position; no unconfirmed data is committed
+                ok, code, msg, curr, mx = await self.brokers.commit(p, slot.last_consumed)
                 if ok:
                     slot.curr_offset, slot.max_offset = curr, mx if mx >= 0 else slot.max_offset
                 else:
@@ -408,7 +410,9 @@ class AsyncBoundConsumer:
         async with self._lock(p.key):
             return await self._fetch(p, timeout)
 
-    async def _fetch(self, p: Partition, timeout: float) -> Batch | None:
+    async def _fetch(self, p: Partition, timeout: float, stop: int | None = None) -> Batch | None:
+        """One batch (waiting up to ``timeout`` for data); with ``stop``, None as soon as the
+        partition's position reached ``stop`` (empty reads move it over siblings' entries)."""
         slot = self.table.get(p.key)
         if slot is None or not slot.registered:
             await self._attach(p, None)
@@ -427,6 +431,15 @@ class AsyncBoundConsumer:
                 return batch
             if not slot.registered:
                 raise error_for_code(slot.last_code, f"partition {p.key} lost: {slot.last_message}")
+            if stop is not None and slot.state is PartitionState.OWNED \
+                    and slot.last_code in (ErrorCode.SUCCESS, ErrorCode.NOT_FOUND):
+                # nothing handed out: this commit only applies the pending confirm (no data moves)
+                ok, _code, _msg, curr, mx = await self.brokers.commit(p, slot.last_consumed)
+                if ok:
+                    slot.curr_offset = curr
+                    slot.max_offset = mx if mx >= 0 else slot.max_offset
+                    if curr >= stop:
+                        return None
             if slot.last_code == ErrorCode.SUCCESS and empty_reads < MAX_EMPTY_READS:
                 empty_reads += 1  # only other partitions' index entries: the offset moved, read on
                 continue
@@ -490,11 +503,15 @@ class AsyncBoundConsumer:
             offset = pos.current
             sent = 0
             while offset < stop and (max_messages is None or sent < max_messages):
-                batch = await self._fetch(p, timeout)
+                batch = await self._fetch(p, timeout, stop)
                 if batch is None:
-                    return
+                    break  # reached ``stop`` or no data for ``timeout`` seconds
                 slot = batch._slot
                 assert slot is not None
+                if batch.start_offset >= stop:
+                    self.table.confirm(slot, batch._booking, False)
+                    offset = batch.start_offset
+                    break
                 nxt = await self._confirm(slot, batch, True)
                 messages = batch.messages
                 if nxt > stop:
@@ -505,9 +522,10 @@ class AsyncBoundConsumer:
                     sent += 1
                     yield m
                 if nxt <= offset:
-                    return  # no progress (cannot happen with a sane broker): avoid spinning
+                    break  # no progress (cannot happen with a sane broker): avoid spinning
                 offset = nxt
-            if end is not None and offset > end:
+            slot = self.table.get(p.key)
+            if end is not None and slot is not None and slot.curr_offset != end and offset >= end:
                 await self._attach(p, end)  # leave the committed position exactly at ``end``
 
     async def _cut(self, p: Partition, messages: list[Message], stop: int) -> list[Message]:
