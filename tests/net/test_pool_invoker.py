@@ -97,7 +97,10 @@ def test_shared_pool_is_refcounted(frame_server, run) -> None:
         assert conn.closed and b.closed
         c = ConnectionPool.acquire_shared()
         assert c is not a
+        d = ConnectionPool.acquire_shared(max_inflight=8)  # other settings: another pool
+        assert d is not c and d.max_inflight == 8
         await c.close()
+        await d.close()
         await srv.close()
 
     run(main())

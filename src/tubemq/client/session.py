@@ -117,7 +117,9 @@ class MasterSessionBase:
         if self._pool is None:
             ssl_ctx = self.config.ssl_context()
             if self.config.pool == "shared" and ssl_ctx is None:
-                self._pool = ConnectionPool.acquire_shared()
+                self._pool = ConnectionPool.acquire_shared(
+                    connect_timeout=self.config.connect_timeout_ms / 1000.0, max_inflight=self.config.max_inflight
+                )
             else:
                 self._pool = ConnectionPool(
                     ssl=ssl_ctx,

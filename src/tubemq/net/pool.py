@@ -44,7 +44,7 @@ class AddressHealth:
 class ConnectionPool:
     """One connection per address, opened on demand; see the module docstring."""
 
-    _shared: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ConnectionPool]] = (
+    _shared: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[float, int], ConnectionPool]]] = (
         weakref.WeakKeyDictionary()
     )
 
@@ -73,18 +73,23 @@ class ConnectionPool:
         self._reaper: asyncio.Task[None] | None = None
         self._refs = 1
         self._shared_loop: asyncio.AbstractEventLoop | None = None
+        self._shared_key: tuple[float, int] | None = None
 
     # ------------------------------------------------------------------ sharing
 
     @classmethod
-    def acquire_shared(cls) -> ConnectionPool:
-        """The pool shared by every client of the running loop (ref-counted; ``close()`` releases)."""
+    def acquire_shared(cls, *, connect_timeout: float = 3.0, max_inflight: int = DEFAULT_MAX_INFLIGHT) -> ConnectionPool:
+        """The pool shared by every client of the running loop with the same connection settings
+        (ref-counted; ``close()`` releases the reference)."""
         loop = asyncio.get_running_loop()
-        pool = cls._shared.get(loop)
+        key = (float(connect_timeout), int(max_inflight))
+        pools = cls._shared.setdefault(loop, {})
+        pool = pools.get(key)
         if pool is None or pool.closed:
-            pool = cls()
+            pool = cls(connect_timeout=connect_timeout, max_inflight=max_inflight)
             pool._shared_loop = loop
-            cls._shared[loop] = pool
+            pool._shared_key = key
+            pools[key] = pool
         else:
             pool._refs += 1
         return pool
@@ -199,8 +204,10 @@ class ConnectionPool:
         if self._refs > 0:
             return
         self.closed = True
-        if self._shared_loop is not None and self._shared.get(self._shared_loop) is self:
-            del self._shared[self._shared_loop]
+        if self._shared_loop is not None:
+            pools = self._shared.get(self._shared_loop, {})
+            if pools.get(self._shared_key) is self:  # type: ignore[arg-type]
+                del pools[self._shared_key]  # type: ignore[arg-type]
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None

@@ -8,6 +8,7 @@ messages in flight (further senders wait).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,6 +24,8 @@ class Producer:
                  **options: Any) -> None:
         if config is None:
             config = ProducerConfig.from_options(master, options)  # type: ignore[arg-type]
+        elif master is not None or options:
+            config = dataclasses.replace(config, **dict(options, **({"master": master} if master is not None else {})))
         self.config = config
         self._core = ProducerCore(config)
         self._pending = 0
