@@ -255,3 +255,23 @@ def test_metrics_and_stats_callback(cluster, poll) -> None:
         assert m["latency"]["producer.send_latency"]["count"] >= 2  # sampled: 1 message in 8
         assert m["gauges"]["producer.outstanding"] == 0
     assert p._core.session._stats_task is None  # the reporting task ends with the producer
+
+
+def test_blocking_send_from_a_loop_callback_is_refused(cluster, poll) -> None:
+    cluster.create_topic("demo", partitions=1)
+    errors: list[BaseException] = []
+    holder: dict[str, tubemq.Producer] = {}
+
+    def callback(snapshot: dict) -> None:  # runs on the client's event-loop thread
+        producer = holder.get("p")
+        if producer is not None and not errors:
+            try:
+                producer.send("demo", b"from the loop thread")
+            except TubeMQError as exc:
+                errors.append(exc)
+
+    with tubemq.Producer(cluster.master_address, stats_interval_s=0.05, stats_callback=callback, **FAST) as p:
+        holder["p"] = p
+        poll(lambda: errors, timeout=10)  # refused at once instead of deadlocking the loop
+        assert p.send_async("demo", b"x").result(timeout=30).message_id > 0
+    assert "send_async" in str(errors[0])

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..config import ProducerConfig
-from ..errors import ClientClosedError, TubeMQTimeoutError
+from ..errors import ClientClosedError, TubeMQError, TubeMQTimeoutError
 from ..net.loop import LoopThread
 from .core import ProducerCore, SendResult
 from .future import SendFuture
@@ -137,6 +137,9 @@ class Producer:
              stream_id: str | None = None, msg_time: Any = None, key: Any = None,
              timeout: float | None = None) -> SendResult:
         """Send and wait for the broker's answer; raises the failure as a typed TubeMQError."""
+        if self._lt.in_loop_thread:
+            raise TubeMQError("Producer.send() would block the client's own event-loop thread (called from "
+                              "a callback?): use send_async() there")
         fut = self.send_async(topic, data, attributes=attributes, stream_id=stream_id, msg_time=msg_time, key=key)
         try:
             return fut.result(self._default_wait() if timeout is None else timeout)
