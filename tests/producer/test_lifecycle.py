@@ -30,6 +30,21 @@ def _present(msg) -> set[str]:
     return {f.name for f, _ in msg.ListFields()}
 
 
+def _protobuf_frame(serial: int, service_type: int, method: int, body: bytes, timeout: int) -> bytes:
+    """The request frame built with protobuf objects and writeDelimitedTo-style prefixes."""
+    from google.protobuf.internal.encoder import _VarintBytes
+
+    from tubemq.protocol import rpc_pb
+
+    parts = [
+        rpc_pb.RpcConnHeader(flag=0),
+        rpc_pb.RequestHeader(serviceType=service_type, protocolVer=3),
+        rpc_pb.RequestBody(method=method, timeout=timeout, request=body),
+    ]
+    payload = b"".join(_VarintBytes(len(b)) + b for b in (m.SerializeToString() for m in parts))
+    return codec.encode_frame(serial, payload)
+
+
 def _java_shapes() -> dict[str, set[str]]:
     """Field presence of the Java client's requests in the real capture (s1)."""
     shapes: dict[str, set[str]] = {}
@@ -84,7 +99,10 @@ def test_requests_match_java_field_presence(cluster, relay, monkeypatch) -> None
         (serial, payload), = codec.FrameDecoder().feed(frame)
         q = codec.decode_request(payload)
         assert (q.service_type, q.protocol_ver, q.method, q.timeout) == (3, 3, 13, 10000)
-        sends.append(broker_pb.SendMessageRequestP2B.FromString(q.body))
+        msg = broker_pb.SendMessageRequestP2B.FromString(q.body)
+        sends.append(msg)
+        # byte-identical to the same frame built from protobuf objects (Java writes field order)
+        assert frame == _protobuf_frame(serial, 3, 13, msg.SerializeToString(), 10000)
     assert _present(sends[0]) | {"msgType", "msgTime"} == java["BROKER_PRODUCER_SENDMESSAGE"]
     assert _present(sends[0]) == java["BROKER_PRODUCER_SENDMESSAGE"] - {"msgType", "msgTime"}
     assert _present(sends[1]) == java["BROKER_PRODUCER_SENDMESSAGE"]
