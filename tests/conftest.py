@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tubemq import codec
+from tubemq.server.testing import FAST_TIMERS
 
 NO_EXT = os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")
 
@@ -26,13 +27,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
-#: Server settings that keep integration tests fast (real defaults are 60 s / 30 s).
-FAST_SERVER: dict[str, Any] = {
-    "balance_period_ms": 200,
-    "consumer_heartbeat_timeout_ms": 6000,
-    "producer_heartbeat_timeout_ms": 6000,
-    "consumer_reg_timeout_ms": 6000,
-}
+FAST_SERVER = FAST_TIMERS  # kept for older imports
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_SERVER
 
 from tubemq import codec
 from tubemq.protocol import broker_pb
 from tubemq.server import EmbeddedCluster
+from tubemq.server.testing import FAST_TIMERS as FAST_SERVER
 
 from ._raw import RawClient
 

@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import FAST_SERVER
 
 from tubemq.protocol import master_pb
 from tubemq.server import EmbeddedCluster
+from tubemq.server.testing import FAST_TIMERS as FAST_SERVER
 
 from ._raw import RawClient
 
