@@ -149,3 +149,40 @@ def test_no_auth_fields_without_auth(fake_cluster) -> None:
     for _, msg in fc.masters[0].requests:
         assert not msg.HasField("authInfo")
     assert not fc.brokers[0].sends[0].authInfo.HasField("authAuthorizedToken")
+
+
+def test_hung_broker_does_not_delay_other_sends(fake_cluster) -> None:
+    fc = fake_cluster(brokers=2)
+    a, b = fc.brokers
+    a.script = ["drop"] * 10
+
+    def by_key(topic, key, parts):  # key "a" -> broker 1, everything else -> broker 2
+        return next(p for p in parts if p.broker_id == (1 if key == "a" else 2))
+
+    with tubemq.Producer(fc.master_list, partitioner=by_key, rpc_timeout_ms=30000, **FAST) as p:
+        p.publish("demo")
+        stuck = p.send_async("demo", b"to the hung broker", key="a")
+        # answers from broker 1 never come; broker 2 traffic must not wait for them (or the timeout)
+        for i in range(20):
+            assert p.send_async("demo", b"ok %d" % i, key="b").result(timeout=10).broker_id == 2
+        assert not stuck.done()
+        p.close(timeout=0)
+        assert isinstance(stuck.exception(timeout=0), tubemq.errors.ClientClosedError)
+
+
+def test_partitioner_errors_fail_only_that_message(fake_cluster) -> None:
+    fc = fake_cluster()
+
+    def picky(topic, key, parts):
+        if key == "bad":
+            raise LookupError("no partition for 'bad'")
+        return parts[0]
+
+    with tubemq.Producer(fc.master_list, partitioner=picky, **FAST) as p:
+        assert p.send("demo", b"fine", key="good").message_id > 0
+        with pytest.raises(LookupError):
+            p.send("demo", b"x", key="bad")
+        futs = [p.send_async("demo", b"m", key="bad" if i == 3 else "good") for i in range(8)]
+        outcomes = [f.exception(timeout=10) for f in futs]
+        assert [o is None for o in outcomes] == [i != 3 for i in range(8)]
+        assert p.flush(5) == 0

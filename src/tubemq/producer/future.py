@@ -14,6 +14,7 @@ and ``cancel()`` returns False.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures._base import FINISHED, RUNNING
 from typing import Any, Generic, TypeVar
@@ -28,6 +29,7 @@ class SendFuture(Future, Generic[T]):  # type: ignore[type-arg]
 
     def __init__(self) -> None:  # noqa: D107 - deliberately not calling Future.__init__
         self._cond: threading.Condition | None = None
+        self._kick: Callable[[], None] | None = None  # set by the producer: wake its loop thread
         self._state = RUNNING
         self._result = None
         self._exception: BaseException | None = None
@@ -42,6 +44,11 @@ class SendFuture(Future, Generic[T]):  # type: ignore[type-arg]
                 cond = self._cond
                 if cond is None:
                     cond = self._cond = threading.Condition()
+            # someone is about to wait (or register a callback): make sure the producer's loop
+            # thread is not sitting idle on a message it was not woken up for
+            kick = self._kick
+            if kick is not None and self._state != FINISHED:
+                kick()
         return cond
 
     # the waiter / callback lists are only needed on the slow paths: create them on first use

@@ -51,6 +51,7 @@ class Producer:
         self._block_s = config.max_block_ms / 1000.0
         self._lt = LoopThread.shared()
         self._core = ProducerCore(config)
+        self._kick = self._core.kick
         try:
             self._lt.run(self._core.start())
         except BaseException:
@@ -93,6 +94,7 @@ class Producer:
         if self._closed:
             raise ClientClosedError("producer is closed")
         fut: SendFuture[SendResult] = SendFuture()
+        fut._kick = self._kick
         job = self._core.make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
         job.fut = fut
         n = next(self._submitted)
