@@ -301,6 +301,13 @@ class Connection:
 
     # ------------------------------------------------------------------ internals
 
+    def flush_now(self) -> None:
+        """Write the queued frames now instead of at the end of this loop iteration (a caller that
+        just queued a batch saves an event-loop round)."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush()
+
     def _flush(self) -> None:
         self._flush_handle = None
         buf = self._wbuf

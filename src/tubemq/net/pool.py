@@ -173,6 +173,11 @@ class ConnectionPool:
         if self._conns.get(conn.address) is conn:
             del self._conns[conn.address]
 
+    def flush_all(self) -> None:
+        """Write every connection's queued frames now (see :meth:`Connection.flush_now`)."""
+        for conn in self._conns.values():
+            conn.flush_now()
+
     def mark_failure(self, address: str, error: str) -> None:
         """Count a failure seen by a caller on an established connection (affects the back-off)."""
         h = self.health(address)

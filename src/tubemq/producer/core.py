@@ -381,7 +381,10 @@ class ProducerCore:
                 self._to_backlog(job)
                 while inbox:  # keep the order: everything after it waits behind it
                     self.accept(inbox.popleft())
-                return
+                break
+        pool = self.session._pool
+        if pool is not None:
+            pool.flush_all()  # write this batch now, not one loop iteration later
 
     def accept(self, job: _Job) -> None:
         """Take a job on the loop thread: fast dispatch or the ordered backlog."""
