@@ -16,6 +16,7 @@ import json
 import sys
 import time
 
+import tubemq
 import tubemq.aio
 
 
@@ -28,6 +29,11 @@ def enrich(data: bytes) -> bytes:
         event = {"value": event}
     event["enriched_at"] = int(time.time() * 1000)
     return json.dumps(event, separators=(",", ":")).encode()
+
+
+def user_attributes(msg: tubemq.Message) -> dict[str, str] | None:
+    """The message's own attributes (the $msgType$/$msgTime$ system keys travel as stream_id/msg_time)."""
+    return {k: v for k, v in msg.attributes.items() if not k.startswith("$")} or None
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -44,8 +50,8 @@ async def run(args: argparse.Namespace) -> int:
                 continue
             idle_since = time.monotonic()
             # all sends of the batch in flight at once; confirm only when all were acknowledged
-            await asyncio.gather(*(producer.send(args.sink, enrich(m.data), attributes=m.attributes or None)
-                                   for m in batch))
+            await asyncio.gather(*(producer.send(args.sink, enrich(m.data), stream_id=m.stream_id or None,
+                                                 attributes=user_attributes(m)) for m in batch))
             await consumer.confirm(batch)
             done += len(batch)
     print(f"enriched {done} events from {args.source} into {args.sink}")

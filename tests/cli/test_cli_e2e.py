@@ -267,3 +267,24 @@ def test_serve_foreground_and_sigterm(tmp_path: Path) -> None:
             proc.wait(10)
     assert proc.returncode == 0, output
     assert b"Traceback" not in output
+
+
+def test_authentication_options(tmp_path: Path) -> None:
+    from tubemq.server import EmbeddedCluster
+
+    with EmbeddedCluster(data_dir=tmp_path / "d", auth_enabled=True, auth_users={"alice": "s3cret"},
+                         visit_token_check=True, **CLI_SERVER) as c:
+        c.create_topic("secure", partitions=1)
+        r = run_cli(["produce", "-t", "secure", "-m", c.master_address, "-"], input=b"x\n", timeout=120)
+        assert r.returncode == 1
+        err = r.stderr.decode()
+        assert "Traceback" not in err and "auth_user" in err
+        assert len(err.strip().splitlines()) == 1, err
+        creds = ["-X", "auth_user=alice", "-X", "auth_password=s3cret"]
+        r = run_cli(["produce", "-t", "secure", "-m", c.master_address, *creds, "-"], input=b"top secret\n",
+                    timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert b"s3cret" not in r.stderr
+        out = tmp_path / "o.txt"
+        _consume_all(c, "secure", "g_sec", out, count=1, extra=creds)
+        assert out.read_bytes() == b"top secret\n"

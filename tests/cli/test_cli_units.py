@@ -160,3 +160,26 @@ def test_pipeline_stops_on_first_error() -> None:
     s = pipe.summary()
     assert s["acknowledged"] + s["failed"] == s["submitted"] == sent
     assert isinstance(pipe.first_error, RuntimeError)
+
+
+def test_serve_options_build_server_config(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tubemq.cli import build_parser
+    from tubemq.cli.serve import build_config
+
+    users = tmp_path / "users.txt"
+    users.write_text("# comment\nbob:pw2\n")
+    args = build_parser().parse_args([
+        "serve", "--data-dir", str(tmp_path), "--master-port", "0", "--auth-user", "alice:pw1",
+        "--auth-users-file", str(users), "--admin-token", "tok", "--flush", "always", "--retention-ms", "60000",
+    ])
+    cfg = build_config(args)
+    assert cfg.auth_enabled and cfg.visit_token_check and cfg.auth_users == {"alice": "pw1", "bob": "pw2"}
+    assert cfg.admin_token == "tok" and cfg.flush == "always" and cfg.retention_ms == 60000
+    assert "pw1" not in repr(cfg)
+    bad = build_parser().parse_args(["serve", "--data-dir", str(tmp_path), "--auth-user", "nopassword"])
+    with pytest.raises(CliError) as e:
+        build_config(bad)
+    assert e.value.code == 2
+    bad = build_parser().parse_args(["serve", "--data-dir", str(tmp_path), "--tls-cert", "c.pem"])
+    with pytest.raises(CliError):
+        build_config(bad)

@@ -58,11 +58,20 @@ def _setup_logging(verbosity: int, command: str) -> None:
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         return
     if verbosity <= 0:
-        # Library warnings still matter to a command line user; show them tersely.
-        logging.basicConfig(level=logging.WARNING, format="tubemq: %(levelname)s %(name)s: %(message)s")
+        # The outcome is reported by the command itself (one line on failure); the retries and
+        # warnings that led to it are for -v, so a failing command stays a one-line answer.
+        logging.basicConfig(level=logging.ERROR, format="tubemq: %(levelname)s %(name)s: %(message)s")
         return
     level = logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _hint(exc: BaseException) -> str:
+    from ..errors import AuthenticationError
+
+    if isinstance(exc, AuthenticationError):
+        return " (authentication: pass -X auth_user=NAME -X auth_password=SECRET)"
+    return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,6 +104,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..errors import TubeMQError
 
         if isinstance(exc, TubeMQError | OSError) and args.verbose < 2:
-            eprint(f"tubemq {args.command}: {describe_error(exc)}")
+            eprint(f"tubemq {args.command}: {describe_error(exc)}{_hint(exc)}")
             return EXIT_FAILURE
         raise

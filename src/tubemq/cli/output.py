@@ -14,6 +14,8 @@ from typing import Any
 
 __all__ = ["format_table", "message_to_json", "envelope_fields", "print_json"]
 
+_SYSTEM_KEYS = frozenset({"$msgType$", "$msgTime$"})
+
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, indent: str = "") -> str:
     """A left-aligned plain text table (numbers right-aligned), no trailing spaces."""
@@ -56,7 +58,8 @@ def message_to_json(msg: Any) -> str:
         "message_id": getattr(msg, "message_id", None),
         "stream_id": getattr(msg, "stream_id", None) or None,
         "msg_time": getattr(msg, "msg_time", None) or None,
-        "attributes": dict(getattr(msg, "attributes", None) or {}),
+        # $msgType$ / $msgTime$ are the stream_id / msg_time fields already
+        "attributes": {k: v for k, v in (getattr(msg, "attributes", None) or {}).items() if k not in _SYSTEM_KEYS},
     }
     data = bytes(msg.data)
     try:

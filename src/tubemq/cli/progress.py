@@ -22,6 +22,8 @@ def format_count(n: float) -> str:
     for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(n) >= div:
             return f"{n / div:.2f}{unit}"
+    if n != int(n) and abs(n) < 10:
+        return f"{n:.1f}"
     return f"{n:.0f}"
 
 

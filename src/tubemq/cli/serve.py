@@ -32,6 +32,13 @@ def register(sub: Any) -> None:
         action="store_true",
         help="require signed client authentication at the master (TubeMQ §8.2) and visit tokens at the broker",
     )
+    p.add_argument(
+        "--auth-user", action="append", metavar="USER:PASSWORD",
+        help="a user whose signature the master verifies (repeat; implies --auth). Without users the master, "
+        "like a real one with the default handler, checks only that user, signature and timestamp are present",
+    )
+    p.add_argument("--auth-users-file", type=Path, default=None,
+                   help="file with one USER:PASSWORD per line (keeps passwords out of the process list)")
     p.add_argument("--tls-cert", default=None, help="PEM certificate: serve TLS on the RPC ports")
     p.add_argument("--tls-key", default=None, help="PEM private key for --tls-cert")
     p.add_argument(
@@ -74,15 +81,35 @@ def build_config(args: argparse.Namespace) -> Any:
         "retention_bytes": args.retention_bytes,
         "standby": args.standby,
     }
-    if args.auth:
+    users = _auth_users(args)
+    if args.auth or users:
         options["auth_enabled"] = True
         options["visit_token_check"] = True
+    if users:
+        options["auth_users"] = users
     if args.balance_period_ms is not None:
         options["balance_period_ms"] = args.balance_period_ms
     try:
         return ServerConfig(**options)
     except ConfigError as exc:
         raise CliError(f"bad server option {exc}", EXIT_USAGE) from None
+
+
+def _auth_users(args: argparse.Namespace) -> dict[str, str]:
+    entries = list(args.auth_user or [])
+    if args.auth_users_file is not None:
+        try:
+            text = args.auth_users_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"cannot read {args.auth_users_file}: {exc.strerror or exc}") from None
+        entries += [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    users: dict[str, str] = {}
+    for entry in entries:
+        user, sep, password = entry.partition(":")
+        if not sep or not user.strip() or not password:
+            raise CliError("an auth user is USER:PASSWORD (a non-empty user and password)", EXIT_USAGE)
+        users[user.strip()] = password
+    return users
 
 
 def run(args: argparse.Namespace) -> int:
