@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -59,13 +61,15 @@ def run_async(master: str, topic: str, size: int, seconds: float) -> float:
         for f in [p.send_async(topic, payload) for _ in range(2000)]:
             f.result()
         n = 0
-        futs = []
+        futs: collections.deque[concurrent.futures.Future[tubemq.SendResult]] = collections.deque()
         t0 = time.perf_counter()
         deadline = t0 + seconds
         send_async = p.send_async
         while time.perf_counter() < deadline:
             futs.extend(send_async(topic, payload) for _ in range(1000))
             n += 1000
+            while len(futs) > 50000:  # check acknowledgements as they come, like an application
+                futs.popleft().result()
         for f in futs:
             f.result()  # every message acknowledged (raises on any failure)
         return n / (time.perf_counter() - t0)
