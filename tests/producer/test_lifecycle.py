@@ -302,3 +302,17 @@ def test_tls_end_to_end(tmp_path, stored) -> None:
             tubemq.Producer(c.master_address, connect_timeout_ms=1000, register_retry_wait_ms=10,
                             rpc_timeout_ms=3000)
     assert r.message_id > 0
+
+
+def test_forgotten_producer_deregisters_when_collected(cluster, relay, poll) -> None:
+    import gc
+
+    cluster.create_topic("demo", partitions=1)
+    r = relay(cluster.master_address)
+    p = tubemq.Producer(r.address, heartbeat_period_ms=50)
+    p.send("demo", b"x")
+    core = p._core
+    del p
+    gc.collect()
+    poll(lambda: core.closed and 3 in r.methods(), timeout=10)  # close request sent, heartbeat stopped
+    assert core.session._hb_task is None

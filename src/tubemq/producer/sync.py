@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -61,6 +62,9 @@ class Producer:
             finally:
                 self._lt.stop()
             raise
+        # a producer dropped without close() (or still open at exit) deregisters instead of leaving
+        # a heartbeat running on the shared loop thread
+        self._finalizer = weakref.finalize(self, _finalize, self._lt, self._core)
 
     # ------------------------------------------------------------------ info
 
@@ -166,6 +170,7 @@ class Producer:
             if self._closed:
                 return
             self._closed = True
+        self._finalizer.detach()
         try:
             self._lt.run(self._core.close(timeout))
         finally:
@@ -183,6 +188,20 @@ class Producer:
 
     def __repr__(self) -> str:
         return f"<tubemq.Producer {self.client_id} {'closed' if self._closed else 'open'}>"
+
+
+def _finalize(lt: LoopThread, core: ProducerCore) -> None:
+    """Close a producer its owner forgot (garbage collection or interpreter exit); never raises."""
+    try:
+        if not lt.stopped and not core.closed:
+            lt.run(core.close(1.0), timeout=5.0)
+    except BaseException:  # noqa: BLE001 - finalizers must not raise
+        pass
+    finally:
+        try:
+            lt.stop()
+        except BaseException:  # noqa: BLE001
+            pass
 
 
 __all__ = ["Producer", "SendResult"]
