@@ -77,7 +77,19 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._consumer
 
     def _snapshot(self) -> dict[TP, tuple[int, int]]:
-        """(earliest, latest) of every reachable partition now; unreachable ones are left out."""
+        """(earliest, latest) of every reachable partition now; unreachable ones are left out.
+
+        The driver's consumer lives as long as the query; if its session broke (master restart,
+        expired membership...), one more attempt is made with a fresh consumer.
+        """
+        try:
+            return self._snapshot_once()
+        except TubeMQSparkError as exc:
+            log.warning("offset lookup failed, retrying with a new consumer: %s", exc)
+            self._drop_driver()
+            return self._snapshot_once()
+
+    def _snapshot_once(self) -> dict[TP, tuple[int, int]]:
         consumer = self._driver()
         try:
             self._parts = discover(consumer, self.opts, strict=False)
