@@ -97,7 +97,7 @@ def test_option_names_are_case_insensitive_like_spark() -> None:
         ({**BASE, "tubemq.no_such_setting": "1"}, "tubemq.no_such_setting", "not a consumer setting"),
         ({**BASE, "tubemq.rpc_timeout_ms": "1"}, "tubemq.rpc_timeout_ms", "3000"),
         ({**BASE, "tubemq.rpcTimeoutMs": "soon"}, "tubemq.rpctimeoutms", "bad value"),
-        ({**BASE, "tubemq.group": "g"}, "tubemq.group", "not a consumer setting"),
+        ({**BASE, "tubemq.group": "g"}, "tubemq.group", "managed by the source"),
     ],
 )
 def test_bad_read_options_name_the_option(options: dict[str, str], field: str, text: str) -> None:

@@ -134,3 +134,29 @@ def test_bad_write_options_and_columns(spark: Any) -> None:
         )
     )
     assert "tubemq.max_pending" in msg
+
+
+def test_offsets_beyond_the_data_fail_at_planning(spark: Any, tube: Any, topic_name: str) -> None:
+    tube.create_topic(topic_name, partitions=1)
+    msg = failure(
+        lambda: (
+            spark.read.format("tubemq")
+            .option("tubemq.master", tube.master_address)
+            .option("subscribe", topic_name)
+            .option("endingOffsets", f'{{"{topic_name}": {{"1:0": 2800}}}}')
+            .load()
+            .collect()
+        )
+    )
+    assert "endingOffsets 2800" in msg and "beyond the latest offset 0" in msg
+
+    msg = failure(
+        lambda: (
+            spark.read.format("tubemq")
+            .option("tubemq.master", tube.master_address)
+            .option("subscribe", "no_such_topic")
+            .load()
+            .collect()
+        )
+    )
+    assert "subscribe: topic(s) no_such_topic not deployed" in msg

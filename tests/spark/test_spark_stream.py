@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -126,13 +127,19 @@ def test_streaming_write_from_file_source(spark: Any, tube: Any, topic_name: str
     df = (
         spark.readStream.schema("value STRING, kind STRING")
         .json(str(src))
-        .selectExpr("value", "map('kind', kind) as attributes", "kind as stream_id")
+        .selectExpr(
+            "value",
+            "map('kind', kind) as attributes",
+            "kind as stream_id",
+            "timestamp'2024-05-06 07:08:09' as timestamp",  # -> msgTime 202405060708 (minute precision)
+        )
     )
     query = (
         df.writeStream.format("tubemq")
         .option("tubemq.master", tube.master_address)
         .option("topic", topic_name)
         .option("stampAttributes", "true")
+        .option("msgTimeZone", "UTC")
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True)
         .start()
@@ -148,10 +155,13 @@ def test_streaming_write_from_file_source(spark: Any, tube: Any, topic_name: str
         .option("tubemq.master", tube.master_address)
         .option("subscribe", topic_name)
         .option("includeAttributes", "true")
+        .option("msgTimeZone", "UTC")
         .load()
         .collect()
     )
     assert sorted(bytes(r["value"]).decode() for r in back) == sorted(expected)
+    # the test session's time zone is UTC, so Spark hands back naive UTC datetimes
+    assert {r["timestamp"] for r in back} == {datetime.datetime(2024, 5, 6, 7, 8)}
     for r in back:
         attrs = dict(r["attributes"])
         assert attrs["kind"] == r["stream_id"]

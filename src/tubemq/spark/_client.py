@@ -16,7 +16,14 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import ConfigError, ServerError, TubeMQConnectionError, TubeMQError, TubeMQTimeoutError
+from ..errors import (
+    ConfigError,
+    ServerError,
+    TopicNotDeployedError,
+    TubeMQConnectionError,
+    TubeMQError,
+    TubeMQTimeoutError,
+)
 from ._compat import TubeMQSparkError
 from .offsets import partition_key
 from .options import ASSIGN, SUBSCRIBE, ReadOptions, assign_matches
@@ -62,12 +69,19 @@ def open_consumer(opts: ReadOptions, group: str, topics: Any = None) -> Any:
     from .. import BoundConsumer
 
     def build() -> Any:
-        return BoundConsumer(
-            opts.master,
-            group,
-            topics if topics is not None else opts.topic_filters(),
-            **dict(opts.client_options),
-        )
+        try:
+            return BoundConsumer(
+                opts.master,
+                group,
+                topics if topics is not None else opts.topic_filters(),
+                **dict(opts.client_options),
+            )
+        except TopicNotDeployedError as exc:
+            option = ASSIGN if opts.assign is not None else SUBSCRIBE
+            raise ConfigError(
+                option,
+                f"topic(s) {', '.join(opts.topics)} not deployed on master {opts.master}: {exc.message}",
+            ) from exc
 
     return with_retries(
         f"connecting to TubeMQ master {opts.master} (group {group})",

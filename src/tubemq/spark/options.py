@@ -497,7 +497,12 @@ def _client_options(o: _Opts, master: str, kind: str) -> dict[str, Any]:
     for key, raw in sorted(wanted.items()):
         option = CLIENT_PREFIX + key
         name = by_loose.get(key.replace("_", "").lower())
-        if name is None or name in _RESERVED_CLIENT:
+        if name in _RESERVED_CLIENT:
+            raise ConfigError(
+                option,
+                "is managed by the source (reads use private groups; see groupIdPrefix and commitOffsetsToGroup)",
+            )
+        if name is None:
             known = ", ".join(CLIENT_PREFIX + n for n in sorted(fields) if n not in _RESERVED_CLIENT)
             raise ConfigError(option, f"not a {kind} setting (known: {known})")
         out[name] = _convert_field(option, fields[name], raw)
