@@ -288,3 +288,36 @@ def test_authentication_options(tmp_path: Path) -> None:
         out = tmp_path / "o.txt"
         _consume_all(c, "secure", "g_sec", out, count=1, extra=creds)
         assert out.read_bytes() == b"top secret\n"
+
+
+def test_killed_demo_leaves_no_server_behind() -> None:
+    """The temporary server is a child process; it must go away (with its data) even after kill -9."""
+    import os
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "tubemq", "demo", "--events", "5000000", "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cli_env())
+    assert proc.stderr is not None
+    try:
+        line = b""
+        deadline = time.monotonic() + 60
+        while b"started an embedded" not in line:
+            assert time.monotonic() < deadline and proc.poll() is None, "demo did not start its server"
+            line = proc.stderr.readline()
+        pid = int(line.split(b"(pid ")[1].split(b",")[0])
+        data_dir = line.split(b"data in ")[1].split(b")")[0].decode()
+        proc.kill()
+        proc.wait(10)
+
+        def gone() -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return not os.path.exists(data_dir)
+            return False
+
+        wait_for(gone, 30, what="the orphaned server to exit and remove its data")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import socket
@@ -228,6 +229,8 @@ def temporary_server_process(
 ) -> Iterator[ServerProcessHandle]:
     """Start the embedded server in a child process on free ports; stop it and delete its data after.
 
+    The child is :mod:`tubemq.cli.child_server`: ``tubemq serve``'s server plus a watchdog on its stdin.
+
     Why a process and not a thread: the server and the client then run on two cores instead of
     sharing one interpreter lock, which roughly doubles what a laptop can push through the demo.
     The child gets its own session so the user's Ctrl-C reaches only us: in-flight work is settled
@@ -239,12 +242,15 @@ def temporary_server_process(
     try:
         for attempt in range(3):
             mport, bport, aport = free_port(), free_port(), free_port()
+            config = {"data_dir": os.path.join(data_dir, "data"), "master_port": mport, "broker_port": bport,
+                      "admin_port": aport, "balance_period_ms": balance_period_ms}
+            if not keep:
+                config["cleanup_dir"] = data_dir
             with open(log_path, "ab") as log:
+                # stdin stays open as the child's lifeline: it exits when we do, even after kill -9
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "tubemq.server", "--data-dir", os.path.join(data_dir, "data"),
-                     "--master-port", str(mport), "--broker-port", str(bport), "--admin-port", str(aport),
-                     "--balance-period-ms", str(balance_period_ms), "--log-level", "WARNING"],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    [sys.executable, "-m", "tubemq.cli.child_server", json.dumps(config)],
+                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 )
             if _wait_listening(proc, [mport, bport, aport], startup_timeout):
                 break
@@ -258,6 +264,9 @@ def temporary_server_process(
             note(f"started an embedded TubeMQ server (pid {proc.pid}, master {handle.master}, data in {data_dir})")
         yield handle
     finally:
+        if proc is not None and proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
         if proc is not None and proc.poll() is None:
             proc.terminate()
             try:
