@@ -321,3 +321,22 @@ def test_killed_demo_leaves_no_server_behind() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_raw_binary_message_and_limit(cluster: Any, tmp_path: Path) -> None:
+    import base64
+
+    _create_topic(cluster, "cli_raw", partitions=1)
+    blob = bytes(range(256)) * 40  # not UTF-8, contains newlines
+    src = tmp_path / "blob.bin"
+    src.write_bytes(blob)
+    r = run_cli(["produce", "-t", "cli_raw", "-m", cluster.master_address, "--format", "raw", str(src)])
+    assert r.returncode == 0, r.stderr
+    r = run_cli(["produce", "-t", "cli_raw", "-m", cluster.master_address, "--limit", "5", "--delimiter", ";", "-"],
+                input=b"a;b;c;d;e;f;g;h")
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "o.jsonl"
+    _consume_all(cluster, "cli_raw", "g_raw", out, count=6, fmt="json")
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert base64.b64decode(recs[0]["data_b64"]) == blob
+    assert [r["data"] for r in recs[1:]] == ["a", "b", "c", "d", "e"]
