@@ -230,10 +230,10 @@ class MasterSessionBase:
             raise ClientClosedError(f"{self.role} is closed")
         try:
             await self._locked_heartbeat()
-        except NotRegisteredError:
-            await self.register(max_attempts=3)
-            await self._locked_heartbeat()
-        except StandbyError:
+        except (NotRegisteredError, StandbyError):
+            # the master forgot us (411) or is a standby now: register (next master) and retry once
+            self.registered = False
+            self.on_reregister()
             await self.register(max_attempts=3)
             await self._locked_heartbeat()
 
@@ -315,9 +315,9 @@ class MasterSessionBase:
         if not wakeable or self._wake is None:
             await asyncio.sleep(seconds)
             return
-        self._wake.clear()
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()  # after waking: a trigger that came during the last heartbeat is not lost
 
     # ------------------------------------------------------------------ helpers for subclasses
 
