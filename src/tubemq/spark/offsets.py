@@ -1,18 +1,42 @@
 """The offsets model of the Spark source: ``{"topic": {"brokerId:partitionId": offset}}``.
 
 TubeMQ offsets are byte positions in a broker store's index file; every message has one 28-byte
-index entry. All partitions of one store share that index (the default topic layout is one store
-with several partitions), so the offsets of one partition grow in multiples of 28 but jump over
-the entries of its siblings. Consequences this module encodes:
+index entry. All partitions of one store share that index (TubeMQ's default topic layout is one
+store holding several partitions), so one partition's offsets grow in multiples of 28 but jump
+over its siblings' entries. The source works with these positions directly; what follows is how
+ranges, the read limit and the delivery guarantees fit them.
 
-* An offset range ``[start, end)`` of a partition holds at most ``(end - start) / 28`` of its
-  messages -- exactly that many when the partition has its own store, fewer when siblings share it.
-  ``maxOffsetsPerTrigger`` is therefore a budget of index entries: an upper bound on the rows of a
-  micro-batch, never exceeded, sometimes not reached.
-* A start offset must be an index-entry boundary the broker handed out (the broker clamps a
-  bootstrap offset into ``[min, max]`` but does not re-align it), so user-given offsets must be
-  multiples of 28; the source only ever produces ends of the form ``start + 28 * n`` or a ``max``
-  the broker reported.
+Ranges. A Spark task reads ``[start, end)`` of one partition: the messages whose index entry lies
+at or after ``start`` and before ``end``. Range ends always come from the broker (its max offset,
+a checkpointed end) or from ``start + 28 * n``, so they are entry boundaries; the broker clamps a
+bootstrap offset into ``[min, max]`` but does not re-align it, hence user-given offsets must be
+multiples of 28. Reading is exact even in a shared store: a fetch returns the partition's messages
+without their individual positions, so ``BoundConsumer.read_range`` cuts the fetch that crosses
+``end`` at the first message stored at or after ``end`` (found by probing the partition at ``end``,
+matched by message id). Consecutive ranges ``[a, b)``, ``[b, c)`` therefore neither lose nor
+repeat a message, and a retried task returns the same rows.
+
+``maxOffsetsPerTrigger``. Kafka counts messages; here the budget is counted in index entries
+(``(end - start) / 28``), shared between partitions in proportion to their backlog
+(:func:`rate_limit`). A partition alone in its store holds exactly one message per entry, so a
+micro-batch has exactly the budget's rows when enough data is waiting. In a shared store the
+entries of a range also belong to siblings, so a partition's range of ``n`` entries holds at most
+``n`` of its messages: the limit is an upper bound on a micro-batch's rows, never exceeded, and
+with ``k`` equally busy partitions in one store a batch carries about ``limit / k`` rows. Every
+call with a backlog advances at least one entry, so a query always makes progress.
+
+The ``offset`` column. Inside a fetch the consumer numbers messages ``fetch start + 28 * i``: the
+exact index offset for a partition alone in its store, a lower bound of it in a shared store
+(strictly increasing per partition either way). Use it to order rows, not as a resume position: a
+``startingOffsets`` taken from it in a shared store starts at or before the message, so a query
+started there re-reads some earlier messages but never skips one (at-least-once). Checkpointed
+offsets are exact broker positions, so a restarted streaming query reads exactly the data after
+its last batch.
+
+Delivery. Reads are exactly the planned ranges (a mid-range reconnect resumes from an under-
+estimate and drops already returned messages by id). Writes are at-least-once (a retried task
+sends its rows again); ``stampAttributes`` lets readers deduplicate. ``(partition, message_id)``
+identifies a stored message.
 
 The flat form used internally is ``{(topic, "brokerId:partitionId"): offset}``; the nested form is
 what Spark stores in the checkpoint (sorted keys, so equal offsets always serialise identically --
