@@ -35,8 +35,8 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from ..errors import TubeMQError
-from ._client import describe, is_retryable, new_group
+from ..errors import ConfigError, TubeMQError
+from ._client import describe, new_group
 from ._compat import TubeMQSparkError
 from .offsets import ENTRY_SIZE
 from .options import ReadOptions
@@ -208,7 +208,9 @@ def read_partition(opts: ReadOptions, schema: StructType, part: Any) -> Iterator
         except TubeMQSparkError:
             raise
         except TubeMQError as exc:
-            if failures >= opts.num_retries or not is_retryable(exc):
+            # any client failure gets a fresh consumer: connection drops, timeouts, but also a
+            # registration the broker lost (411 after a broker restart) or a dropped partition
+            if failures >= opts.num_retries or isinstance(exc, ConfigError):
                 attempts = f" after {failures + 1} attempts" if failures else ""
                 raise TubeMQSparkError(
                     f"reading {where} from master {opts.master} failed{attempts}: {type(exc).__name__}: {exc}"
