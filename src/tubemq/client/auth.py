@@ -5,21 +5,14 @@ Only used when the client is configured with a user name; passwords never reach 
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import random
 import time
-from urllib.parse import quote_plus
 
 from ..protocol import master_pb
+from ..protocol.auth import auth_signature
 
-
-def signature(user: str, password: str, timestamp_ms: int, nonce: int) -> str:
-    """URLEncode(Base64(HMAC-SHA1(password, user + timestamp + nonce))) with Java URLEncoder rules."""
-    msg = f"{user}{timestamp_ms}{nonce}".encode()
-    mac = hmac.new(password.encode("utf-8"), msg, hashlib.sha1).digest()
-    return quote_plus(base64.b64encode(mac).decode("ascii"), safe="-_.*")
+#: The §8.1 signature (one implementation, in the protocol layer, shared with the embedded master).
+signature = auth_signature
 
 
 def _now_nonce(timestamp_ms: int | None, nonce: int | None) -> tuple[int, int]:

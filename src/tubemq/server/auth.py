@@ -1,6 +1,6 @@
 """Master-side authentication (PROTOCOL.md §8) and the visit-token manager.
 
-* ``auth_signature``: the §8.1 signature (HMAC-SHA1, Base64, ``URLEncoder`` rules).
+* ``auth_signature``: re-exported from ``tubemq.protocol.auth`` (the §8.1 signature).
 * ``MasterAuthenticator``: the check of ``MasterCertificateInfo`` that the real master's
   ``SimpleCertificateMasterHandler.identityValidUserInfo`` makes when authentication is on, with its
   415 texts, in its order (userName, signature, timestamp window). Unlike the upstream placeholder it
@@ -13,18 +13,16 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
 import logging
 import secrets
 import time
-import urllib.parse
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tubemq.protocol import master_pb
+from tubemq.protocol.auth import auth_signature
 from tubemq.protocol.constants import AUTH_TIMESTAMP_VALID_MS, ErrorCode
 
 log = logging.getLogger("tubemq.server.auth")
@@ -43,13 +41,6 @@ MSG_BAD_PASSWORD = "Illegal value: userName or password is not correct!"
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def auth_signature(user_name: str, password: str, timestamp_ms: int, nonce: int) -> str:
-    """§8.1: URL-encoded Base64 of HMAC-SHA1(password, user ‖ timestamp ‖ nonce)."""
-    msg = f"{user_name}{int(timestamp_ms)}{int(nonce)}".encode()
-    mac = hmac.new(password.encode(), msg, hashlib.sha1).digest()
-    return urllib.parse.quote_plus(base64.b64encode(mac).decode("ascii"), safe="-_.*")
 
 
 @dataclass(frozen=True)
