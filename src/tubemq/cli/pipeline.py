@@ -168,17 +168,20 @@ class SendPipeline:
             self._wait_head(0.1)
         if self.stop:
             return False
-        kwargs: dict[str, Any] = {}
-        if attributes:
-            kwargs["attributes"] = attributes
-        if stream_id:
-            kwargs["stream_id"] = stream_id
-        if key is not None:
-            kwargs["key"] = key
         size = len(data)
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() if self.record_latency else 0.0
         try:
-            fut = self.producer.send_async(self.topic, data, **kwargs)
+            if attributes or stream_id or key is not None:
+                kwargs: dict[str, Any] = {}
+                if attributes:
+                    kwargs["attributes"] = attributes
+                if stream_id:
+                    kwargs["stream_id"] = stream_id
+                if key is not None:
+                    kwargs["key"] = key
+                fut = self.producer.send_async(self.topic, data, **kwargs)
+            else:
+                fut = self.producer.send_async(self.topic, data)
         except BaseException as exc:
             # Refused before it was in flight (bad argument, closed client): never counts as sent.
             self._record_error(exc)
@@ -201,7 +204,7 @@ class SendPipeline:
     def _harvest(self) -> None:
         """Settle the finished futures at the head of the FIFO."""
         queue = self._queue
-        now = time.perf_counter()
+        now = time.perf_counter() if self.record_latency else 0.0
         ok = 0
         while queue and queue[0][0].done():
             fut, t0, size = queue.popleft()
