@@ -131,6 +131,7 @@ def test_streaming_write_from_file_source(spark: Any, tube: Any, topic_name: str
             "value",
             "map('kind', kind) as attributes",
             "kind as stream_id",
+            "kind as key",  # routes by hash: one kind, one partition
             "timestamp'2024-05-06 07:08:09' as timestamp",  # -> msgTime 202405060708 (minute precision)
         )
     )
@@ -167,6 +168,10 @@ def test_streaming_write_from_file_source(spark: Any, tube: Any, topic_name: str
         assert attrs["kind"] == r["stream_id"]
         assert attrs["sparkQuery"] == str(query.id)  # the streaming query id
         assert attrs["sparkBatch"] == "0"
+    by_kind: dict[str, set[str]] = {}
+    for r in back:
+        by_kind.setdefault(r["stream_id"], set()).add(r["partition"])
+    assert sorted(by_kind) == ["k0", "k1", "k2"] and all(len(p) == 1 for p in by_kind.values())
     stamps = {(dict(r["attributes"])["sparkTask"], dict(r["attributes"])["sparkSeq"]) for r in back}
     assert len(stamps) == len(expected)  # (task, sequence) identifies every row of the batch
 

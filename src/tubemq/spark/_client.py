@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import (
@@ -166,7 +166,3 @@ def close_quietly(client: Any, what: str) -> None:
 
 def describe(topic: str, key: str, start: int, end: int) -> str:
     return f"topic {topic!r} partition {key} offsets [{start}, {end})"
-
-
-def topics_of(tps: Iterable[TP]) -> list[str]:
-    return sorted({t for t, _ in tps})

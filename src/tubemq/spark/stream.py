@@ -226,6 +226,8 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _commit_to_group(self, finished: Flat) -> None:
         """Best effort: the query does not depend on it, so failures are logged, not raised."""
         group = self.opts.commit_group
+        if group is None:
+            return
         try:
             if self._commit_consumer is None:
                 self._commit_consumer = open_consumer(self.opts, group)
