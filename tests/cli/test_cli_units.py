@@ -183,3 +183,25 @@ def test_serve_options_build_server_config(tmp_path) -> None:  # type: ignore[no
     bad = build_parser().parse_args(["serve", "--data-dir", str(tmp_path), "--tls-cert", "c.pem"])
     with pytest.raises(CliError):
         build_config(bad)
+
+
+def test_idle_clock_waits_for_the_first_assignment() -> None:
+    from tubemq.cli.consume import IdleClock
+
+    class _C:
+        parts: list[str] = []
+
+        def assignment(self) -> list[str]:
+            return self.parts
+
+    c = _C()
+    clock = IdleClock(c, timeout=0.05, grace=30)
+    time.sleep(0.1)
+    assert clock.left() > 20  # not assigned yet: the grace period applies, not the idle timeout
+    c.parts = ["1:t:0"]
+    assert 0 < clock.left() <= 0.05  # assigned: the idle timeout starts now
+    time.sleep(0.1)
+    assert clock.left() <= 0
+    clock.touch()
+    assert clock.left() > 0
+    assert IdleClock(c, None).left() == float("inf")

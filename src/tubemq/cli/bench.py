@@ -29,6 +29,7 @@ from .common import (
     temporary_cluster,
     temporary_server_process,
 )
+from .consume import IdleClock
 from .output import format_table
 from .pipeline import SendPipeline, StopFlag, percentiles, sigint_stops
 from .progress import ProgressBar, format_count
@@ -212,18 +213,16 @@ def run_consume(args: argparse.Namespace) -> int:
         with consumer:
             with sigint_stops(stop):
                 t_first: float | None = None
-                idle_since = time.monotonic()
-                while n < count and not stop:
+                idle = IdleClock(consumer, args.timeout)
+                while n < count and not stop and idle.left() > 0:
                     t = time.perf_counter()
                     batch = consumer.poll(timeout=0.5)
                     dt = time.perf_counter() - t
                     if batch is None or not len(batch):
-                        if time.monotonic() - idle_since > args.timeout:
-                            break
                         continue
                     if t_first is None:
                         t_first = t
-                    idle_since = time.monotonic()
+                    idle.touch()
                     samples.append(dt)
                     k = len(batch)
                     n += k

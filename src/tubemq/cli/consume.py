@@ -29,6 +29,9 @@ from .progress import ProgressBar, format_bytes, format_count
 
 HELP = "read messages of a topic through a consumer group"
 
+#: How long --timeout waits at least for the first partition assignment (a real master's balance period).
+ASSIGN_GRACE_S = 75.0
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("consume", help=HELP, description=HELP + ". " + (__doc__ or "").split("\n\n", 1)[1])
@@ -42,7 +45,8 @@ def register(sub: Any) -> None:
     p.add_argument("--count", "-n", type=int, default=None, help="stop after this many messages")
     p.add_argument(
         "--timeout", type=float, default=None,
-        help="stop after this many seconds without a message (default: run until Ctrl-C or --count)",
+        help="stop after this many seconds without a message once partitions are assigned (the first "
+        "assignment may take up to a minute on a real master; default: run until Ctrl-C or --count)",
     )
     p.add_argument("--format", "-f", choices=("raw", "json"), default="raw",
                    help="raw: the message bytes + delimiter; json: one JSON object per message with metadata")
@@ -55,6 +59,34 @@ def register(sub: Any) -> None:
     p.add_argument("--progress", dest="progress", action="store_true", default=None, help="force the progress bar")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="never draw the progress bar")
     p.set_defaults(func=run)
+
+
+class IdleClock:
+    """``--timeout``: seconds without a message, counted once the consumer has partitions.
+
+    A real master balances only every 60 s, so before the first assignment the clock allows at least
+    ``ASSIGN_GRACE_S``; ``timeout=None`` never expires.
+    """
+
+    def __init__(self, consumer: Any, timeout: float | None, grace: float = ASSIGN_GRACE_S) -> None:
+        self.consumer = consumer
+        self.timeout = timeout
+        self.assigned = False
+        self.since = time.monotonic()
+        self.assign_deadline = self.since + max(timeout or 0.0, grace)
+
+    def touch(self) -> None:
+        self.assigned = True
+        self.since = time.monotonic()
+
+    def left(self) -> float:
+        """Seconds until expiry (inf without a timeout)."""
+        if not self.assigned and self.consumer.assignment():
+            self.touch()
+        if self.timeout is None:
+            return float("inf")
+        deadline = self.since + self.timeout if self.assigned else self.assign_deadline
+        return deadline - time.monotonic()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,20 +124,17 @@ def run(args: argparse.Namespace) -> int:
             consumer = Consumer(target, group=args.group, topics=topics, consume_from=args.consume_from)
         with consumer:
             with sigint_stops(stop):
-                idle_since = time.monotonic()
+                idle = IdleClock(consumer, args.timeout)
                 while not stop and (args.count is None or n < args.count):
-                    wait = 0.5
-                    if args.timeout is not None:
-                        left = idle_since + args.timeout - time.monotonic()
-                        if left <= 0:
-                            break
-                        wait = min(wait, left)
-                    batch = consumer.poll(timeout=wait)
+                    left = idle.left()
+                    if left <= 0:
+                        break
+                    batch = consumer.poll(timeout=min(0.5, left))
                     if batch is None or not len(batch):
                         if batch is not None:
                             consumer.confirm(batch, consumed=True)
                         continue
-                    idle_since = time.monotonic()
+                    idle.touch()
                     written = 0
                     for msg in batch:
                         if args.count is not None and n >= args.count:

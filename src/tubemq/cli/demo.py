@@ -31,6 +31,7 @@ from .common import (
     temporary_cluster,
     temporary_server_process,
 )
+from .consume import IdleClock
 from .output import format_table
 from .pipeline import SendPipeline, StopFlag, sigint_stops
 from .progress import ProgressBar, format_bytes, format_count
@@ -146,14 +147,12 @@ def _consume(master: str, args: argparse.Namespace, expected: int, stop: StopFla
     t0 = time.monotonic()
     with Consumer(client_target(master, None, CONSUMER_CLI_DEFAULTS), group=group, topics=[args.topic],
                   consume_from="earliest") as consumer:
-        idle_since = time.monotonic()
-        while unique < expected and not stop:
+        idle = IdleClock(consumer, args.consume_timeout)
+        while unique < expected and not stop and idle.left() > 0:
             batch = consumer.poll(timeout=0.5)
             if batch is None or not len(batch):
-                if time.monotonic() - idle_since > args.consume_timeout:
-                    break
                 continue
-            idle_since = time.monotonic()
+            idle.touch()
             for msg in batch:
                 data = msg.data
                 nbytes += len(data)
