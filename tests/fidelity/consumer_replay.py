@@ -15,7 +15,7 @@ from typing import Any
 
 from tubemq.protocol.constants import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, Method
 
-from .replay import Capture, CapFrame, ReplayServer, Seen, Sequence, answer, decode_answer
+from .replay import CapFrame, Capture, ReplayServer, Seen, Sequence, answer, decode_answer
 
 
 @dataclass
