@@ -25,7 +25,7 @@ def _blocks() -> list[str]:
 
 def _runnable() -> list[tuple[int, str]]:
     # Spark snippets need Java and write to /data: the Spark examples are run by tests/test_examples.py.
-    return [(i, b) for i, b in enumerate(_blocks()) if "pyspark" not in b and "@pytest.fixture" not in b]
+    return [(i, b) for i, b in enumerate(_blocks()) if "pyspark" not in b and "spark." not in b and "@pytest.fixture" not in b]
 
 
 @pytest.fixture(scope="module")
