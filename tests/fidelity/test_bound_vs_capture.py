@@ -239,3 +239,57 @@ def test_bound_consumer_matches_java_client_balance_against_real_answers() -> No
             assert diff(s.fields, java_hb, ignore=("clientId", "partitionInfo")) == {}
 
     run(body(), 60)
+
+
+def test_bound_consumer_follows_a_changed_broker_list() -> None:
+    """The master's V2 heartbeat answer brings a new brokerConfigId + brokerConfigList (broker 1 now at
+    another address) while the topic meta is unchanged: the real master then omits topicMetaInfoList
+    from get-part-meta (ids equal), so the client must re-resolve its partitions itself."""
+    rp = BoundReplay()
+
+    async def body() -> None:
+        old = await ReplayServer("broker", rp.broker).start()
+        new = await ReplayServer("new broker", rp.broker).start()
+        moved = {"on": False}
+
+        def master(s: Seen) -> bytes | None:
+            if moved["on"] and s.method in (Method.MASTER_CONSUMER_HEARTBEAT_V2, Method.MASTER_CONSUMER_GET_PART_META):
+                frame = (rp.v2_beats.next() if s.method == Method.MASTER_CONSUMER_HEARTBEAT_V2
+                         else rp.cap.answers(Method.MASTER_CONSUMER_GET_PART_META)[0])
+
+                def edit(m: Any) -> None:
+                    new_id = MASTER_CONFIG_ID + 10
+                    req = s.msg
+                    m.brokerConfigId = new_id
+                    del m.brokerConfigList[:]
+                    sent_id = (req.subRepInfo.brokerConfigId if s.method == Method.MASTER_CONSUMER_HEARTBEAT_V2
+                               else req.brokerConfigId)
+                    if sent_id != new_id:  # like the real master: the list only when the ids differ
+                        m.brokerConfigList.append(f"1:127.0.0.1:{new.port}")
+                    if s.method == Method.MASTER_CONSUMER_GET_PART_META and req.topicMetaInfoId == META_ID:
+                        m.ClearField("topicMetaInfoList")
+
+                return answer(frame, s.serial, rp.subs, edit=edit)
+            return rp.master(s)
+
+        m = await ReplayServer("master", master).start()
+        bc = tubemq.aio.BoundConsumer(m.address, rp.group, ["cap_main"], source_count=1, node_id=0,
+                                      consume_from="earliest", local_address=JAVA_IP, heartbeat_period_ms=100,
+                                      pool="private", msg_not_found_wait_ms=20)
+        rp.bind(bc.client_id, old)
+        try:
+            await bc.start()
+            parts = await bc.partitions("cap_main")
+            assert {p.address for p in parts} == {old.address}
+            moved["on"] = True
+            await Deadline(10).until(lambda: bc.session.broker_checksum == MASTER_CONFIG_ID + 10, "new broker list")
+            parts = await bc.partitions("cap_main")
+            assert {p.address for p in parts} == {new.address}
+            await bc.attach(parts[1])
+            assert [s.msg.partitionId for s in new.requests(Method.BROKER_CONSUMER_REGISTER)] == [1]
+        finally:
+            await bc.close()
+        for s in (m, old, new):
+            await s.close()
+
+    run(body(), 30)

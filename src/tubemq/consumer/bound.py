@@ -154,8 +154,8 @@ class BoundSession(MasterSessionBase):
         await self.call_master(Method.MASTER_CONSUMER_CLOSE, req, master_pb.CloseResponseM2C)
 
     def _apply(self, rsp: Any) -> None:
-        if rsp.HasField("brokerConfigId"):
-            self.apply_brokers(rsp.brokerConfigId, rsp.brokerConfigList)
+        if rsp.HasField("brokerConfigId") and self.apply_brokers(rsp.brokerConfigId, rsp.brokerConfigList):
+            self.core.resolve_meta()
         if rsp.HasField("opsTaskInfo"):
             self.core.flow.update(rsp.opsTaskInfo)
         self.apply_authorized_info(rsp)
@@ -205,6 +205,7 @@ class AsyncBoundConsumer:
         self.meta_id: int = META_VALUE_UNDEFINED
         self.meta_applied_at: int = 0
         self._meta: dict[str, tuple[Partition, bool]] = {}
+        self._meta_items: list[str] = []
         self._locks: dict[str, asyncio.Lock] = {}
         self._hb_task: asyncio.Task[None] | None = None
         self.started = False
@@ -255,12 +256,19 @@ class AsyncBoundConsumer:
 
     # ------------------------------------------------------------------ topic meta
     def apply_meta(self, meta_id: int, items: list[str]) -> None:
-        meta: dict[str, tuple[Partition, bool]] = {}
-        for p, ok in parse_topic_meta_info(items, self.session.brokers):
-            meta[p.key] = (p, ok)
-        self._meta = meta
+        self._meta_items = list(items)
+        self.resolve_meta()
         self.meta_id = meta_id
         self.meta_applied_at = int(time.time() * 1000)
+
+    def resolve_meta(self) -> None:
+        """(Re-)expand the topic meta with the current broker map. Needed after a broker-list change
+        too: with our topicMetaInfoId unchanged the master omits the meta list (§3.5), but a broker
+        may have moved to another address (captures/s5 shape; tests/fidelity)."""
+        meta: dict[str, tuple[Partition, bool]] = {}
+        for p, ok in parse_topic_meta_info(self._meta_items, self.session.brokers):
+            meta[p.key] = (p, ok)
+        self._meta = meta
 
     def part_sub_info(self) -> list[str]:
         """``topic#brokerId:partitionId,...`` per topic of the attached partitions (V2 report)."""
@@ -284,8 +292,8 @@ class AsyncBoundConsumer:
         rsp = await self.session.call_master(Method.MASTER_CONSUMER_GET_PART_META, req,
                                              master_pb.GetPartMetaResponseM2C)
         _check_v2(rsp)
-        if rsp.HasField("brokerConfigId"):
-            self.session.apply_brokers(rsp.brokerConfigId, rsp.brokerConfigList)
+        if rsp.HasField("brokerConfigId") and self.session.apply_brokers(rsp.brokerConfigId, rsp.brokerConfigList):
+            self.resolve_meta()
         if rsp.HasField("topicMetaInfoId") and (len(rsp.topicMetaInfoList) or rsp.topicMetaInfoId != self.meta_id):
             self.apply_meta(rsp.topicMetaInfoId, list(rsp.topicMetaInfoList))
 
