@@ -1,0 +1,199 @@
+"""Our consumer when the real cluster misbehaves, with the REAL answers (s2 run + error answers of s5,
+s6b, s6c): a master that forgot the group (411), broker heartbeat failureInfo, getMessage 412, a broker
+that disappears, and a master answer that never comes for the heartbeat reporting an event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tubemq.protocol.constants import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, Method
+
+from .consumer_replay import ConsumerReplay
+from .replay import CAPTURES, Deadline, answer, load, run
+from .test_consumer_vs_capture import _consume, _start
+
+pytestmark = pytest.mark.skipif(not CAPTURES.exists(), reason="protocol captures not available")
+
+
+def _pids(infos: Any) -> list[int]:
+    return sorted(int(s.rsplit(":", 1)[1]) for s in infos)
+
+
+async def _steady(rp: ConsumerReplay, **options: Any) -> tuple[Any, Any, Any]:
+    """s2 up to the point where all 7 messages were consumed and the event was reported."""
+    consumer, master, broker = await _start(rp, ["cap_main"], **options)
+    await _consume(consumer, 7)
+    await Deadline(15).until(lambda: rp.all_events_reported, "event report")
+    await Deadline(15).until(rp.fetched_all, "drained")
+    return consumer, master, broker
+
+
+def test_master_forgot_the_group_real_411_reregisters_with_our_partitions() -> None:
+    """Real answer: 411 'Not found groupName <g> in holder!' (s6b). Java re-registers at once with the
+    partitions it holds in subscribeInfo; the partitions stay registered at the broker."""
+    rp = ConsumerReplay(load("s2_consumer_pull"), master_conn=1, broker_conn=2)
+    real_411 = next(f for f in load("s6b_errors_master").answers(Method.MASTER_CONSUMER_HEARTBEAT)
+                    if "Not found groupName" in f.message["errMsg"])
+    their_group = real_411.message["errMsg"].split("groupName ")[1].split(" ")[0]
+    state = {"forgot": False}
+    script = rp.master
+
+    def master(s: Any) -> Any:
+        if state["forgot"] and s.method == Method.MASTER_CONSUMER_HEARTBEAT:
+            return answer(real_411, s.serial, {their_group: rp.group})
+        if s.method == Method.MASTER_CONSUMER_REGISTER:
+            state["forgot"] = False
+        return script(s)
+
+    rp.master = master  # type: ignore[method-assign]
+
+    async def body() -> None:
+        consumer, master_srv, broker = await _steady(rp)
+        try:
+            state["forgot"] = True
+            await Deadline(10).until(lambda: len(master_srv.requests(Method.MASTER_CONSUMER_REGISTER)) == 2,
+                                     "re-register")
+            n = len(master_srv.log)
+            await Deadline(10).until(lambda: len(master_srv.log) > n + 2, "heartbeats after re-register")
+            again = master_srv.requests(Method.MASTER_CONSUMER_REGISTER)[1]
+            assert _pids(again.msg.subscribeInfo) == [0, 1, 2]
+            assert sorted(again.msg.subscribeInfo) == sorted(rp.delivered[0]["subscribeInfo"])
+            assert sorted(p.partition_id for p in consumer.assignment()) == [0, 1, 2]
+            assert not [s for s in broker.requests(Method.BROKER_CONSUMER_REGISTER)
+                        if s.msg.opType == MSG_OPTYPE_UNREGISTER]
+        finally:
+            await consumer.close()
+        await master_srv.close()
+        await broker.close()
+
+    run(body(), 40)
+
+
+def test_broker_heartbeat_failure_info_drops_the_partition_and_reports() -> None:
+    """Real answer of s5: success, hasPartFailure, failureInfo ['411:1:127.0.0.1:8123#cap_main:0']:
+    drop partition 0 locally (no unregister RPC, §5.2.5), stop fetching it, tell the master."""
+    rp = ConsumerReplay(load("s2_consumer_pull"), master_conn=1, broker_conn=2)
+    failing = load("s5_client_balance").answers(Method.BROKER_CONSUMER_HEARTBEAT)[0]
+    state = {"fail": False}
+    script = rp.broker
+
+    def broker(s: Any) -> Any:
+        if state["fail"] and s.method == Method.BROKER_CONSUMER_HEARTBEAT:
+            return answer(failing, s.serial, rp.subs)
+        return script(s)
+
+    rp.broker = broker  # type: ignore[method-assign]
+
+    async def body() -> None:
+        consumer, master, broker_srv = await _steady(rp)
+        try:
+            state["fail"] = True
+            await Deadline(10).until(lambda: sorted(p.partition_id for p in consumer.assignment()) == [1, 2],
+                                     "partition 0 dropped")
+            t_drop = broker_srv.log[-1].t
+            await Deadline(10).until(
+                lambda: any(s.msg.reportSubscribeInfo and _pids(s.msg.subscribeInfo) == [1, 2]
+                            for s in master.requests(Method.MASTER_CONSUMER_HEARTBEAT)), "report without 0")
+            await Deadline(10).until(lambda: broker_srv.log[-1].t > t_drop + 0.2, "more broker traffic")
+            late = [s for s in broker_srv.log if s.t > t_drop + 0.1]
+            assert late and not [s for s in late if getattr(s.msg, "partitionId", None) == 0]
+            assert not [s for s in broker_srv.requests(Method.BROKER_CONSUMER_REGISTER)
+                        if s.msg.opType == MSG_OPTYPE_UNREGISTER and s.t < t_drop + 0.1]
+        finally:
+            await consumer.close()
+        await master.close()
+        await broker_srv.close()
+
+    run(body(), 40)
+
+
+def test_get_message_412_drops_the_partition() -> None:
+    """Real answer of s6c: 412 '[Duplicated Request] Partition=... has been consumed by <other>'."""
+    rp = ConsumerReplay(load("s2_consumer_pull"), master_conn=1, broker_conn=2)
+    dup = next(f for f in load("s6c_errors_consumer_broker").answers(Method.BROKER_CONSUMER_GET_MESSAGE)
+               if f.message.get("errCode") == 412)
+    state = {"stolen": False}
+    script = rp.broker
+
+    def broker(s: Any) -> Any:
+        if state["stolen"] and s.method == Method.BROKER_CONSUMER_GET_MESSAGE and s.msg.partitionId == 2:
+            return answer(dup, s.serial)
+        return script(s)
+
+    rp.broker = broker  # type: ignore[method-assign]
+
+    async def body() -> None:
+        consumer, master, broker_srv = await _steady(rp)
+        try:
+            state["stolen"] = True
+            await Deadline(10).until(lambda: sorted(p.partition_id for p in consumer.assignment()) == [0, 1],
+                                     "partition 2 dropped")
+            await Deadline(10).until(
+                lambda: any(s.msg.reportSubscribeInfo and _pids(s.msg.subscribeInfo) == [0, 1]
+                            for s in master.requests(Method.MASTER_CONSUMER_HEARTBEAT)), "report without 2")
+        finally:
+            await consumer.close()
+        await master.close()
+        await broker_srv.close()
+        unregs = [s.msg.partitionId for s in broker_srv.requests(Method.BROKER_CONSUMER_REGISTER)
+                  if s.msg.opType == MSG_OPTYPE_UNREGISTER]
+        assert sorted(unregs) == [0, 1]  # not the partition another consumer owns
+
+    run(body(), 40)
+
+
+def test_broker_that_disappears_loses_its_partitions_and_the_master_is_told() -> None:
+    rp = ConsumerReplay(load("s2_consumer_pull"), master_conn=1, broker_conn=2)
+
+    async def body() -> None:
+        consumer, master, broker = await _steady(rp)
+        try:
+            await broker.close()  # listener gone, connections cut
+            await Deadline(15).until(lambda: not consumer.assignment(), "partitions dropped")
+            await Deadline(10).until(
+                lambda: any(s.msg.reportSubscribeInfo and not s.msg.subscribeInfo
+                            for s in master.requests(Method.MASTER_CONSUMER_HEARTBEAT)), "empty report")
+            assert consumer.metrics()["counters"]["consumer.partitions_lost"] >= 1
+        finally:
+            await consumer.close()
+        await master.close()
+
+    run(body(), 40)
+
+
+def test_event_report_whose_answer_never_comes_is_sent_again() -> None:
+    """The master may drop the answer to the heartbeat carrying our event report (timeout passed,
+    §2.7): we cannot know it arrived, so the report is repeated on the next heartbeat."""
+    rp = ConsumerReplay(load("s2_consumer_pull"), master_conn=1, broker_conn=2)
+    script = rp.master
+    dropped: list[Any] = []
+
+    def master(s: Any) -> Any:
+        if s.method == Method.MASTER_CONSUMER_HEARTBEAT and s.msg.HasField("event") and not dropped:
+            dropped.append(s)
+            script(s)  # the master processed it...
+            return None  # ...but the answer never comes
+        return script(s)
+
+    rp.master = master  # type: ignore[method-assign]
+
+    async def body() -> None:
+        consumer, master_srv, broker = await _start(rp, ["cap_main"], rpc_timeout_ms=3000)
+        try:
+            await _consume(consumer, 7)
+            await Deadline(15).until(lambda: len(rp.reports) >= 2, "the report sent again")
+            first, second = rp.reports[:2]
+            assert second.conn != first.conn  # the timed-out connection was replaced
+            assert second.fields["event"] == first.fields["event"] == {**rp.delivered[0], "status": 2}
+            assert second.msg.reportSubscribeInfo and _pids(second.msg.subscribeInfo) == [0, 1, 2]
+        finally:
+            await consumer.close()
+        await master_srv.close()
+        await broker.close()
+        regs = [s for s in broker.requests(Method.BROKER_CONSUMER_REGISTER) if s.msg.opType == MSG_OPTYPE_REGISTER]
+        assert len(regs) == 3  # the event was processed once
+
+    run(body(), 40)
