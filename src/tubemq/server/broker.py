@@ -27,7 +27,7 @@ from .config import ServerConfig
 from .meta import MetaStore, TopicConf
 from .offsets import OffsetStore
 from .rpc import RpcContext
-from .storage import MAX_SCAN_ENTRIES, MessageStore, StoreManager, encode_record
+from .storage import MessageStore, StoreManager, encode_record, mem_cache_bytes
 
 log = logging.getLogger("tubemq.server.broker")
 
@@ -37,6 +37,11 @@ _MAX_STORE_INDEX = 100  # guard against hostile ids creating thousands of store 
 _OK = "OK!"
 _FETCH_HEAD = broker_pb.GetMessageResponseB2C(success=True, errCode=200, errMsg=_OK).SerializeToString()
 _TOKEN_INVALID = "Visit Authorized Token is invalid!"
+#: TServerConstants.CFG_DEFAULT_CONSUME_RULE: the qryPriorityId used when neither the consumer nor the
+#: cluster sets one (the Java client sends -2)
+_DEFAULT_QRY_PRIORITY = 300
+#: BrokerConfig.indexTransCount: index entries per partition one read may load (see Broker._read)
+_INDEX_TRANS_COUNT = 1000
 
 Key = tuple[str, str, int]  # (group, topic, partition id)
 
@@ -64,17 +69,63 @@ def _check_string(value: Any, name: str, limit: int) -> tuple[str, str | None]:
 
 
 class _Registration:
-    __slots__ = ("consumer_id", "filters", "qry_priority_id", "last_seen")
+    __slots__ = ("consumer_id", "filters", "qry_priority_id", "last_seen", "last_data_rd")
 
     def __init__(self, consumer_id: str, filters: frozenset[int] | None, qry_priority_id: int) -> None:
         self.consumer_id = consumer_id
         self.filters = filters
         self.qry_priority_id = qry_priority_id
         self.last_seen = time.monotonic()
+        self.last_data_rd = 0  # ConsumerNodeInfo.lastDataRdOffset: data offset after the last file read
+
+
+class _Read:
+    """Outcome of one store read: a 404 text (``status``) or what a successful answer carries."""
+
+    __slots__ = ("chunks", "count", "scanned", "data_max", "last_rd", "max_offset", "slow", "status")
+
+    def __init__(
+        self,
+        chunks: list[bytes],
+        count: int,
+        scanned: int,
+        data_max: int,
+        last_rd: int,
+        max_offset: int,
+        slow: bool,
+        status: str = "",
+    ) -> None:
+        self.chunks = chunks
+        self.count = count
+        self.scanned = scanned
+        self.data_max = data_max
+        self.last_rd = last_rd
+        self.max_offset = max_offset
+        self.slow = slow
+        self.status = status
+
+    @classmethod
+    def miss(cls, status: str, data_max: int, scanned: int = 0) -> _Read:
+        """A 404 of the store; its minLimitTime is the data max (the result's data offset is 0)."""
+        return cls([], 0, scanned, data_max, 0, -1, False, status)
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    """MixedUtils.mid."""
+    return min(max(value, low), high)
+
+
+def _int32(value: int) -> int:
+    """Java's (int) cast of a long: minLimitTime is an int32 filled from a data offset."""
+    return (value + 0x80000000) % 0x100000000 - 0x80000000
 
 
 class Broker:
     """Broker service handlers + consumer registrations and offsets (§5.3)."""
+
+    #: Read the memory cache like the real broker (no halving, 404 "Can't found Message by index!"
+    #: when it holds nothing for the partition); off by default, see ``_read_cache``.
+    faithful_cache_reads = False
 
     def __init__(
         self,
@@ -292,7 +343,9 @@ class Broker:
                     errCode=403,
                     errMsg=f"partitionId {name}-{pid} not existed, please check your configure",
                 )
-            limit = topic.effective_max_msg_size(self.config.default_max_msg_size) + C.META_MAX_MESSAGE_HEADER_SIZE
+            max_size = topic.effective_max_msg_size(self.config.default_max_msg_size)
+            limit = max_size + C.META_MAX_MESSAGE_HEADER_SIZE
+            store.set_cache_limits(mem_cache_bytes(max_size))
             target = (topic, store, limit)
             if len(self._send_targets) < 100000:
                 self._send_targets[(name, pid)] = target
@@ -322,7 +375,7 @@ class Broker:
         now = int(time.time() * 1000)
         mid = self._next_message_id(now)
         try:
-            offset = store.append(pid, encode_record(mid, crc, data, req.flag), key_code, now)
+            offset = store.append(pid, encode_record(mid, crc, data, req.flag), key_code, now, n)
         except OSError as exc:
             log.error("append to %s/%d failed: %s", name, store.store_index, exc)
             return resp(success=False, errCode=500, errMsg=f"Put message failed from {ctx.remote_host}, exception is {exc}")
@@ -508,64 +561,134 @@ class Broker:
         committed = self._offset(key, store)
         inflight = self._inflight.get(key, 0)
         manual = req.manualCommitOffset
+        # DefaultOffsetManager.getOffset: lastPackConsumed commits the in-flight delta first; without it
+        # the delta stays (the read below overwrites it unless it scans nothing)
         if manual:
             start = committed + inflight
         else:
             if req.lastPackConsumed and inflight:
                 committed += inflight
                 self.offsets.set(group, name, pid, committed)
-            inflight = 0
-            self._inflight[key] = 0
+                inflight = 0
+                self._inflight[key] = 0
             start = committed
         hi = store.max_offset
-        if hi == 0:
-            return fail(404, "Request offset reached cache maxOffset", 0)
-        if start > hi:  # the store shrank below the committed offset
-            start = committed = hi
-            inflight = 0
-            self._inflight[key] = 0
-            self.offsets.set(group, name, pid, hi)
-        if start >= hi:
+        if start >= hi and hi > 0:
+            if start > hi:  # the store shrank below the committed offset
+                self.offsets.set(group, name, pid, hi)
+                self._inflight[key] = 0
             return fail(404, "The request offset reached maxOffset!", -1)
         lo = store.min_offset
         if start < lo:  # data expired under the consumer: continue at the oldest message
             log.info("%s: offset %d below min %d on %s:%d, moved up", group, start, lo, name, pid)
             start = committed = lo
             inflight = 0
+            self._inflight[key] = 0
             self.offsets.set(group, name, pid, lo)
-        keys = reg.filters
-        limit = hi
-        if keys is not None:
-            # Filtered reads only see data already flushed from the (logical) memory cache: the real
-            # broker answered a fresh partition's first filtered read with this 404 and a positive
-            # minLimitTime (capture s4), and reported the file's max offset (s6c: 924 < 1148).
-            limit = store.cache_start
-            if start >= limit:
-                wait = max(1, self.config.flush_interval_ms - store.cache_age_ms())
-                store.flush_cache()
-                return fail(404, "current offset is exceed max file offset", wait)
-        # One read scans half of the remaining index entries (rounded up): captures s2, s4, s5 and s6c
-        # all stop there (7 entries -> 4, 2, 1; 33 -> 17, 8, 4, 2, 1).
-        max_entries = min(MAX_SCAN_ENTRIES, ((limit - start) // C.INDEX_ENTRY_SIZE + 1) // 2) or 1
-        result = store.read(start, pid, keys, self._transfer, limit, max_entries)
-        scanned = result.next_offset - start
-        if manual:
-            self._inflight[key] = inflight + scanned
-        elif result.count == 0 and scanned > 0:
-            self.offsets.set(group, name, pid, committed + scanned)  # nothing returned: commit at once
-        else:
-            self._inflight[key] = scanned
+        read = self._read(store, topic, reg, pid, start)
+        if read.status:
+            self._book(key, read.scanned, read.count == 0, manual)
+            return fail(404, read.status, _int32(read.data_max))
+        self._book(key, read.scanned, read.count == 0, manual)
         tail = resp(
             currOffset=start,
             minLimitTime=0,
             escFlowCtrl=False,
-            currDataDlt=result.data_dlt,
-            requireSlow=keys is not None,
-            maxOffset=limit,
+            currDataDlt=read.data_max - read.last_rd,
+            requireSlow=read.slow,
+            maxOffset=read.max_offset,
         ).SerializePartialToString()
-        if not result.chunks:
+        if not read.chunks:
             return _FETCH_HEAD + tail
-        return b"".join((_FETCH_HEAD, *result.chunks, tail))
+        return b"".join((_FETCH_HEAD, *read.chunks, tail))
+
+    def _read(self, store: MessageStore, topic: TopicConf, reg: _Registration, pid: int, start: int) -> _Read:
+        """MessageStore.getMessages of the real broker: where a read looks and where it stops.
+
+        * ``qryPriorityId`` (the consumer's, else 300) picks the side: a filtered consumer uses
+          ``id % 100``, others ``id // 100``; above 1 the memory cache may be read, at 1 or less only
+          the files (so with the default filtered consumers never see the cache).
+        * A file read loads at most ``fileMaxIndexReadCnt`` index entries (``1000 x partitions``
+          clamped to 8000..13500, x3 for filters) of the segment holding ``start``, up to the end of
+          the files, and stops after HALF of them (rounded up): MsgFileStore.getMessages loops while
+          ``i < indexBuffer.remaining()`` although every pass consumes 28 bytes of the buffer. This is
+          why captures s2/s5 read 7 entries as 4, 2, 1 and s6c reads 33 as 17, 8, 4, 2, 1 (s6c's
+          store held 41 entries, the last 8 still in the memory cache: maxOffset 924 of 1148).
+        * Both stop once the records read reach the transfer size (the crossing record included).
+        * The cache side: see ``_read_cache``.
+        """
+        data_max = store.data_max  # BrokerServiceServer measures it before the read (currDataDlt)
+        keys = reg.filters
+        qry = reg.qry_priority_id if reg.qry_priority_id > 0 else _DEFAULT_QRY_PRIORITY
+        switch = qry % 100 if keys is not None else qry // 100
+        file_max = store.cache_start
+        if switch > 1 and start >= file_max:
+            return self._read_cache(store, topic, reg, pid, start, switch == 2, data_max)
+        if start >= file_max:
+            # Only the files may be read and the data is still in the (logical) memory cache: the real
+            # broker answers this 404 until its flush timer (memCacheFlushIntvl, 20 s) moves the cache
+            # to its files (capture s4: the first filtered read 27 s after the sends). We flush the
+            # cache right here instead, so the next read finds the data; deterministic, documented.
+            store.flush_cache()
+            return _Read.miss("current offset is exceed max file offset", data_max)
+        file_cnt = _clamp(topic.num_partitions * _INDEX_TRANS_COUNT, 8000, 13500) * (3 if keys is not None else 1)
+        res = self._half_read(store, reg, pid, start, min(file_max, store.segment_end(start)), file_cnt)
+        scanned = res.next_offset - start
+        # requireSlow: a filtered read near the end of the files (fileLowReqMaxFilterIndexReadCnt)
+        slow = keys is not None and scanned > 0 and file_max - start - scanned < file_cnt * 10 * C.INDEX_ENTRY_SIZE
+        max_offset = file_max if switch <= 1 else store.max_offset
+        return _Read(res.chunks, res.count, scanned, data_max, reg.last_data_rd, max_offset, slow)
+
+    def _half_read(self, store: MessageStore, reg: _Registration, pid: int, start: int, end: int, cnt: int) -> Any:
+        """The file read: load min(cnt, entries up to ``end``) index entries, scan half of them."""
+        loaded = min(cnt, (end - start) // C.INDEX_ENTRY_SIZE)
+        res = store.read(start, pid, reg.filters, self._transfer, end, (loaded + 1) // 2)
+        if res.last_data_end >= 0:
+            reg.last_data_rd = res.last_data_end
+        return res
+
+    def _read_cache(
+        self, store: MessageStore, topic: TopicConf, reg: _Registration, pid: int, start: int, backup: bool, data_max: int
+    ) -> _Read:
+        """A read at or after the start of the memory cache by a consumer allowed to read it.
+
+        The real MsgMemStore.getMessages first checks that the cache holds something for the partition
+        (a filtered consumer: for one of its keys) at or after ``start``; if not it answers 404 "Can't
+        found Message by index!" and the skipped cache entries count as read (committed at once, as
+        nothing was returned). Otherwise it scans up to ``memMaxIndexReadCnt`` entries (1000 x
+        partitions clamped to 6000..10000) WITHOUT halving. ``faithful_cache_reads`` switches that on;
+        by default the cache is read like the files (halving, sibling-only reads answer 200 without
+        messages), which tests/server/test_broker.py pins for fresh data. No capture reads the cache.
+        """
+        hi = store.max_offset
+        if backup:  # qryPriorityId x2: only the cache being flushed may be read, it holds nothing new
+            return _Read.miss("Can't found Message by index in cache", data_max)
+        if start >= hi:  # only an empty store gets here (else "The request offset reached maxOffset!")
+            return _Read.miss("Request offset reached cache maxOffset", data_max)
+        cnt = _clamp(topic.num_partitions * _INDEX_TRANS_COUNT, 6000, 10000)
+        if not self.faithful_cache_reads:
+            res = self._half_read(store, reg, pid, start, store.segment_end(start), cnt)
+            return _Read(res.chunks, res.count, res.next_offset - start, data_max, reg.last_data_rd, hi, False)
+        if not store.cache_has(start, pid, reg.filters):
+            return _Read.miss("Can't found Message by index!", data_max, hi - start)
+        res = store.read(start, pid, reg.filters, self._transfer, None, cnt)
+        # the cache result's data offset: after the last returned message, else the cache's end
+        last_rd = res.last_msg_end if res.count else data_max
+        return _Read(res.chunks, res.count, res.next_offset - start, data_max, last_rd, hi, False)
+
+    def _book(self, key: Key, scanned: int, empty: bool, manual: bool) -> None:
+        """DefaultOffsetManager.bookOffset: the index bytes a read covered become the in-flight delta
+        (accumulated under manual commit); a read that returned nothing is committed at once."""
+        if scanned == 0:
+            return
+        if manual:
+            self._inflight[key] = self._inflight.get(key, 0) + scanned
+        elif empty:
+            committed = self.offsets.get(*key)
+            self.offsets.set(*key, (0 if committed is None else committed) + scanned)
+            self._inflight[key] = 0
+        else:
+            self._inflight[key] = scanned
 
     # ---- commit (18)
 

@@ -15,6 +15,12 @@ Why this layout:
   and the tail entries whose record is missing or fails its CRC are dropped, then the data file is cut
   after the last valid record (torn tail).
 * Retention deletes whole non-active segments by age and/or total size; the min offset moves up.
+* The real broker keeps fresh messages in a memory cache (``MsgMemStore``) and moves them into its
+  files when the cache is full or its flush timer fires; reads behave differently on each side (see
+  ``server/broker.py``). We always write the data at once and keep the cache *logically*:
+  ``cache_start`` is the first index offset that is "still in memory". Capacity follows the real
+  defaults (``memCacheMsgSizeInMB`` 2 -> 1 MiB, ``memCacheMsgCntInK`` 10 -> 5120 messages, raised to
+  the topic's minimum cache size; sizes in the real broker's record units, 52 + data length).
 
 Index entry (big-endian, 28 bytes): partitionId i32, data offset i64 (global), record size i32,
 keyCode i32 (Java hashCode of msgType or -1), append time ms i64.
@@ -42,15 +48,48 @@ log = logging.getLogger("tubemq.server.storage")
 INDEX_ENTRY = struct.Struct(">iqiiq")
 ENTRY = C.INDEX_ENTRY_SIZE  # 28
 RECORD_KEY = 0x22  # field 4 (messages), wire type 2, of GetMessageResponseB2C
-#: Index entries scanned by one read at most (filtered / multi-partition stores answer 200 with what
-#: was found and continue from there on the next fetch, like the real broker).
+#: Index entries scanned by one read at most when the caller gives no bound.
 MAX_SCAN_ENTRIES = 16384
-#: The real broker keeps fresh messages in a memory cache that filtered reads cannot see until it is
-#: flushed to its files (captures s4, s6c). We model that cache logically (the data itself is always
-#: written): it is flushed when it would exceed these bounds, when it gets older than the flush
-#: interval, or when a filtered read asks for data behind it (see Broker.get_message).
-MEM_CACHE_BYTES = 3 * 1024 * 1024
-MEM_CACHE_COUNT = 10 * 1024
+#: The real broker's stored record: a 52-byte header + the data (DataStoreUtils.STORE_DATA_HEADER_LEN).
+#: Capture s2 confirms it (currDataDlt 20257 = 7 records of 52 + data bytes, minus the first four).
+REAL_RECORD_HEADER = 52
+#: Memory cache defaults of the real broker: memCacheMsgSizeInMB = 2 and memCacheMsgCntInK = 10, which
+#: TopicMetadata turns into 2 * 1024 * 512 bytes and 10 * 512 messages; the size is raised to the
+#: topic's minimum cache size (max message size + 10240, plus (that % 4 + 1) * 512 KiB).
+MEM_CACHE_MSG_SIZE = 2 * 1024 * 512
+MEM_CACHE_MSG_COUNT = 10 * 512
+_MESSAGE_SIZE_ADJUST = 512 * 1024
+_MIN_MAX_MSG_SIZE = 1024 * 1024  # ClusterConfigHolder.calcMaxMsgSize clamps below at 1 MiB
+
+
+def mem_cache_bytes(max_msg_size: int) -> int:
+    """Memory cache capacity (real record units) of a topic whose messages may be ``max_msg_size`` long."""
+    tmp = max(max_msg_size, _MIN_MAX_MSG_SIZE) + C.META_MAX_MESSAGE_HEADER_SIZE
+    return max(MEM_CACHE_MSG_SIZE, tmp + (tmp % 4 + 1) * _MESSAGE_SIZE_ADJUST)
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def payload_length(record: bytes) -> int:
+    """Length of the payload inside one stored record (for the real-unit cache accounting)."""
+    _, pos = _read_varint(record, 1)  # skip the field-4 key and the TransferedMessage length
+    while pos < len(record):
+        key = record[pos]
+        value, pos = _read_varint(record, pos + 1)
+        if key == 0x1A:  # payLoadData
+            return value
+        if key & 7 == 2:
+            pos += value
+    raise ValueError("record without payload")
 
 
 def _varint(value: int) -> bytes:
@@ -118,6 +157,8 @@ class ReadResult:
     count: int
     next_offset: int  # index offset after the last scanned entry
     data_dlt: int  # data bytes behind the end of this read
+    last_data_end: int = -1  # data offset after the last scanned entry (-1: nothing scanned)
+    last_msg_end: int = -1  # data offset after the last returned record (-1: none returned)
 
 
 class _Segment:
@@ -175,10 +216,17 @@ class MessageStore:
         self.written_offset = self.max_offset  # index bytes handed to the OS
         self.synced_offset = self.max_offset  # index bytes known to be on disk (recovered = on disk)
         self.last_append_ms = 0
-        #: start of the logical memory cache: entries before it are "in the file" (see MEM_CACHE_BYTES)
+        #: start of the logical memory cache: entries before it are "in the file" (module docstring)
         self.cache_start = self.max_offset
-        self._cache_bytes = 0
-        self._cache_since = 0.0
+        self.cache_max_bytes = mem_cache_bytes(_MIN_MAX_MSG_SIZE)
+        self.cache_max_count = MEM_CACHE_MSG_COUNT
+        self._cache_bytes = 0  # real record units
+        self._cache_count = 0
+        #: last index offset per partition id / per filter key code inside the cache (the real
+        #: MsgMemStore's queuesMap / keysMap: a cache read first checks there is anything to find)
+        self._cache_last_pid: dict[int, int] = {}
+        self._cache_last_key: dict[int, int] = {}
+        self._last_cache_flush = time.monotonic()  # MessageStore.lastMemFlushTime
 
     # ---- open / recovery
 
@@ -278,22 +326,28 @@ class MessageStore:
 
     # ---- append
 
-    def append(self, partition_id: int, record: bytes, key_code: int, time_ms: int) -> int:
-        """Buffer one record; returns its index offset. Visible to the OS after flush_pending()."""
+    def append(
+        self, partition_id: int, record: bytes, key_code: int, time_ms: int, data_len: int | None = None
+    ) -> int:
+        """Buffer one record; returns its index offset. Visible to the OS after flush_pending().
+
+        ``data_len`` is the payload length (parsed from ``record`` when not given)."""
         seg = self.segments[-1]
         if seg.dat_len + len(self._pend_dat) >= self.segment_bytes and seg.idx_len + len(self._pend_idx) > 0:
             self._roll()
             seg = self.segments[-1]
         offset = seg.idx_end + len(self._pend_idx)
-        if offset == self.cache_start:
-            self._cache_since = time.monotonic()
-        elif (
-            self._cache_bytes + len(record) > MEM_CACHE_BYTES
-            or offset - self.cache_start >= MEM_CACHE_COUNT * ENTRY
+        real = REAL_RECORD_HEADER + (payload_length(record) if data_len is None else data_len)
+        if self._cache_count and (
+            self._cache_bytes + real > self.cache_max_bytes or self._cache_count >= self.cache_max_count
         ):
+            # MsgMemStore.appendMsg refuses a message that does not fit: the cache is flushed to the
+            # files and the message goes into the fresh cache (capture s6c: file max 924 of 1148)
             self.flush_cache()
-            self._cache_since = time.monotonic()
-        self._cache_bytes += len(record)
+        self._cache_bytes += real
+        self._cache_count += 1
+        self._cache_last_pid[partition_id] = offset
+        self._cache_last_key[key_code] = offset
         self._pend_idx += INDEX_ENTRY.pack(
             partition_id, seg.dat_base + seg.dat_len + len(self._pend_dat), len(record), key_code, time_ms
         )
@@ -301,17 +355,41 @@ class MessageStore:
         self.last_append_ms = time_ms
         return offset
 
+    def set_cache_limits(self, max_bytes: int, max_count: int = MEM_CACHE_MSG_COUNT) -> None:
+        """Cache capacity for this store's topic (see mem_cache_bytes)."""
+        self.cache_max_bytes = max_bytes
+        self.cache_max_count = max_count
+
     def flush_cache(self) -> None:
-        """Move the logical memory cache into the "file": filtered reads can see it from now on."""
+        """Move the logical memory cache into the "file": file reads can see it from now on."""
         self.cache_start = self.max_offset
         self._cache_bytes = 0
+        self._cache_count = 0
+        self._cache_last_pid.clear()
+        self._cache_last_key.clear()
+        self._last_cache_flush = time.monotonic()
 
-    def flush_cache_older_than(self, age_s: float) -> None:
-        if self.cache_start < self.max_offset and time.monotonic() - self._cache_since >= age_s:
+    def flush_cache_older_than(self, age_s: float) -> bool:
+        """The real flush timer: a non-empty cache is flushed ``age_s`` after the previous flush."""
+        if self._cache_count and time.monotonic() - self._last_cache_flush >= age_s:
             self.flush_cache()
+            return True
+        return False
 
-    def cache_age_ms(self) -> int:
-        return int((time.monotonic() - self._cache_since) * 1000) if self.cache_start < self.max_offset else 0
+    def cache_has(self, start: int, partition_id: int, keys: frozenset[int] | None) -> bool:
+        """Whether the cache holds, at or after ``start``, a message of the partition (or, filtered,
+        of one of the keys, whatever its partition: MsgMemStore.getMessages checks only keysMap)."""
+        if keys is None:
+            return self._cache_last_pid.get(partition_id, -1) >= start
+        last = self._cache_last_key
+        return any(last.get(k, -1) >= start for k in keys)
+
+    def segment_end(self, offset: int) -> int:
+        """Index offset where the segment holding ``offset`` ends (a file read never crosses it)."""
+        for seg in self.segments:
+            if offset < seg.idx_end:
+                return seg.idx_end
+        return self.max_offset
 
     def flush_pending(self) -> None:
         """Hand buffered appends to the OS: data first, then the index entries that point at it."""
@@ -378,6 +456,7 @@ class MessageStore:
         total = 0
         pos = start
         last_data_end = -1
+        last_msg_end = -1
         stop = False
         unpack = INDEX_ENTRY.iter_unpack
         for seg in self.segments:
@@ -410,11 +489,12 @@ class MessageStore:
                     break
             if run_start >= 0:
                 chunks.append(os.pread(rfd_dat, run_end - run_start, run_start - seg.dat_base))
+                last_msg_end = run_end
             pos += scanned
             if scanned == 0:
                 break
         data_dlt = self.data_max - last_data_end if last_data_end >= 0 else self.data_max - self._data_pos(start)
-        return ReadResult(chunks, count, pos, max(0, data_dlt))
+        return ReadResult(chunks, count, pos, max(0, data_dlt), last_data_end, last_msg_end)
 
     def _data_pos(self, offset: int) -> int:
         for seg in self.segments:
@@ -512,17 +592,12 @@ class StoreManager:
     def mark_dirty(self, store: MessageStore) -> None:
         self._dirty.add(store)
 
-    def flush_cache(self) -> None:
-        """Move the logical memory cache into the "file": filtered reads can see it from now on."""
-        self.cache_start = self.max_offset
-        self._cache_bytes = 0
-
-    def flush_cache_older_than(self, age_s: float) -> None:
-        if self.cache_start < self.max_offset and time.monotonic() - self._cache_since >= age_s:
-            self.flush_cache()
-
-    def cache_age_ms(self) -> int:
-        return int((time.monotonic() - self._cache_since) * 1000) if self.cache_start < self.max_offset else 0
+    def flush_caches(self, topic: str | None = None) -> None:
+        """Flush the memory caches of every store (of ``topic``): what the real broker's flush timer
+        does after memCacheFlushIntvl (tests use it to reproduce a real broker's state)."""
+        for (name, _), store in self.stores.items():
+            if topic is None or name == topic:
+                store.flush_cache()
 
     def flush_pending(self) -> None:
         """Write every buffered append to the OS (called before acknowledgements go out)."""
