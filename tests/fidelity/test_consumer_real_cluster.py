@@ -197,3 +197,61 @@ def test_event_report_whose_answer_never_comes_is_sent_again() -> None:
         assert len(regs) == 3  # the event was processed once
 
     run(body(), 40)
+
+
+def test_consumer_auth_against_the_upstream_default_handlers() -> None:
+    """Authentication on, upstream default handlers (§8.2, §8.3): the master wants authInfo on every
+    request (it issues no authAuthorizedToken) and the broker refuses a blank authAuthorizedToken on
+    consumer register/heartbeat with 415 'authAuthorizedToken is Blank!'. Our consumer must get its
+    partitions and keep them (Java only adds the broker token after a requireAuth, so its very first
+    registration at such a broker is refused)."""
+    rp = ConsumerReplay(load("s2_consumer_pull"), master_conn=1, broker_conn=2)
+    refused: list[Any] = []
+    m_script, b_script = rp.master, rp.broker
+
+    def refuse(why: str, extra: dict[str, Any]) -> Any:
+        def edit(m: Any) -> None:
+            for f in [f.name for f, _ in m.ListFields()]:
+                m.ClearField(f)
+            m.success, m.errCode, m.errMsg = False, 415, why
+            for k, v in extra.items():
+                setattr(m, k, v)
+        return edit
+
+    def master(s: Any) -> Any:
+        info = s.msg.authInfo.authInfo
+        if not info.userName.strip() or not info.signature.strip():
+            refused.append(s)
+            frame = rp.register if s.method == Method.MASTER_CONSUMER_REGISTER else rp.quiet_before
+            return answer(frame, s.serial, edit=refuse("Illegal value: authInfo.userName is Blank!", {}))
+        return m_script(s)
+
+    def broker(s: Any) -> Any:
+        if s.method in (Method.BROKER_CONSUMER_REGISTER, Method.BROKER_CONSUMER_HEARTBEAT) \
+                and not s.msg.authInfo.authAuthorizedToken.strip():
+            refused.append(s)
+            if s.method == Method.BROKER_CONSUMER_REGISTER:
+                return answer(rp.reg[s.msg.partitionId], s.serial,
+                              edit=refuse("authAuthorizedToken is Blank!", {"currOffset": -1}))
+            return answer(rp.broker_heartbeat, s.serial, edit=refuse("authAuthorizedToken is Blank!", {}))
+        return b_script(s)
+
+    rp.master, rp.broker = master, broker  # type: ignore[method-assign]
+
+    async def body() -> None:
+        consumer, master_srv, broker_srv = await _start(rp, ["cap_main"], auth_user="admin", auth_password="secret")
+        try:
+            await _consume(consumer, 7)
+            await Deadline(15).until(lambda: rp.all_events_reported, "event report")
+            await Deadline(15).until(lambda: broker_srv.requests(Method.BROKER_CONSUMER_HEARTBEAT), "broker heartbeat")
+            assert sorted(p.partition_id for p in consumer.assignment()) == [0, 1, 2]
+        finally:
+            await consumer.close()
+        await master_srv.close()
+        await broker_srv.close()
+        assert refused == []
+        for s in broker_srv.requests(Method.BROKER_CONSUMER_REGISTER):
+            user, ts, nonce, sig = s.msg.authInfo.authAuthorizedToken.split(" ")
+            assert user == "admin" and int(ts) > 0 and int(nonce) >= 0 and sig
+
+    run(body(), 40)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -284,5 +285,64 @@ def test_fatal_answer_moves_to_the_next_master() -> None:
             await p.close()
         for s in (x, y, broker):
             await s.close()
+
+    run(body(), 40)
+
+
+def _upstream_auth_failure(msg: Any) -> str | None:
+    """The check of the upstream SimpleCertificateMasterHandler (§8.2) when authentication is on: every
+    master request needs authInfo with a user name, a signature and a fresh timestamp; it issues no
+    authAuthorizedToken, so a heartbeat carrying only ``authorizedToken`` is refused."""
+    info = msg.authInfo.authInfo
+    if not info.userName.strip():
+        return "Illegal value: authInfo.userName is Blank!"
+    if not info.signature.strip():
+        return "Illegal value: authInfo.signature is Blank!"
+    if abs(time.time() * 1000 - info.timestamp) > 20000:
+        return "Illegal value: timestamp out of effective period in authenticateToken!"
+    return None
+
+
+def test_auth_against_the_upstream_default_master_handler() -> None:
+    """With authentication on, the upstream master handler wants authInfo on heartbeats too and never
+    issues an authAuthorizedToken: publish (a synchronous heartbeat) must not fail with 415, and the
+    periodic heartbeats must not fail every other time."""
+    rp = ProducerReplay()
+    refused: list[Any] = []
+
+    def master(s: Any) -> Any:
+        if s.method in (Method.MASTER_PRODUCER_REGISTER, Method.MASTER_PRODUCER_HEARTBEAT):
+            why = _upstream_auth_failure(s.msg)
+            if why is not None:
+                refused.append(s)
+                frame = rp.reg if s.method == Method.MASTER_PRODUCER_REGISTER else rp.beat
+
+                def refuse(m: Any) -> None:
+                    for f in [f.name for f, _ in m.ListFields()]:
+                        m.ClearField(f)
+                    m.success, m.errCode, m.errMsg, m.brokerCheckSum = False, 415, why, -1
+
+                return answer(frame, s.serial, rp.subs, edit=refuse)
+        return rp.master(s)
+
+    async def body() -> None:
+        broker = await ReplayServer("broker", rp.broker).start()
+        rp.subs = {"127.0.0.1: ": f"127.0.0.1:{broker.port}"}
+        m = await ReplayServer("master", master).start()
+        p = tubemq.aio.Producer(m.address, auth_user="admin", auth_password="secret", **FAST)
+        try:
+            await p.start()
+            assert await p.publish("cap_main") == {"cap_main"}
+            await Deadline(10).until(lambda: rp.heartbeats >= 6, "periodic heartbeats")
+            assert (await p.send("cap_main", b"authenticated")).message_id > 0
+        finally:
+            await p.close()
+        await m.close()
+        await broker.close()
+        assert refused == []
+        beats = m.requests(Method.MASTER_PRODUCER_HEARTBEAT)
+        assert all(b.msg.authInfo.authInfo.userName == "admin" for b in beats)
+        # a fresh timestamp/nonce/signature each time, like register (§8.1)
+        assert len({b.msg.authInfo.authInfo.nonce for b in beats}) == len(beats)
 
     run(body(), 40)

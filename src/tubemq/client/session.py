@@ -230,6 +230,10 @@ class MasterSessionBase:
             raise ClientClosedError(f"{self.role} is closed")
         try:
             await self._locked_heartbeat()
+        except AuthenticationError:
+            # our authorized token was refused: authenticate in full and retry once (§8.2)
+            self.require_auth = True
+            await self._locked_heartbeat()
         except (NotRegisteredError, StandbyError):
             # the master forgot us (411) or is a standby now: register (next master) and retry once
             self.registered = False
@@ -384,14 +388,16 @@ class MasterSessionBase:
     def cert_info(self, *, force: bool) -> master_pb.MasterCertificateInfo | None:
         """authInfo for a master request, or None when auth is off (field then absent, like Java).
 
-        ``force`` (register/close): a fresh AuthenticateInfo. Heartbeats: AuthenticateInfo only after
-        the master asked (requireAuth), else the last authAuthorizedToken (§8.2).
+        ``force`` (register/close): a fresh AuthenticateInfo. Heartbeats: the last authAuthorizedToken
+        (§8.2), but a fresh AuthenticateInfo after the master asked (requireAuth, or a 415) and while
+        the master never issued a token: the upstream master's default certificate handler issues none
+        and wants authInfo on every request, so a heartbeat with a blank token would be refused (415).
         """
         cfg = self.config
         if not cfg.auth_enabled:
             return None
         assert cfg.auth_user is not None and cfg.auth_password is not None
-        if force or self.require_auth:
+        if force or self.require_auth or not self.auth_token:
             return auth.master_cert_info(cfg.auth_user, cfg.auth_password)
         return auth.master_token_info(self.auth_token)
 

@@ -85,9 +85,13 @@ class BrokerClient:
         self.flow = flow
 
     def auth_info(self, *, force: bool = False) -> broker_pb.AuthorizedInfo:
+        """visit token, plus (auth configured) the ``user ts nonce signature`` token on every
+        register/unregister/heartbeat. Java adds it only after a requireAuth (unregister: always), but
+        a broker with consume authentication refuses a blank token with 415 (§8.3) and a refused
+        register leaves no partition to heartbeat, so the requireAuth would never come."""
         info = broker_pb.AuthorizedInfo(visitAuthorizedToken=self.session.visit_token)
         cfg = self.config
-        if cfg.auth_enabled and (force or self.session.require_auth):
+        if cfg.auth_enabled:
             assert cfg.auth_user is not None and cfg.auth_password is not None
             info.authAuthorizedToken = auth.broker_auth_token(cfg.auth_user, cfg.auth_password)
         return info

@@ -133,7 +133,8 @@ class ProducerSession(MasterSessionBase):
             req.authInfo.CopyFrom(cert)
         rsp = await self.call_master(Method.MASTER_PRODUCER_HEARTBEAT, req, master_pb.HeartResponseM2P)
         self.check(rsp)
-        self.require_auth = rsp.requireAuth
+        if rsp.HasField("requireAuth"):  # absent: keep a 415-triggered full authentication (as consumers)
+            self.require_auth = rsp.requireAuth
         self.apply_appd_config(rsp)
         self.apply_authorized_info(rsp)
         if rsp.errCode == ErrorCode.NOT_READY:
