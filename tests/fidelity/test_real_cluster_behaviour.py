@@ -21,6 +21,7 @@ import pytest
 
 import tubemq
 from tubemq.errors import TubeMQConnectionError, TubeMQTimeoutError
+from tubemq.producer import SendResult
 from tubemq.protocol.constants import Method
 
 from .replay import CAPTURES, Deadline, ReplayServer, Sequence, answer, load, run, with_serial
@@ -346,3 +347,72 @@ def test_auth_against_the_upstream_default_master_handler() -> None:
         assert len({b.msg.authInfo.authInfo.nonce for b in beats}) == len(beats)
 
     run(body(), 40)
+
+
+class _StallFirst(ReplayServer):
+    """A broker whose first connection stops reading (a stalled broker process: the socket stays open,
+    the kernel buffers fill up, nothing is ever answered); later connections are served normally."""
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.connections == 0:
+            self.connections += 1
+            self.writers.append(writer)
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                pass
+            return
+        await super()._serve(reader, writer)
+
+
+def test_broker_that_stops_reading_never_hangs_a_send() -> None:
+    """Every send gets a typed answer within its timeout even when the broker's socket stops
+    accepting bytes (the connection's write buffer stays above its high-water mark), and the client
+    recovers on a new connection."""
+    rp = ProducerReplay()
+
+    async def body() -> None:
+        broker = await _StallFirst("stalled broker", rp.broker).start()
+        rp.subs = {"127.0.0.1: ": f"127.0.0.1:{broker.port}"}
+        master = await ReplayServer("master", rp.master).start()
+        p = tubemq.aio.Producer(master.address, **FAST)
+        try:
+            await p.start()
+            await p.publish("cap_main")
+            big = b"x" * 900_000
+            futs = [await asyncio.wait_for(p.send_async("cap_main", big), 10) for _ in range(30)]
+            results = await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True), 15)
+            # typed outcomes only: timeouts / lost connection for what went to the stalled socket,
+            # success for what went through the new connection
+            assert all(isinstance(r, (TubeMQTimeoutError, TubeMQConnectionError, SendResult)) for r in results), \
+                {type(r).__name__ for r in results}
+            assert any(isinstance(r, TubeMQTimeoutError) for r in results)
+            res = await asyncio.wait_for(p.send("cap_main", b"after the stall"), 15)
+            assert res.message_id > 0 and broker.connections >= 2
+        finally:
+            await p.close()
+        await master.close()
+        await broker.close()
+
+    run(body(), 60)
+
+
+def test_a_call_waiting_for_room_on_a_stalled_connection_times_out() -> None:
+    """Connection.call (consumer, master, shared broker connections) bounds its wait for room too."""
+    from tubemq.net.connection import Connection
+
+    async def body() -> None:
+        server = await _StallFirst("stalled").start()
+        conn = await Connection.open(server.address)
+        try:
+            calls = [asyncio.ensure_future(conn.call(2, 17, b"y" * 1_000_000, timeout_ms=800)) for _ in range(20)]
+            await Deadline(5).until(lambda: not conn.has_capacity, "the write buffer above its high-water mark")
+            with pytest.raises(TubeMQTimeoutError, match="no room to send"):
+                await asyncio.wait_for(conn.call(2, 17, b"z", timeout_ms=800), 10)
+            results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 10)
+            assert all(isinstance(r, TubeMQTimeoutError) for r in results), {type(r).__name__ for r in results}
+        finally:
+            await conn.close()
+            await server.close()
+
+    run(body(), 30)

@@ -214,8 +214,31 @@ class Connection:
         """True when a request can be started without waiting (window and write buffer)."""
         return not self.closed and not self._paused and len(self._pending) < self.max_inflight
 
-    async def wait_capacity(self) -> None:
-        """Wait until :attr:`has_capacity` (or raise if the connection closes meanwhile)."""
+    async def wait_capacity(self, timeout: float | None = None) -> None:
+        """Wait until :attr:`has_capacity` (or raise if the connection closes meanwhile).
+
+        ``timeout`` (seconds) bounds the wait with TubeMQTimeoutError: a peer that stopped reading
+        (a stalled broker keeps its socket open, so nothing else ends the wait) must not hang callers.
+        """
+        if timeout is None:
+            await self._wait_capacity()
+            return
+        try:
+            await asyncio.wait_for(self._wait_capacity(), max(0.0, timeout))
+        except asyncio.TimeoutError:
+            if self.closed:
+                raise self._closed_error() from None
+            raise TubeMQTimeoutError(
+                f"{self.address}: no room to send within {timeout:.1f} s "
+                f"({len(self._pending)} in flight, write buffer {'full' if self._paused else 'ok'})"
+            ) from None
+
+    @property
+    def read_idle(self) -> float:
+        """Seconds since bytes were last received on this connection."""
+        return time.monotonic() - self.last_activity
+
+    async def _wait_capacity(self) -> None:
         while True:
             if self.closed:
                 raise self._closed_error()
@@ -285,7 +308,7 @@ class Connection:
     async def call_frame(self, build: Callable[[int], bytes], *, timeout_ms: int) -> bytes:
         """Send the frame ``build(serial)`` returns; wait for the answer (hot path of §2)."""
         if not self.has_capacity:
-            await self.wait_capacity()
+            await self.wait_capacity(timeout_ms / 1000.0)
         fut = self.start_call(build, timeout_ms)
         return unwrap_response(await fut)
 

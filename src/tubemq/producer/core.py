@@ -457,7 +457,7 @@ class ProducerCore:
             try:
                 conn = await session.pool.get(part.address)
                 if not conn.has_capacity:
-                    await conn.wait_capacity()
+                    await self._wait_room(job, part, conn)
                 return part, conn
             except TubeMQConnectionError as exc:
                 # nothing was written: trying another broker cannot duplicate the message
@@ -466,6 +466,21 @@ class ProducerCore:
                 if job.key is not None or tries >= max(len(brokers), 1 + self.config.retries):
                     raise
                 log.info("broker %s unreachable (%s), trying another", part.address, exc)
+
+    async def _wait_room(self, job: _Job, part: codec.Partition, conn: Connection) -> None:
+        """Wait for room on ``conn`` within the message's timeout. A connection that read nothing
+        for a whole timeout while full belongs to a peer that stopped reading (a stalled broker
+        keeps the socket open): drop it so the next message reconnects instead of queueing behind."""
+        timeout = self.timeout_ms / 1000.0
+        try:
+            await conn.wait_capacity(job.t0 + timeout - time.monotonic())
+        except TubeMQTimeoutError:
+            self.quality.failure(part.broker_id)
+            if conn.read_idle >= timeout and not conn.closed:
+                log.warning("broker %s read nothing for %.1f s with its write buffer full; reconnecting",
+                            conn.address, conn.read_idle)
+                await self.session.pool.discard(conn.address)
+            raise
 
     async def _run_backlog(self) -> None:
         backlog = self._backlog
