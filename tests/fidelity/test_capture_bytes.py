@@ -193,3 +193,16 @@ def test_flow_fields_of_real_consumer_answers_mean_no_rules() -> None:
 
 def _body(f) -> bytes:  # noqa: ANN001 - test helper
     return unwrap_response(codec.FrameDecoder().feed(f.raw)[0][1])
+
+
+@pytest.mark.parametrize("name", ["frame_standby_exception_response", "frame_standby_exception_response_protocol_v2"])
+def test_standby_exception_is_recognised_by_substring(name: str) -> None:
+    """No standby in the captures: the spec's vectors (protocolVer 3 and the rewritten 2 prefix)."""
+    import json
+
+    vectors = json.loads((CAPTURES.parent / "vectors.json").read_text())["vectors"]
+    vec = next(v for v in vectors if v["name"] == name)
+    payload = codec.FrameDecoder().feed(bytes.fromhex(vec["expected"]["frame_hex"]))[0][1]
+    with pytest.raises(StandbyError) as info:
+        unwrap_response(payload)
+    assert not info.value.is_fatal and info.value.exception_name == vec["inputs"]["exceptionName"]
