@@ -4,7 +4,9 @@ Answers follow the real broker (PROTOCOL.md §5.3, §5.2.6, §7.3) and where the
 (s2, s3, s4, s5, s6a, s6c): error texts, validation order, which optional fields are present, the
 three "no data" 404 answers, ``currOffset = -1`` on a successful unregister, partition ids checked
 only by ``id % 10000`` (id 10000 on a one-store topic goes to a separate store index), checksum
-verification, broker-side filters by Java ``hashCode(msgType)`` with ``requireSlow`` always true.
+verification, broker-side filters by Java ``hashCode(msgType)``. Where a read looks (files or the
+memory cache) and where it stops follow the real MessageStore.getMessages (``Broker._read``): captures
+s2, s4, s5 and s6c are replayed with every fetch matching (tests/server/test_capture_replay.py).
 
 The send and fetch handlers answer synchronously (no task per request) unless ``flush="always"``,
 where a send waits for the group fsync that covers it.
@@ -586,10 +588,9 @@ class Broker:
             self._inflight[key] = 0
             self.offsets.set(group, name, pid, lo)
         read = self._read(store, topic, reg, pid, start)
+        self._book(key, start, read.scanned, read.count == 0, manual)
         if read.status:
-            self._book(key, read.scanned, read.count == 0, manual)
             return fail(404, read.status, _int32(read.data_max))
-        self._book(key, read.scanned, read.count == 0, manual)
         tail = resp(
             currOffset=start,
             minLimitTime=0,
@@ -676,16 +677,16 @@ class Broker:
         last_rd = res.last_msg_end if res.count else data_max
         return _Read(res.chunks, res.count, res.next_offset - start, data_max, last_rd, hi, False)
 
-    def _book(self, key: Key, scanned: int, empty: bool, manual: bool) -> None:
+    def _book(self, key: Key, start: int, scanned: int, empty: bool, manual: bool) -> None:
         """DefaultOffsetManager.bookOffset: the index bytes a read covered become the in-flight delta
-        (accumulated under manual commit); a read that returned nothing is committed at once."""
+        (accumulated under manual commit); a read that returned nothing is committed at once (without
+        manual commit a read starts at the committed offset, so that is ``start + scanned``)."""
         if scanned == 0:
             return
         if manual:
             self._inflight[key] = self._inflight.get(key, 0) + scanned
         elif empty:
-            committed = self.offsets.get(*key)
-            self.offsets.set(*key, (0 if committed is None else committed) + scanned)
+            self.offsets.set(*key, start + scanned)
             self._inflight[key] = 0
         else:
             self._inflight[key] = scanned

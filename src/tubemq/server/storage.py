@@ -385,8 +385,9 @@ class MessageStore:
         return any(last.get(k, -1) >= start for k in keys)
 
     def segment_end(self, offset: int) -> int:
-        """Index offset where the segment holding ``offset`` ends (a file read never crosses it)."""
-        for seg in self.segments:
+        """Index offset where the segment holding ``offset`` ends (a file read never crosses it); the
+        active segment ends at the max offset, appends not yet handed to the OS included."""
+        for seg in self.segments[:-1]:
             if offset < seg.idx_end:
                 return seg.idx_end
         return self.max_offset
