@@ -293,3 +293,50 @@ def test_bound_consumer_follows_a_changed_broker_list() -> None:
             await s.close()
 
     run(body(), 30)
+
+
+def test_bound_consumer_partitions_after_the_master_forgot_the_group() -> None:
+    """After a master fail-over the new master answers get-part-meta with the real 411 'Not found
+    groupName <g> in holder!' (s6b): register again (V2) and ask once more instead of failing."""
+    rp = BoundReplay()
+    real_411 = next(f for f in load("s6b_errors_master").answers(Method.MASTER_CONSUMER_GET_PART_META)
+                    if f.message["errCode"] == 411)
+    their_group = real_411.message["errMsg"].split("groupName ")[1].split(" ")[0]
+    state = {"forgot": False}
+
+    def master(s: Seen) -> bytes | None:
+        if s.method == Method.MASTER_CONSUMER_REGISTER_V2:
+            state["forgot"] = False
+        elif state["forgot"] and s.method in (Method.MASTER_CONSUMER_GET_PART_META,
+                                              Method.MASTER_CONSUMER_HEARTBEAT_V2):
+            frame = real_411 if s.method == Method.MASTER_CONSUMER_GET_PART_META else None
+            if frame is None:  # the heartbeat gets the same verdict in V2 shape
+                return answer(rp.v2_beats.frames[0], s.serial, edit=lambda m: _forget(m, rp.group))
+            return answer(frame, s.serial, {their_group: rp.group})
+        return rp.master(s)
+
+    async def body() -> None:
+        broker = await ReplayServer("broker", rp.broker).start()
+        m = await ReplayServer("master", master).start()
+        bc = tubemq.aio.BoundConsumer(m.address, rp.group, ["cap_main"], source_count=1, node_id=0,
+                                      consume_from="earliest", local_address=JAVA_IP, heartbeat_period_ms=60000,
+                                      pool="private")
+        rp.bind(bc.client_id, broker)
+        try:
+            await bc.start()
+            state["forgot"] = True
+            parts = await bc.partitions("cap_main")
+            assert [p.partition_id for p in parts] == [0, 1, 2]
+            assert [s.method for s in m.log].count(Method.MASTER_CONSUMER_REGISTER_V2) == 2
+        finally:
+            await bc.close()
+        await m.close()
+        await broker.close()
+
+    run(body(), 30)
+
+
+def _forget(m: Any, group: str) -> None:
+    for f in [f.name for f, _ in m.ListFields()]:
+        m.ClearField(f)
+    m.errCode, m.errMsg = 411, f"Not found groupName {group} in holder!"

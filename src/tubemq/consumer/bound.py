@@ -33,6 +33,7 @@ from ..errors import (
     ClientClosedError,
     DecodeError,
     NotFoundError,
+    NotRegisteredError,
     TubeMQError,
     error_for_code,
 )
@@ -279,8 +280,22 @@ class AsyncBoundConsumer:
         return [f"{t}#{','.join(v)}" for t, v in sorted(by_topic.items())]
 
     async def refresh_meta(self) -> None:
-        """GetPartMetaRequestC2M (method 22): the subscribable partitions of the group's topics."""
+        """GetPartMetaRequestC2M (method 22): the subscribable partitions of the group's topics.
+
+        A 411 (the master does not know the group, e.g. a new active master after a fail-over)
+        registers again and asks once more, like a heartbeat would, instead of failing the caller.
+        """
         self._check()
+        try:
+            await self._get_part_meta()
+        except NotRegisteredError as exc:
+            log.info("bound consumer %s: %s; registering again", self.client_id, exc)
+            self.session.registered = False
+            self.session.on_reregister()
+            await self.session.register(max_attempts=3)
+            await self._get_part_meta()
+
+    async def _get_part_meta(self) -> None:
         req = master_pb.GetPartMetaRequestC2M(
             clientId=self.client_id, groupName=self.config.group,
             brokerConfigId=self.session.broker_checksum if self.session.brokers else META_VALUE_UNDEFINED,
