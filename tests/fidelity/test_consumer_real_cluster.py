@@ -255,3 +255,37 @@ def test_consumer_auth_against_the_upstream_default_handlers() -> None:
             assert user == "admin" and int(ts) > 0 and int(nonce) >= 0 and sig
 
     run(body(), 40)
+
+
+def test_get_message_answer_that_never_comes() -> None:
+    """The answer to a getMessage that also committed the previous batch (lastPackConsumed true) is
+    lost. Whether the broker processed it is unknown, so the next read must not claim anything
+    consumed (lastPackConsumed false: a re-delivery at worst, never a loss) — as Java."""
+    rp = ConsumerReplay(load("s2_consumer_pull"), master_conn=1, broker_conn=2)
+    script = rp.broker
+    lost: list[Any] = []
+
+    def broker(s: Any) -> Any:
+        if s.method == Method.BROKER_CONSUMER_GET_MESSAGE and s.msg.partitionId == 1 and s.msg.lastPackConsumed \
+                and not lost:
+            lost.append(s)
+            return None
+        return script(s)
+
+    rp.broker = broker  # type: ignore[method-assign]
+
+    async def body() -> None:
+        consumer, master, broker_srv = await _start(rp, ["cap_main"], rpc_timeout_ms=3000)
+        try:
+            await _consume(consumer, 7, seconds=30)
+            await Deadline(15).until(lambda: rp.fetched_all(), "drained")
+        finally:
+            await consumer.close()
+        await master.close()
+        await broker_srv.close()
+        p1 = [s for s in broker_srv.requests(Method.BROKER_CONSUMER_GET_MESSAGE) if s.msg.partitionId == 1]
+        i = next(k for k, s in enumerate(p1) if s is lost[0])
+        assert p1[i + 1].msg.lastPackConsumed is False
+        assert p1[i + 1].t - lost[0].t >= 2.9  # only after our timeout
+
+    run(body(), 60)
