@@ -1,21 +1,42 @@
-"""Broker answers over real TCP: validation order and texts, offsets, ownership, filters (s2-s6c)."""
+"""Broker answers over real TCP: validation order and texts, offsets, ownership, filters (s2-s6c).
+
+Fresh messages sit in the broker's memory cache, where reads return everything of the partition at
+once; after ``flush`` they are in the files, where a read scans half of the loaded index entries
+(server/broker.py ``_read``). The cache timer is off here (``cache_flush_interval_ms`` 1 h), so each
+test decides where its data sits.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tubemq import codec
+from tubemq.errors import ConfigError
 from tubemq.protocol import broker_pb
-from tubemq.server import EmbeddedCluster
+from tubemq.server import EmbeddedCluster, ServerConfig
 from tubemq.server.testing import FAST_TIMERS as FAST_SERVER
 
 from ._raw import RawClient
 
 MIB = 1024 * 1024
+#: the memory cache timer off: data moves to the files only when a test calls ``flush``
+NO_CACHE_TIMER = {"cache_flush_interval_ms": 3_600_000}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
+    with EmbeddedCluster(data_dir=tmp_path / "tubemq-data", **FAST_SERVER, **NO_CACHE_TIMER) as cl:
+        yield cl
+
+
+def flush(cl: EmbeddedCluster, topic: str = "cap_err") -> None:
+    """Move the topic's memory cache into the files (the real broker's memCacheFlushIntvl timer)."""
+    cl._call(lambda: cl.server.stores.flush_caches(topic))
 
 
 @pytest.fixture
@@ -226,8 +247,10 @@ def drain(c: RawClient, group: str, topic: str, partition: int, cid: str) -> lis
     raise AssertionError("no 404 after 100 fetches")
 
 
-def test_fetch_commit_rollback_and_lastpackconsumed(c: RawClient) -> None:
+def test_fetch_commit_rollback_and_lastpackconsumed(cluster: Any, c: RawClient) -> None:
+    """File reads (capture s6c's shape): re-delivery, rollback, commit by fetch and by commit RPC."""
     fill(c, 6)
+    flush(cluster)
     assert c.register(G, "cap_err", 0, C1).currOffset == 0
     m1 = c.fetch(G, "cap_err", 0, C1, last_consumed=False)
     assert m1.success and m1.errMsg == "OK!" and len(m1.messages) == 3  # half of the 6 entries
@@ -256,13 +279,34 @@ def test_fetch_commit_rollback_and_lastpackconsumed(c: RawClient) -> None:
     assert c.commit(G, "cap_err", 0, C1).currOffset == 168
 
 
-def test_empty_store_404_and_sibling_partitions(c: RawClient) -> None:
+def test_fetch_commit_rollback_of_fresh_data(c: RawClient) -> None:
+    """Cache reads: the same offset rules, with everything of the partition returned at once."""
+    fill(c, 6)
+    c.register(G, "cap_err", 0, C1)
+    m1 = c.fetch(G, "cap_err", 0, C1, last_consumed=False)
+    assert (m1.currOffset, m1.maxOffset, m1.requireSlow) == (0, 168, False)
+    assert [x.payLoadData for x in m1.messages] == [b"msg-%d" % i for i in range(6)]
+    assert m1.currDataDlt == 0  # the last message returned is the data max
+    m2 = c.fetch(G, "cap_err", 0, C1, last_consumed=False)  # re-delivered
+    assert [x.messageId for x in m2.messages] == [x.messageId for x in m1.messages] and m2.currOffset == 0
+    assert c.commit(G, "cap_err", 0, C1, consumed=False).currOffset == 0  # rolled back
+    assert len(c.fetch(G, "cap_err", 0, C1).messages) == 6
+    fill(c, 1)
+    m3 = c.fetch(G, "cap_err", 0, C1)  # commits the six, then reads the new one
+    assert (m3.currOffset, [x.payLoadData for x in m3.messages]) == (168, [b"msg-0"])
+    r = c.commit(G, "cap_err", 0, C1, consumed=None)
+    assert (r.currOffset, r.maxOffset) == (196, 196)
+    assert c.fetch(G, "cap_err", 0, C1).errMsg == "The request offset reached maxOffset!"
+
+
+def test_empty_store_404_and_sibling_partitions(cluster: Any, c: RawClient) -> None:
     assert c.register(G, "cap_err", 1, C1).maxOffset == 0
     m = c.fetch(G, "cap_err", 1, C1, last_consumed=False)
     assert (m.errCode, m.errMsg, m.minLimitTime, m.currOffset) == (404, "Request offset reached cache maxOffset", 0, -1)
     fill(c, 3, partition=0)
     fill(c, 1, partition=1)
-    # reads that only scan sibling entries answer 200 without messages and commit at once (capture s2)
+    flush(cluster)
+    # file reads that only scan sibling entries answer 200 without messages and commit at once (s2)
     m = c.fetch(G, "cap_err", 1, C1)
     assert m.success and not m.messages and m.currOffset == 0
     assert c.commit(G, "cap_err", 1, C1, consumed=False).currOffset == 56
@@ -271,6 +315,17 @@ def test_empty_store_404_and_sibling_partitions(c: RawClient) -> None:
     m = c.fetch(G, "cap_err", 1, C1)
     assert m.currOffset == 84 and [x.payLoadData for x in m.messages] == [b"msg-0"]
     assert c.commit(G, "cap_err", 1, C1).currOffset == 112
+    # a memory cache holding only sibling entries answers 404 and its entries count as read
+    fill(c, 2, partition=0)
+    m = c.fetch(G, "cap_err", 1, C1)
+    assert (m.errCode, m.errMsg, m.currOffset, m.currDataDlt) == (404, "Can't found Message by index!", -1, -1)
+    assert m.minLimitTime == cluster._call(lambda: cluster.server.stores.get("cap_err", 0).data_max)
+    assert c.commit(G, "cap_err", 1, C1).currOffset == 168
+    fill(c, 1, partition=0)
+    fill(c, 1, partition=1)
+    m = c.fetch(G, "cap_err", 1, C1)  # the cache holds partition 1 data: read to the cache's end
+    assert (m.currOffset, m.maxOffset, [x.payLoadData for x in m.messages]) == (168, 224, [b"msg-0"])
+    assert c.commit(G, "cap_err", 1, C1).currOffset == 224
 
 
 def test_read_status_and_bootstrap_offsets(c: RawClient) -> None:
@@ -289,33 +344,37 @@ def test_read_status_and_bootstrap_offsets(c: RawClient) -> None:
 def test_unregister_commits_or_rolls_back(c: RawClient) -> None:
     fill(c, 4)
     c.register(G, "cap_err", 0, C1)
-    assert len(c.fetch(G, "cap_err", 0, C1, last_consumed=False).messages) == 2
+    assert len(c.fetch(G, "cap_err", 0, C1, last_consumed=False).messages) == 4
     c.register(G, "cap_err", 0, C1, op=32, read_status=1)  # rollback
     assert c.register(G, "cap_err", 0, C1).currOffset == 0
-    c.fetch(G, "cap_err", 0, C1, last_consumed=False)
+    assert len(c.fetch(G, "cap_err", 0, C1, last_consumed=False).messages) == 4
     c.register(G, "cap_err", 0, C1, op=32, read_status=0)  # commit
-    assert c.register(G, "cap_err", 0, C1).currOffset == 56
+    assert c.register(G, "cap_err", 0, C1).currOffset == 112
 
 
-def test_manual_commit_offset_accumulates(c: RawClient) -> None:
+def test_manual_commit_offset_accumulates(cluster: Any, c: RawClient) -> None:
     fill(c, 2)
     c.register(G, "cap_err", 0, C1)
     m = c.fetch(G, "cap_err", 0, C1, manual=True)
-    assert m.currOffset == 0 and len(m.messages) == 1
+    assert m.currOffset == 0 and len(m.messages) == 2
     fill(c, 1)
     m = c.fetch(G, "cap_err", 0, C1, manual=True)  # reads on from committed + in-flight
-    assert m.currOffset == 28 and len(m.messages) == 1
-    assert c.commit(G, "cap_err", 0, C1).currOffset == 56
+    assert m.currOffset == 56 and len(m.messages) == 1
+    # the reads accumulate in flight; nothing is committed until the commit RPC
+    assert c.fetch(G, "cap_err", 0, C1, manual=True).errMsg == "The request offset reached maxOffset!"
+    row = cluster.group_offsets(G)[0]
+    assert (row["committed_offset"], row["inflight"]) == (0, 84)
+    assert c.commit(G, "cap_err", 0, C1).currOffset == 84
 
 
 def test_registration_expiry_rolls_back(tmp_path: Path) -> None:
-    opts = dict(FAST_SERVER, consumer_reg_timeout_ms=400)
+    opts = dict(FAST_SERVER, consumer_reg_timeout_ms=400, **NO_CACHE_TIMER)
     with EmbeddedCluster(data_dir=tmp_path / "d", **opts) as cl:
         cl.create_topic("exp", partitions=1)
         with RawClient(cl.broker_address) as c:
             fill(c, 3, topic="exp")
             c.register(G, "exp", 0, C1)
-            assert len(c.fetch(G, "exp", 0, C1, last_consumed=False).messages) == 2
+            assert len(c.fetch(G, "exp", 0, C1, last_consumed=False).messages) == 3
             # while C1 is alive a second consumer is refused
             assert c.register(G, "exp", 0, C2).errCode == 410
             deadline = time.monotonic() + 10
@@ -358,23 +417,28 @@ def test_broker_side_filter_by_java_hashcode(tmp_path: Path) -> None:
             assert sorted(got) == sorted(b"filter msg #%d" % i for i in (0, 2, 4, 6, 8))
 
 
-def test_reads_scan_half_of_the_remaining_index(c: RawClient) -> None:
-    """Captures s2/s6c: where one read stops (7 entries -> 4, 2, 1; 33 -> 17, 8, 4, 2, 1)."""
+def test_reads_scan_half_of_the_remaining_index(cluster: Any, c: RawClient) -> None:
+    """Captures s2/s6c: where one FILE read stops (7 entries -> 4, 2, 1; 33 -> 17, 8, 4, 2, 1)."""
     fill(c, 7, partition=0)
+    flush(cluster)
     c.register(G, "cap_err", 0, C1)
-    starts = []
+    reads = []
     for _ in range(5):
         m = c.fetch(G, "cap_err", 0, C1)
         if not m.success:
             break
-        starts.append(m.currOffset)
-    assert starts == [0, 112, 168]
+        reads.append((m.currOffset, len(m.messages)))
+    assert reads == [(0, 4), (112, 2), (168, 1)]
     assert c.commit(G, "cap_err", 0, C1).currOffset == 196
+    # the memory cache is not halved: 7 fresh entries come in one read
+    fill(c, 7, partition=0)
+    m = c.fetch(G, "cap_err", 0, C1)
+    assert (m.currOffset, len(m.messages), m.maxOffset) == (196, 7, 392)
 
 
 def test_filtered_read_of_fresh_data(tmp_path: Path) -> None:
     """Capture s4: fresh data sits in the memory cache; the first filtered read answers the third 404."""
-    with EmbeddedCluster(data_dir=tmp_path / "d", flush_interval_ms=60000, **FAST_SERVER) as cl:
+    with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_SERVER, **NO_CACHE_TIMER) as cl:
         cl.create_topic("ft", partitions=1)
         with RawClient(cl.broker_address) as c:
             c.register(G, "ft", 0, C1, filters=["typeA"])
@@ -394,8 +458,9 @@ def test_filtered_read_of_fresh_data(tmp_path: Path) -> None:
 
 
 def test_memory_cache_flushes_by_age(tmp_path: Path) -> None:
-    opts = dict(FAST_SERVER, consumer_reg_timeout_ms=400)
-    with EmbeddedCluster(data_dir=tmp_path / "d", flush_interval_ms=100, **opts) as cl:
+    """cache_flush_interval_ms (memCacheFlushIntvl) moves the cache; the fsync period does not."""
+    opts = dict(FAST_SERVER, consumer_reg_timeout_ms=400, flush_interval_ms=3_600_000)
+    with EmbeddedCluster(data_dir=tmp_path / "d", cache_flush_interval_ms=100, **opts) as cl:
         cl.create_topic("ft", partitions=1)
         with RawClient(cl.broker_address) as c:
             assert send(c, topicName="ft", msgType="typeA").success
@@ -407,6 +472,27 @@ def test_memory_cache_flushes_by_age(tmp_path: Path) -> None:
             c.register(G, "ft", 0, C1, filters=["typeA"])
             m = c.fetch(G, "ft", 0, C1)
             assert m.success and len(m.messages) == 1
+
+
+def test_cache_flush_interval_is_its_own_setting(tmp_path: Path) -> None:
+    assert ServerConfig(data_dir=tmp_path).cache_flush_interval_ms == 20000  # the real broker's default
+    assert ServerConfig(data_dir=tmp_path).flush_interval_ms == 1000
+    for bad in (0, -5, 1.5, True):
+        with pytest.raises(ConfigError) as exc:
+            ServerConfig(data_dir=tmp_path, cache_flush_interval_ms=bad)
+        assert exc.value.field == "cache_flush_interval_ms"
+    with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_SERVER, flush_interval_ms=50) as cl:
+        cl.create_topic("ft", partitions=1)
+        with RawClient(cl.broker_address) as c:
+            assert send(c, topicName="ft").success
+            # several fsync periods and housekeeping rounds later the data is still in the cache
+            synced = time.monotonic() + 5
+            while time.monotonic() < synced:
+                if cl._call(lambda: cl.server.stores.get("ft", 0).synced_offset) == 28:
+                    break
+                time.sleep(0.02)
+            time.sleep(0.3)
+            assert cl._call(lambda: cl.server.stores.get("ft", 0).cache_start) == 0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -431,10 +517,16 @@ def test_visit_token_check(tmp_path: Path) -> None:
 def test_group_offsets_view(cluster: Any, c: RawClient) -> None:
     fill(c, 3)
     c.register(G, "cap_err", 0, C1)
-    c.fetch(G, "cap_err", 0, C1, last_consumed=False)
+    assert len(c.fetch(G, "cap_err", 0, C1, last_consumed=False).messages) == 3
     rows = cluster.group_offsets(G)
     assert rows == [{"topic": "cap_err", "partition_id": 0, "consumer_id": C1, "committed_offset": 0,
-                     "inflight": 56, "max_offset": 84, "lag": 84}]
+                     "inflight": 84, "max_offset": 84, "lag": 84}]
+    fill(c, 2)
+    flush(cluster)
+    c.fetch(G, "cap_err", 0, C1)  # commits 84, a file read of the 2 new entries scans 1
+    assert cluster.group_offsets(G)[0] | {"consumer_id": None} == {
+        "topic": "cap_err", "partition_id": 0, "consumer_id": None, "committed_offset": 84,
+        "inflight": 28, "max_offset": 140, "lag": 56}
     drain(c, G, "cap_err", 0, C1)
     assert cluster.group_offsets(G)[0]["lag"] == 0
     assert G in cluster._call(cluster.server.broker.groups)

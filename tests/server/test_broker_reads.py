@@ -1,10 +1,11 @@
 """Where a getMessage read looks and where it stops: files vs memory cache (broker ``_read``).
 
-The capture replay covers file reads of the real broker (s2, s4, s5, s6c); these tests pin the parts
-the captures do not reach: the cache capacity, the read side chosen by qryPriorityId, the 404s of the
-cache side, minLimitTime / currDataDlt semantics and the real (non-halving) cache read behind
-``Broker.faithful_cache_reads``. The flush timer is off (``flush_interval_ms`` 1 h) so where the data
-sits is decided by the test alone.
+The capture replay covers file reads of the real broker (s2, s4, s5, s6c) and the empty-store 404 of
+the cache side (s3); these tests pin the parts the captures do not reach, from the upstream source
+(MessageStore / MsgMemStore.getMessages): the cache capacity, the read side chosen by qryPriorityId,
+the 404s of the cache side, minLimitTime / currDataDlt semantics and the non-halving cache read. The
+memory cache timer is off (``cache_flush_interval_ms`` 1 h) so where the data sits is decided by the
+test alone.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ MIB = 1024 * 1024
 
 @pytest.fixture
 def cl(tmp_path: Path) -> Iterator[EmbeddedCluster]:
-    with EmbeddedCluster(data_dir=tmp_path / "d", **dict(FAST_TIMERS, flush_interval_ms=3_600_000)) as c:
+    with EmbeddedCluster(data_dir=tmp_path / "d", **dict(FAST_TIMERS, cache_flush_interval_ms=3_600_000)) as c:
         c.create_topic("rt", partitions=3)
         yield c
 
@@ -88,8 +89,8 @@ def test_file_reads_stop_at_half_of_the_entries_up_to_the_files_end(cl: Embedded
     assert (m.currOffset, len(m.messages), m.maxOffset) == (0, 17, 41 * 28)  # unfiltered: the store's max
     got = starts(c, 0)  # the first of these commits the read above
     assert got[:5] == [(476, 8), (700, 4), (812, 2), (868, 1), (896, 1)]
-    # then the cache (read like the files by default: 8 -> 4, 2, 1, 1)
-    assert got[5:] == [(924, 4), (1036, 2), (1092, 1), (1120, 1)]
+    # then the cache: not halved, all 8 in one read
+    assert got[5:] == [(924, 8)]
 
 
 def test_sibling_entries_are_scanned_and_committed(cl: EmbeddedCluster, c: RawClient) -> None:
@@ -186,15 +187,6 @@ def test_qry_priority_id_picks_the_side(cl: EmbeddedCluster, c: RawClient, qry: 
         assert (m.currOffset, len(m.messages), m.maxOffset) == (0, 1, 56)
 
 
-@pytest.fixture
-def faithful(cl: EmbeddedCluster) -> Iterator[None]:
-    broker = cl.server.broker
-    cl._call(lambda: setattr(broker, "faithful_cache_reads", True))
-    yield
-    cl._call(lambda: setattr(broker, "faithful_cache_reads", False))
-
-
-@pytest.mark.usefixtures("faithful")
 def test_real_cache_reads_do_not_halve(cl: EmbeddedCluster, c: RawClient) -> None:
     fill(c, [0] * 7 + [1])
     register(c, 0)
@@ -211,7 +203,6 @@ def test_real_cache_reads_do_not_halve(cl: EmbeddedCluster, c: RawClient) -> Non
     assert c.fetch(G, "rt", 0).errMsg == "The request offset reached maxOffset!"
 
 
-@pytest.mark.usefixtures("faithful")
 def test_real_cache_read_checks_filter_keys_of_any_partition(cl: EmbeddedCluster, c: RawClient) -> None:
     fill(c, [1], msg_type="typeA")
     fill(c, [0], msg_type="typeB")
@@ -220,3 +211,13 @@ def test_real_cache_read_checks_filter_keys_of_any_partition(cl: EmbeddedCluster
     assert m.success and not m.messages and m.currOffset == 0 and not m.requireSlow and m.maxOffset == 56
     m = c.fetch(G, "rt", 0)
     assert m.errMsg == "The request offset reached maxOffset!"  # the empty read was committed
+
+
+def test_cache_read_stops_at_the_transfer_size(cl: EmbeddedCluster, c: RawClient) -> None:
+    """MsgMemStore.getMessages stops once the records read reach the transfer size (crossing one in)."""
+    fill(c, [0, 0, 0], size=300 * 1024)
+    register(c, 0)
+    m = c.fetch(G, "rt", 0)
+    assert (m.currOffset, len(m.messages), m.maxOffset) == (0, 2, 84)
+    m = c.fetch(G, "rt", 0)
+    assert (m.currOffset, len(m.messages)) == (56, 1)

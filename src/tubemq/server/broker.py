@@ -5,8 +5,10 @@ Answers follow the real broker (PROTOCOL.md §5.3, §5.2.6, §7.3) and where the
 three "no data" 404 answers, ``currOffset = -1`` on a successful unregister, partition ids checked
 only by ``id % 10000`` (id 10000 on a one-store topic goes to a separate store index), checksum
 verification, broker-side filters by Java ``hashCode(msgType)``. Where a read looks (files or the
-memory cache) and where it stops follow the real MessageStore.getMessages (``Broker._read``): captures
-s2, s4, s5 and s6c are replayed with every fetch matching (tests/server/test_capture_replay.py).
+memory cache) and where it stops follow the real MessageStore.getMessages, MsgFileStore.getMessages
+and MsgMemStore.getMessages (``Broker._read``): captures s2, s3, s4, s5 and s6c are replayed with
+every fetch matching (tests/server/test_capture_replay.py). Fresh messages stay in the memory cache
+for ``cache_flush_interval_ms`` (the real memCacheFlushIntvl, 20 s) unless it fills up first.
 
 The send and fetch handlers answer synchronously (no task per request) unless ``flush="always"``,
 where a send waits for the group fsync that covers it.
@@ -125,10 +127,6 @@ def _int32(value: int) -> int:
 class Broker:
     """Broker service handlers + consumer registrations and offsets (§5.3)."""
 
-    #: Read the memory cache like the real broker (no halving, 404 "Can't found Message by index!"
-    #: when it holds nothing for the partition); off by default, see ``_read_cache``.
-    faithful_cache_reads = False
-
     def __init__(
         self,
         config: ServerConfig,
@@ -212,15 +210,16 @@ class Broker:
     # ---- background work
 
     async def _housekeeping_loop(self) -> None:
-        period = max(0.05, min(1.0, self._reg_timeout / 4))
+        cache_age = self.config.cache_flush_interval_ms / 1000.0
+        period = max(0.05, min(1.0, self._reg_timeout / 4, cache_age / 4))
         last_retention = 0.0
         while self._running:
             await asyncio.sleep(period)
             try:
                 self.expire_registrations()
-                age = self.config.flush_interval_ms / 1000.0
+                # MessageStore.flushMemCacheData: the memory cache timer (not the fsync timer)
                 for store in list(self.stores.stores.values()):
-                    store.flush_cache_older_than(age)
+                    store.flush_cache_older_than(cache_age)
                 self.offsets.save()
                 now = time.monotonic()
                 if now - last_retention >= 1.0:
@@ -616,7 +615,8 @@ class Broker:
           why captures s2/s5 read 7 entries as 4, 2, 1 and s6c reads 33 as 17, 8, 4, 2, 1 (s6c's
           store held 41 entries, the last 8 still in the memory cache: maxOffset 924 of 1148).
         * Both stop once the records read reach the transfer size (the crossing record included).
-        * The cache side: see ``_read_cache``.
+        * The cache side: see ``_read_cache``. No capture reads a non-empty cache (s3 shows its
+          empty-store 404), so that side follows the upstream source alone.
         """
         data_max = store.data_max  # BrokerServiceServer measures it before the read (currDataDlt)
         keys = reg.filters
@@ -654,27 +654,26 @@ class Broker:
         """A read at or after the start of the memory cache by a consumer allowed to read it.
 
         The real MsgMemStore.getMessages first checks that the cache holds something for the partition
-        (a filtered consumer: for one of its keys) at or after ``start``; if not it answers 404 "Can't
-        found Message by index!" and the skipped cache entries count as read (committed at once, as
-        nothing was returned). Otherwise it scans up to ``memMaxIndexReadCnt`` entries (1000 x
-        partitions clamped to 6000..10000) WITHOUT halving. ``faithful_cache_reads`` switches that on;
-        by default the cache is read like the files (halving, sibling-only reads answer 200 without
-        messages), which tests/server/test_broker.py pins for fresh data. No capture reads the cache.
+        (a filtered consumer: for one of its keys, whatever the partition) at or after ``start``; if
+        not it answers 404 "Can't found Message by index!" and the skipped cache entries count as read
+        (bookOffset commits them at once, as nothing was returned). Otherwise it scans up to
+        ``memMaxIndexReadCnt`` entries (1000 x partitions clamped to 6000..10000) WITHOUT halving, up
+        to the cache's end, and stops at the transfer size like a file read. The cache being flushed
+        (qryPriorityId x2) never holds offsets past the files here: our flush is instantaneous.
         """
         hi = store.max_offset
         if backup:  # qryPriorityId x2: only the cache being flushed may be read, it holds nothing new
             return _Read.miss("Can't found Message by index in cache", data_max)
         if start >= hi:  # only an empty store gets here (else "The request offset reached maxOffset!")
             return _Read.miss("Request offset reached cache maxOffset", data_max)
-        cnt = _clamp(topic.num_partitions * _INDEX_TRANS_COUNT, 6000, 10000)
-        if not self.faithful_cache_reads:
-            res = self._half_read(store, reg, pid, start, store.segment_end(start), cnt)
-            return _Read(res.chunks, res.count, res.next_offset - start, data_max, reg.last_data_rd, hi, False)
         if not store.cache_has(start, pid, reg.filters):
             return _Read.miss("Can't found Message by index!", data_max, hi - start)
+        cnt = _clamp(topic.num_partitions * _INDEX_TRANS_COUNT, 6000, 10000)
         res = store.read(start, pid, reg.filters, self._transfer, None, cnt)
-        # the cache result's data offset: after the last returned message, else the cache's end
+        # the cache result's data offset: after the last returned message, else the cache's end; the
+        # broker keeps it as the consumer's last read data offset (ConsumerNodeInfo.setLastProcInfo)
         last_rd = res.last_msg_end if res.count else data_max
+        reg.last_data_rd = last_rd
         return _Read(res.chunks, res.count, res.next_offset - start, data_max, last_rd, hi, False)
 
     def _book(self, key: Key, start: int, scanned: int, empty: bool, manual: bool) -> None:

@@ -49,7 +49,15 @@ class ServerConfig:
     tls_key: str | None = None
     #: "always" = fsync before acknowledging, "interval" = fsync every flush_interval_ms, "never".
     flush: str = "interval"
+    #: fsync period of flush="interval" (durability only: reads never depend on it).
     flush_interval_ms: int = 1000
+    #: How long fresh messages stay in the broker's (logical) memory cache before its timer moves them
+    #: into the files, like the real broker's memCacheFlushIntvl (default 20000 ms); a full cache is
+    #: moved at once. Where the data sits decides how reads behave (server/broker.py ``_read``): cache
+    #: reads return everything of the partition up to the cache's end, file reads scan half of the
+    #: loaded index entries, filtered consumers read the files only. Tests that want to decide that
+    #: themselves set it high and call ``StoreManager.flush_caches()``.
+    cache_flush_interval_ms: int = 20000
     retention_ms: int | None = None
     retention_bytes: int | None = None
     default_max_msg_size: int = C.DEFAULT_MAX_MSG_SIZE
@@ -89,6 +97,7 @@ class ServerConfig:
             "consumer_reg_timeout_ms",
             "visit_token_period_ms",
             "flush_interval_ms",
+            "cache_flush_interval_ms",
             "transfer_size",
             "segment_bytes",
             "max_connections",
