@@ -415,14 +415,21 @@ class AsyncBoundConsumer:
             if slot is None or not slot.registered:
                 return await self._attach(p, None)
             if slot.state is PartitionState.OWNED:
-                # nothing handed out: the commit applies the pending confirm (a rolled-back batch stays
-                # rolled back) and reports the position; no unconfirmed data is committed
-                ok, code, msg, curr, mx = await self.brokers.commit(p, slot.last_consumed)
-                if ok:
-                    slot.curr_offset, slot.max_offset = curr, mx if mx >= 0 else slot.max_offset
-                else:
+                ok, code, msg = await self._sync_position(slot)
+                if not ok:
                     raise error_for_code(code, f"offsets of {p.key}: {msg}")
             return PartitionPosition(p, slot.curr_offset, slot.max_offset)
+
+    async def _sync_position(self, slot: PartitionSlot) -> tuple[bool, int, str]:
+        """Learn the broker's committed offset of an OWNED slot (empty reads commit on their own, so the
+        client cannot know it otherwise): a commit with nothing handed out only applies the pending
+        confirm -- a rolled-back batch stays rolled back, no unconfirmed data is committed."""
+        ok, code, msg, curr, mx = await self.brokers.commit(slot.partition, slot.last_consumed)
+        if ok:
+            slot.curr_offset = curr
+            if mx >= 0:
+                slot.max_offset = mx
+        return ok, code, msg
 
     async def fetch(self, partition: PartitionRef, timeout: float = DEFAULT_FETCH_TIMEOUT) -> Batch | None:
         """One batch from the partition's current position, or None if no data came within
@@ -456,13 +463,9 @@ class AsyncBoundConsumer:
                 raise error_for_code(slot.last_code, f"partition {p.key} lost: {slot.last_message}")
             if stop is not None and slot.state is PartitionState.OWNED \
                     and slot.last_code in (ErrorCode.SUCCESS, ErrorCode.NOT_FOUND):
-                # nothing handed out: this commit only applies the pending confirm (no data moves)
-                ok, _code, _msg, curr, mx = await self.brokers.commit(p, slot.last_consumed)
-                if ok:
-                    slot.curr_offset = curr
-                    slot.max_offset = mx if mx >= 0 else slot.max_offset
-                    if curr >= stop:
-                        return None
+                ok, _code, _msg = await self._sync_position(slot)
+                if ok and slot.curr_offset >= stop:
+                    return None
             if slot.last_code == ErrorCode.SUCCESS and empty_reads < MAX_EMPTY_READS:
                 empty_reads += 1  # only other partitions' index entries: the offset moved, read on
                 continue
@@ -512,9 +515,31 @@ class AsyncBoundConsumer:
         """The messages stored in the partition at index offsets [start, end), in order.
 
         ``end`` None = the partition's max offset when the read starts. Deterministic: the same
-        ``start``/``end`` over the same data give the same messages. Stops early after
-        ``max_messages``, or when no data arrives for ``timeout`` seconds (a range beyond the data).
-        Afterwards the group's committed offset of the partition is where the read stopped.
+        ``start``/``end`` over the same data give the same messages. The read ends as soon as the
+        partition's position reaches ``end``, also when the rest of the range holds only sibling
+        partitions' index entries (the broker answers those reads without messages and commits past
+        them). It stops early after ``max_messages``, or when no data arrives for ``timeout`` seconds
+        (a range beyond the data). After a complete read the group's committed offset is ``end``.
+        """
+        async with contextlib.aclosing(self.read_range_batches(
+                partition, start, end, max_messages=max_messages, timeout=timeout)) as batches:
+            async for messages in batches:
+                for m in messages:
+                    yield m
+
+    async def read_range_batches(
+        self,
+        partition: PartitionRef,
+        start: int,
+        end: int | None = None,
+        *,
+        max_messages: int | None = None,
+        timeout: float = 10.0,
+    ) -> AsyncIterator[list[Message]]:
+        """:meth:`read_range` one fetch at a time: non-empty lists of messages, in order.
+
+        For callers that hand messages to another thread (the sync facade, the Spark read task):
+        one hand-over per fetched batch instead of one per message.
         """
         self._check()
         p = self._resolve(partition)
@@ -528,7 +553,12 @@ class AsyncBoundConsumer:
             while offset < stop and (max_messages is None or sent < max_messages):
                 batch = await self._fetch(p, timeout, stop)
                 if batch is None:
-                    break  # reached ``stop`` or no data for ``timeout`` seconds
+                    # the position reached ``stop`` (reads over siblings' entries committed past it)
+                    # or no data came for ``timeout`` seconds; either way the slot knows where it is
+                    slot = self.table.get(p.key)
+                    if slot is not None and slot.curr_offset > offset:
+                        offset = slot.curr_offset
+                    break
                 slot = batch._slot
                 assert slot is not None
                 if batch.start_offset >= stop:
@@ -539,11 +569,11 @@ class AsyncBoundConsumer:
                 messages = batch.messages
                 if nxt > stop:
                     messages = await self._cut(p, messages, stop)
-                for m in messages:
-                    if max_messages is not None and sent >= max_messages:
-                        break
-                    sent += 1
-                    yield m
+                if max_messages is not None and len(messages) > max_messages - sent:
+                    messages = messages[:max_messages - sent]
+                if messages:
+                    sent += len(messages)
+                    yield messages
                 if nxt <= offset:
                     break  # no progress (cannot happen with a sane broker): avoid spinning
                 offset = nxt
@@ -560,10 +590,15 @@ class AsyncBoundConsumer:
         while time.monotonic() < deadline:
             batch = await self._fetch(p, 0.0)
             if batch is None:
-                return messages  # nothing stored at or after ``stop`` for this partition
+                # nothing stored at or after ``stop`` for this partition; the probe's empty reads may
+                # have committed past ``stop``: learn where (read_range puts the position back)
+                slot = self.table.get(p.key)
+                if slot is not None and slot.state is PartitionState.OWNED:
+                    await self._sync_position(slot)
+                return messages
             slot = batch._slot
             assert slot is not None
-            self.table.confirm(slot, batch._booking, False)  # the probe moves nothing
+            self.table.confirm(slot, batch._booking, False)  # the probe's batch is rolled back
             cut = ids.get(batch.messages[0].message_id)
             # the first message stored at/after ``stop`` is either in our batch (cut there) or newer
             return messages if cut is None else messages[:cut]
@@ -650,25 +685,42 @@ class BoundConsumer:
         max_messages: int | None = None,
         timeout: float = 10.0,
     ) -> Iterator[Message]:
-        """Blocking iterator over :meth:`AsyncBoundConsumer.read_range`."""
-        agen = self._core.read_range(partition, start, end, max_messages=max_messages, timeout=timeout)
+        """Blocking iterator over :meth:`AsyncBoundConsumer.read_range` (see there). Messages cross
+        from the client's loop thread one fetched batch at a time and are yielded from it here."""
+        with contextlib.closing(self.read_range_batches(
+                partition, start, end, max_messages=max_messages, timeout=timeout)) as batches:
+            for messages in batches:
+                yield from messages
 
-        async def step() -> Message:
-            return await agen.__anext__()
+    def read_range_batches(
+        self,
+        partition: PartitionRef,
+        start: int,
+        end: int | None = None,
+        *,
+        max_messages: int | None = None,
+        timeout: float = 10.0,
+    ) -> Iterator[list[Message]]:
+        """Blocking iterator over :meth:`AsyncBoundConsumer.read_range_batches`: one call into the
+        client's loop thread per fetched batch."""
+        agen = self._core.read_range_batches(partition, start, end, max_messages=max_messages, timeout=timeout)
 
-        async def stop() -> None:
-            await agen.aclose()
+        async def step() -> list[Message] | None:
+            try:
+                return await agen.__anext__()
+            except StopAsyncIteration:
+                return None
 
         try:
             while True:
-                try:
-                    yield self._run(step())
-                except StopAsyncIteration:
+                messages: list[Message] | None = self._run(step())
+                if messages is None:
                     return
+                yield messages
         finally:
             if not self._closed:
                 with contextlib.suppress(Exception):
-                    self._loop.run(stop())
+                    self._loop.run(agen.aclose())
 
     def close(self) -> None:
         if self._closed:

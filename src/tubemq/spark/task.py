@@ -6,19 +6,19 @@ last fetch at the first message stored at or after ``end`` (found by probing the
 ``end``), also when sibling partitions share the store. So a retried task returns the same rows and
 consecutive ranges neither lose nor repeat messages.
 
-The consumer runs on a private event-loop thread of the task: the Spark-facing generator asks it
-for the next chunk of messages (one cross-thread call per Arrow batch, not per message) and the
-next chunk is fetched while Spark consumes the current one. The loop keeps running between
-chunks, so the consumer's broker heartbeats keep its registration alive however slow the
-downstream is.
+The consumer runs on a private event-loop thread of the task: the Spark-facing generator takes the
+range one fetched batch at a time (``read_range_batches``: one cross-thread call per broker fetch,
+not per message) and the next batch is fetched while Spark consumes the current one. The loop keeps
+running between batches, so the consumer's broker heartbeats keep its registration alive however
+slow the downstream is.
 
-Progress is measured with exact broker offsets: when ``read_range`` stops early (a fetch found
-nothing -- e.g. the rest of the range holds only sibling partitions' entries, or the broker asked
-the client to back off), the committed offset of the task's private group says where the read
-stands; reading resumes there until the range is done, and the task fails when there is no
-progress for ``pollTimeoutMs``. A transport failure in the middle of a range is retried
-(``fetchOffset.numRetries``) with a new consumer from just after the last returned message,
-skipping messages already returned (by ``message_id``), so each message is returned once.
+``read_range`` ends as soon as the position reaches the end of the range -- also when the rest of the
+range holds only sibling partitions' index entries -- and returns early only when no data arrived for
+``pollTimeoutMs`` (the broker kept answering "no data" or asked the client to back off): the
+committed offset of the task's private group then says the range is not complete and the task
+fails. A transport failure in the middle of a range is retried (``fetchOffset.numRetries``) with a
+new consumer from just after the last returned message, skipping messages already returned (by
+``message_id``), so each message is returned once.
 """
 
 from __future__ import annotations
@@ -47,8 +47,6 @@ log = logging.getLogger("tubemq.spark.task")
 #: Message ids remembered to skip re-read messages after a mid-range reconnect (a resume re-reads
 #: at most part of one fetch, which the broker caps at 1 MiB).
 _RESUME_WINDOW = 1 << 16
-#: Longest pause between attempts while a range makes no progress.
-_MAX_IDLE_WAIT_S = 0.5
 
 
 class _Loop:
@@ -86,15 +84,12 @@ class _Loop:
                 self.loop.close()
 
 
-async def _take(agen: AsyncIterator[Any], n: int) -> list[Any]:
-    """Up to ``n`` messages from ``agen``; fewer (possibly none) means it is exhausted."""
-    out: list[Any] = []
+async def _next_batch(agen: AsyncIterator[Any]) -> list[Any] | None:
+    """The next fetched batch of ``agen`` (a non-empty list), or None when the range is done."""
     try:
-        while len(out) < n:
-            out.append(await agen.__anext__())
+        return await agen.__anext__()  # type: ignore[no-any-return]
     except StopAsyncIteration:
-        pass
-    return out
+        return None
 
 
 class _Session:
@@ -128,6 +123,14 @@ class _Session:
 
     def run(self, coro: Any) -> Any:
         return self.loop.run(coro, self.call_timeout)
+
+    def wait(self, fut: concurrent.futures.Future[Any]) -> Any:
+        """The result of a submitted call, bounded like :meth:`run`."""
+        try:
+            return fut.result(self.call_timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise TubeMQSparkError(f"the TubeMQ client did not answer within {self.call_timeout:g} s") from None
 
     def close(self) -> None:
         try:
@@ -246,56 +249,44 @@ def _read(
     """Full Arrow batches until ``[progress.cur, stop)`` is read."""
     consumer = session.consumer
     chunk = opts.arrow_batch_size
-    idle_since = time.monotonic()
-    wait = 0.02
-    while progress.cur < stop:
-        agen = consumer.read_range(partition, progress.cur, stop, timeout=0.0)
-        pending = session.loop.submit(_take(agen, chunk))
-        try:
-            while True:
-                msgs = pending.result(session.call_timeout)
-                if not msgs:
-                    break
-                pending = session.loop.submit(_take(agen, chunk))  # prefetch while Spark works
-                idle_since = time.monotonic()
-                msgs = dedup.fresh(msgs)
-                if not msgs:
-                    continue
-                dedup.remember(msgs)
-                progress.cur = msgs[-1].offset + ENTRY_SIZE
-                room = chunk - len(builder)
-                builder.extend(msgs[:room])
-                if len(builder) >= chunk:
-                    yield builder.flush(part.topic, part.broker_id, part.partition_id)
-                    rest = msgs[room:]
-                    while rest:
-                        builder.extend(rest[:chunk])
-                        rest = rest[chunk:]
-                        if len(builder) >= chunk:
-                            yield builder.flush(part.topic, part.broker_id, part.partition_id)
-        finally:
-            if not pending.done():  # closed early by Spark: stop the prefetch before closing the range
-                pending.cancel()
-                with contextlib.suppress(Exception):
-                    pending.result(session.call_timeout)
+    agen = consumer.read_range_batches(partition, progress.cur, stop, timeout=opts.poll_timeout_ms / 1000.0)
+    pending = session.loop.submit(_next_batch(agen))
+    try:
+        while True:
+            msgs = session.wait(pending)
+            if msgs is None:
+                break
+            pending = session.loop.submit(_next_batch(agen))  # prefetch while Spark works
+            msgs = dedup.fresh(msgs)
+            if not msgs:
+                continue
+            dedup.remember(msgs)
+            progress.cur = msgs[-1].offset + ENTRY_SIZE
+            room = chunk - len(builder)
+            builder.extend(msgs[:room])
+            if len(builder) >= chunk:
+                yield builder.flush(part.topic, part.broker_id, part.partition_id)
+                rest = msgs[room:]
+                while rest:
+                    builder.extend(rest[:chunk])
+                    rest = rest[chunk:]
+                    if len(builder) >= chunk:
+                        yield builder.flush(part.topic, part.broker_id, part.partition_id)
+    finally:
+        if not pending.done():  # closed early by Spark: stop the prefetch before closing the range
+            pending.cancel()
             with contextlib.suppress(Exception):
-                session.run(agen.aclose())
-        # read_range stopped: our private group's committed offset says exactly where the read stands
-        position = session.run(consumer.offsets(partition))
-        if position.current >= stop:
-            return
-        if position.current > progress.cur:
-            progress.cur = position.current
-            idle_since = time.monotonic()
-            wait = 0.02
-            continue
-        if time.monotonic() - idle_since > opts.poll_timeout_ms / 1000.0:
-            raise TubeMQSparkError(
-                f"reading {where}: no progress at offset {progress.cur} for pollTimeoutMs={opts.poll_timeout_ms} "
-                f"(the broker's latest offset is {position.max})"
-            )
-        time.sleep(wait)
-        wait = min(wait * 2, _MAX_IDLE_WAIT_S)
+                pending.result(session.call_timeout)
+        with contextlib.suppress(Exception):
+            session.run(agen.aclose())
+    # the read ended: complete, or no data for pollTimeoutMs (our private group's offset tells which)
+    position = session.run(consumer.offsets(partition))
+    if position.current < stop:
+        raise TubeMQSparkError(
+            f"reading {where}: no progress at offset {position.current} for pollTimeoutMs={opts.poll_timeout_ms} "
+            f"(the broker's latest offset is {position.max})"
+        )
+    progress.cur = stop
 
 
 def _find_partition(session: _Session, opts: ReadOptions, part: Any) -> Any:

@@ -1,0 +1,153 @@
+"""BoundConsumer.read_range at the edges of a range in a shared store (sibling partitions' entries).
+
+Partitions of one store share the index offsets: the tail of a range may hold only siblings'
+entries. The broker answers reads over them with 200 and no messages and commits past them (or
+404 at its max offset); the read must see that the range is finished and return at once -- not wait
+its ``timeout`` -- with exactly the range's messages and the group's position left at ``end``.
+Every read below runs with a ``timeout`` far longer than the test's own bound, so waiting for it
+fails the test instead of slowing it down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+import tubemq
+from tubemq.consumer import BoundConsumer
+
+from ._produce import send_raw
+from .conftest import FAST_CLIENT
+
+#: read_range's own timeout in these tests: never reached when the range end is detected
+NEVER = 3600.0
+#: bound on each read in the test (generous for a slow 2-core machine, far below NEVER)
+BOUND = 60.0
+
+
+def bound(cluster: Any, group: str, topics: Any) -> BoundConsumer:
+    return BoundConsumer(cluster.master_address, group, topics, **{**FAST_CLIENT, "consume_from": "earliest"})
+
+
+def shared_store_with_sibling_tail(cluster: Any, topic: str) -> dict[int, list[tuple[bytes, int]]]:
+    """Partition 0: 10 messages, then 300 of partitions 1/2, one more of partition 0, 50 of partition 2.
+
+    Returns {partition id: [(body, index offset)]}."""
+    cluster.create_topic(topic, partitions=3)  # one store: one index for the three partitions
+    items = [(0, b"a%02d" % i, None, None) for i in range(10)]
+    items += [(1 + i % 2, b"s%03d" % i, None, None) for i in range(300)]
+    items += [(0, b"z", None, None)]
+    items += [(2, b"q%02d" % i, None, None) for i in range(50)]
+    out: dict[int, list[tuple[bytes, int]]] = {}
+    for (pid, body, _a, _t), r in zip(items, send_raw(cluster.broker_address, topic, items), strict=True):
+        out.setdefault(pid, []).append((body, r.append_offset))
+    return out
+
+
+def bounded(fn: Any) -> Any:
+    """Run ``fn`` in a thread; fail the test if it does not finish within BOUND seconds."""
+    result: list[Any] = []
+    error: list[BaseException] = []
+
+    def main() -> None:
+        try:
+            result.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            error.append(exc)
+
+    t = threading.Thread(target=main, daemon=True)
+    t.start()
+    t.join(BOUND)
+    if t.is_alive():
+        pytest.fail(f"read_range did not return within {BOUND} s (waited for its timeout?)")
+    if error:
+        raise error[0]
+    return result[0]
+
+
+def test_sibling_tail_ends_the_range_and_leaves_the_position_at_end(cluster: Any) -> None:
+    data = shared_store_with_sibling_tail(cluster, "sib")
+    p0 = data[0]
+    first_sibling = p0[9][1] + 28
+    last = p0[10][1]  # the 11th message of partition 0, after 300 siblings' entries
+    # range ends among the siblings' entries: every one from right after p0's 10th message to the 11th
+    ends = list(range(first_sibling, last + 1, 28 * 7)) + [last, last + 28]
+    with bound(cluster, "g_sib", ["sib"]) as bc:
+        p = [x for x in bc.partitions() if x.partition_id == 0][0]
+        for end in ends:
+            want = [b for b, o in p0 if o < end]
+            got = bounded(lambda e=end: [m.data for m in bc.read_range(p, 0, e, timeout=NEVER)])
+            assert got == want, f"range [0, {end})"
+            assert bc.offsets(p).current == end, f"position after [0, {end})"
+        # a range made of siblings' entries only: empty, and the position is at its end
+        mid = first_sibling + 28 * 100
+        assert bounded(lambda: list(bc.read_range(p, first_sibling, mid, timeout=NEVER))) == []
+        assert bc.offsets(p).current == mid
+        # end None = the max offset at the start: the tail after p0's last message is all partition 2
+        tail = bounded(lambda: [m.data for m in bc.read_range(p, first_sibling, None, timeout=NEVER)])
+        assert tail == [b"z"]
+        pos = bc.offsets(p)
+        assert pos.current == pos.max
+        # partition 1 has nothing after its last message: the rest of the store is siblings' only
+        p1 = [x for x in bc.partitions() if x.partition_id == 1][0]
+        ones = [b for b, _ in data[1]]
+        after = data[1][-1][1] + 28
+        for end in (None, pos.max, after, after + 28 * 30):
+            got = bounded(lambda e=end: [m.data for m in bc.read_range(p1, 0, e, timeout=NEVER)])
+            assert got == ones, f"partition 1 [0, {end})"
+            assert bc.offsets(p1).current == (pos.max if end is None else end)
+        assert bounded(lambda: list(bc.read_range(p1, after, pos.max, timeout=NEVER))) == []
+
+
+def test_sibling_tail_async(cluster: Any) -> None:
+    data = shared_store_with_sibling_tail(cluster, "sib_a")
+    p0 = data[0]
+    end = p0[9][1] + 28 * 150  # in the middle of the siblings' entries
+
+    async def main() -> tuple[list[bytes], list[bytes], int, list[bytes]]:
+        async with tubemq.aio.BoundConsumer(cluster.master_address, "g_sib_a", ["sib_a"],
+                                            consume_from="earliest", **FAST_CLIENT) as bc:
+            parts = {x.partition_id: x for x in await bc.partitions()}
+            p = parts[0]
+            head = [m.data async for m in bc.read_range(p, 0, end, timeout=NEVER)]
+            position = (await bc.offsets(p)).current
+            rest = [m.data async for m in bc.read_range(p, end, timeout=NEVER)]
+            ones = [m.data async for m in bc.read_range(parts[1], 0, timeout=NEVER)]  # siblings-only tail
+            return head, rest, position, ones
+
+    head, rest, position, ones = asyncio.run(asyncio.wait_for(main(), BOUND))
+    assert head == [b for b, _ in p0[:10]]
+    assert position == end
+    assert rest == [b"z"]
+    assert ones == [b for b, _ in data[1]]
+
+
+def test_sync_read_range_crosses_threads_once_per_batch(cluster: Any, monkeypatch: Any) -> None:
+    cluster.create_topic("xthr", partitions=1)
+    items = [(0, b"m%04d" % i, None, None) for i in range(400)]
+    send_raw(cluster.broker_address, "xthr", items)
+    with bound(cluster, "g_xthr", ["xthr"]) as bc:
+        p = bc.partitions()[0]
+        calls = 0
+        real_run = bc._run
+
+        def counting_run(coro: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            return real_run(coro)
+
+        monkeypatch.setattr(bc, "_run", counting_run)
+        got = [m.data for m in bc.read_range(p, 0)]
+        assert got == [b for _, b, _a, _t in items]
+        # one hand-over per fetched batch (the broker's reads halve: 200, 100, 50, ... entries)
+        assert calls <= 20, f"{calls} calls into the loop thread for {len(got)} messages"
+        batches = list(bc.read_range_batches(p, 0, None, max_messages=250))
+        assert all(batches) and [m.data for b in batches for m in b] == got[:250]
+        # abandoning a read mid-batch releases the partition's lock: the next read works
+        it = bc.read_range(p, 0)
+        assert next(it).data == got[0]
+        it.close()
+        assert [m.data for m in bc.read_range(p, 0, None, max_messages=3)] == got[:3]
