@@ -38,12 +38,14 @@ from ..errors import (
     TubeMQError,
 )
 from ..metrics import Metrics
+from ..net.health import SessionHealth
 from ..protocol import broker_pb, master_pb
 from ..protocol.constants import (
     MAX_SUBSCRIBE_REPORT_INTERVAL_TIMES,
     MSG_OPTYPE_REGISTER,
     MSG_OPTYPE_UNREGISTER,
     ErrorCode,
+    EventType,
     Method,
     ServiceType,
 )
@@ -170,7 +172,8 @@ class BrokerHeartbeats:
         self.session = session
         self.period = period
         self.on_lost = on_lost
-        self._failures: dict[str, int] = {}
+        self._failures: dict[str, int] = {}  # consecutive failures per broker address
+        self.total_failures: dict[str, int] = {}  # for metrics: failures since start
 
     async def run(self, closing: Callable[[], bool]) -> None:
         while not closing():
@@ -192,6 +195,7 @@ class BrokerHeartbeats:
         except TubeMQError as exc:
             n = self._failures.get(address, 0) + 1
             self._failures[address] = n
+            self.total_failures[address] = self.total_failures.get(address, 0) + 1
             log.warning("broker %s heartbeat failed (%d in a row): %s", address, n, exc)
             if n >= BROKER_HB_FAILURES_BEFORE_DROP:
                 self._failures[address] = 0
@@ -390,8 +394,46 @@ class ConsumerCore:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.broker_heartbeats = BrokerHeartbeats(self.table, self.brokers, self.session,
                                                   config.heartbeat_period_ms / 1000.0, self._on_lost)
-        self.metrics.set_gauge("consumer.partitions", lambda: len(self.table.registered()))
-        self.metrics.set_gauge("consumer.buffered_batches", lambda: len(self.buffer))
+        self.batches = 0  # batches handed to the application (poll)
+        self.confirms = 0
+        self._register_metrics()
+
+    def _register_metrics(self) -> None:
+        """Counters are plain ints read at snapshot time (README.md, "Metrics and logging", lists them)."""
+        m, worker = self.metrics, self.worker
+        m.register_counter("consumer.batches", lambda: self.batches)
+        m.register_counter("consumer.confirms", lambda: self.confirms)
+        m.register_counter("consumer.rebalances", lambda: worker.processed)
+        for kind in EventType:
+            name = kind.name.lower()
+            m.register_counter(f"consumer.rebalance.{name}",
+                               lambda name=name: worker.processed_by_type.get(name, 0))  # type: ignore[misc]
+        m.register_counter("consumer.partitions_assigned", lambda: worker.partitions_assigned)
+        m.register_counter("consumer.partitions_revoked", lambda: worker.partitions_revoked)
+        for name in ("partitions_lost", "confirm_timeouts", "commit_failures"):
+            m.inc(f"consumer.{name}", 0)  # present from the start (counted on failure paths)
+        m.set_gauge("consumer.partitions", lambda: len(self.table.registered()))
+        m.set_gauge("consumer.buffered_batches", lambda: len(self.buffer))
+        m.set_gauge("consumer.pending_events", lambda: len(self.events))
+        self.health = SessionHealth(m, self.session, self._broker_addresses, self._broker_extra)
+
+    def _broker_addresses(self) -> dict[str, int]:
+        """address -> broker id: brokers holding our registered partitions, plus failing ones."""
+        out = {s.partition.address: s.partition.broker_id for s in self.table.registered()}
+        known = {b.address: b.broker_id for b in self.session.brokers.values()}
+        for address in list(self.broker_heartbeats.total_failures) + list(self.fetcher.errors_by_broker):
+            if address not in out:
+                out[address] = known.get(address, -1)
+        return out
+
+    def _broker_extra(self, address: str, broker_id: int) -> dict[str, Any]:
+        hb = self.broker_heartbeats
+        return {
+            "partitions": sum(1 for s in self.table.registered() if s.partition.address == address),
+            "heartbeat_failures": hb.total_failures.get(address, 0),
+            "consecutive_heartbeat_failures": hb._failures.get(address, 0),
+            "fetch_errors": self.fetcher.errors_by_broker.get(address, 0),
+        }
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -401,6 +443,7 @@ class ConsumerCore:
             return
         self.started = True
         await self.session.start(register_attempts=5)
+        self.health.remember_pool()
         loop = asyncio.get_running_loop()
         self._tasks["rebalance"] = loop.create_task(self.worker.run(), name="tubemq-rebalance")
         self._tasks["broker-heartbeat"] = loop.create_task(self._broker_heartbeat_loop(),
@@ -470,7 +513,7 @@ class ConsumerCore:
             if self.closing:
                 return None
             batch.delivered = True
-            self.metrics.inc("consumer.batches")
+            self.batches += 1
         return batch
 
     def _is_current(self, batch: Batch) -> bool:
@@ -496,6 +539,7 @@ class ConsumerCore:
                 ok, code, msg, curr, mx = await self.brokers.commit(batch.partition, consumed)
             except TubeMQError as exc:
                 # unknown outcome: leave it to the next fetch (lastPackConsumed) to commit or roll back
+                self.metrics.inc("consumer.commit_failures")
                 log.info("partition %s: commit failed (%s); the next fetch carries the confirm",
                          batch.partition.key, exc)
             else:
@@ -506,6 +550,7 @@ class ConsumerCore:
                     if mx >= 0:
                         slot.max_offset = mx
                 else:
+                    self.metrics.inc("consumer.commit_failures")
                     log.info("partition %s: commit answered [%d] %s", batch.partition.key, code, msg)
                     if code in (ErrorCode.UNAUTHORIZED, ErrorCode.HB_NO_NODE, ErrorCode.DUPLICATE_PARTITION):
                         self.table.drop(slot, f"commit [{code}] {msg}")
@@ -514,7 +559,7 @@ class ConsumerCore:
         ok = self.table.confirm(slot, batch._booking, consumed, batch.release_delay)
         batch.confirmed = ok
         if ok:
-            self.metrics.inc("consumer.confirms")
+            self.confirms += 1
         return ok
 
     def pause(self) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from .. import codec
 from ..codec import Message, Partition
 from ..errors import ClientClosedError, DecodeError, RemoteError, TubeMQError
+from ..metrics import Histogram
 from ..protocol import broker_pb
 from ..protocol.constants import ErrorCode, Method, ServiceType
 from .flowctrl import FlowControl
@@ -225,8 +226,23 @@ class Fetcher:
         self.on_lost = on_lost
         self.metrics = metrics
         self.last_error: TubeMQError | None = None
-        self.fetches = 0
-        self.messages = 0
+        # per-fetch figures: plain ints on the loop thread, read by metrics snapshots
+        self.fetches = 0  # getMessage requests sent
+        self.messages = 0  # messages handed to the delivery buffer
+        self.bytes_received = 0  # size of the getMessage answers
+        self.empty_fetches = 0  # answers "no message" (404)
+        self.in_flight = 0  # getMessage requests awaiting an answer
+        self.errors_by_broker: dict[str, int] = {}  # failed getMessage calls per broker address
+        self._latency: Histogram | None = None
+        if metrics is not None:
+            self._latency = metrics.histogram("consumer.fetch_latency")
+            metrics.register_counter("consumer.fetches", lambda: self.fetches)
+            metrics.register_counter("consumer.messages", lambda: self.messages)
+            metrics.register_counter("consumer.bytes_received", lambda: self.bytes_received)
+            metrics.register_counter("consumer.empty_fetches", lambda: self.empty_fetches)
+            metrics.set_gauge("consumer.in_flight", lambda: self.in_flight)
+            for name in ("fetch_errors", "decode_errors", "dropped_messages"):
+                metrics.inc(f"consumer.{name}", 0)  # present from the start (counted on failure paths)
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -281,8 +297,10 @@ class Fetcher:
         p = slot.partition
         body = get_message_request(self.client_id, self.group, p, slot.last_consumed)
         self.fetches += 1
+        self.in_flight += 1
         try:
             conn = await self.get_connection(p.address)
+            t0 = time.monotonic()
             data = await conn.call(ServiceType.BROKER_READ, Method.BROKER_CONSUMER_GET_MESSAGE, body,
                                    timeout_ms=self.rpc_timeout_ms)
         except (TubeMQError, OSError) as exc:
@@ -290,9 +308,15 @@ class Fetcher:
             level = logging.INFO if isinstance(exc, RemoteError) else logging.DEBUG
             log.log(level, "partition %s: getMessage failed: %s", p.key, exc)
             self._count("consumer.fetch_errors")
+            self.errors_by_broker[p.address] = self.errors_by_broker.get(p.address, 0) + 1
             slot.last_code, slot.last_message = ErrorCode.UNSPECIFIED_ABNORMAL, str(exc)
             self.table.fetch_done(slot, booking, consumed=False, delay=_OTHER_ERROR_WAIT)
             return None
+        finally:
+            self.in_flight -= 1
+        if self._latency is not None:
+            self._latency.record(time.monotonic() - t0)
+        self.bytes_received += len(data)
         try:
             res = codec.decode_get_message_response(data, p.topic, p, self.verify)
         except DecodeError as exc:
@@ -308,6 +332,7 @@ class Fetcher:
         if code == ErrorCode.SUCCESS:
             return self._on_success(slot, booking, res)
         if code == ErrorCode.NOT_FOUND:
+            self.empty_fetches += 1
             slot.empty_fetches += 1
             delay = self.flow.empty_delay(slot.empty_fetches)
             self.table.fetch_done(slot, booking, consumed=False, delay=delay)
@@ -353,5 +378,4 @@ class Fetcher:
         if not self.table.fetch_done(slot, booking, batch=batch):
             return None  # revoked while fetching: abandoned and rolled back
         self.messages += len(messages)
-        self._count("consumer.messages", len(messages))
         return batch

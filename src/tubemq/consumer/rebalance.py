@@ -536,6 +536,14 @@ Hook = Callable[[list[Partition]], Awaitable[None]]
 _GIVE_UP_CODES = frozenset({ErrorCode.PARTITION_OCCUPIED, ErrorCode.CERTIFICATE_FAILURE})
 
 
+def event_type_name(op_type: int) -> str:
+    """``connect``, ``only_disconnect``... for an event's opType (``unknown`` for anything else)."""
+    try:
+        return EventType(op_type).name.lower()
+    except ValueError:
+        return EventType.UNKNOWN.name.lower()
+
+
 class RebalanceWorker:
     """Processes rebalance events one at a time, in order, and queues each result for reporting."""
 
@@ -569,6 +577,10 @@ class RebalanceWorker:
         self.on_report_ready = on_report_ready
         self.busy = False
         self.processed = 0
+        # for metrics: events processed per type (lower-case EventType names), partitions gained/revoked
+        self.processed_by_type: dict[str, int] = {}
+        self.partitions_assigned = 0
+        self.partitions_revoked = 0
 
     async def run(self) -> None:
         """Forever: take the next event, process it, queue the DONE report. Cancel to stop."""
@@ -586,6 +598,8 @@ class RebalanceWorker:
             ev.status = EventStatus.DONE
             self.reports.put(ev)
             self.processed += 1
+            kind = event_type_name(ev.op_type)
+            self.processed_by_type[kind] = self.processed_by_type.get(kind, 0) + 1
             if self.on_report_ready is not None:
                 self.on_report_ready()
 
@@ -655,6 +669,7 @@ class RebalanceWorker:
                 await asyncio.sleep(self.register_retry_wait)
         for slot in pending:
             self.table.drop(slot, f"not registered after {self.register_rounds} rounds")
+        self.partitions_assigned += len(gained)
         if gained and self.on_assigned is not None and not self.table.closed:
             await self._call_hook(self.on_assigned, gained, "on_partitions_assigned")
         return gained
@@ -672,6 +687,7 @@ class RebalanceWorker:
         revoked = [s.partition for s in slots if s.registered]
         for slot in slots:
             self.table.begin_release(slot)
+        self.partitions_revoked += len(revoked)
         if revoked and self.on_revoked is not None and not self.table.closed:
             await self._call_hook(self.on_revoked, revoked, "on_partitions_revoked")
         await self.release(slots, "revoked by rebalance")

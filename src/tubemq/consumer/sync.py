@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..codec import Message, Partition
-from ..errors import ClientClosedError
+from ..errors import ClientClosedError, TubeMQTimeoutError
 from ..net.loop import LoopThread
 from .config import ConsumerConfig
 from .core import ConsumerCore, Hook
@@ -99,7 +99,13 @@ class Consumer:
         return list(self._core.assignment())
 
     def metrics(self) -> dict[str, Any]:
-        return self._core.metrics.snapshot()
+        """A plain-dict snapshot: counters, gauges, fetch-latency percentiles, master and per-broker
+        health (keys listed in README.md, "Metrics and logging"). Taken on the client's loop thread,
+        where the figures live, so it is consistent; works after ``close()`` too."""
+        try:
+            return self._loop.call(self._core.metrics.snapshot, timeout=5.0)
+        except TubeMQTimeoutError:  # the loop is blocked (e.g. by a slow stats_callback): best effort
+            return self._core.metrics.snapshot()
 
     def _check_open(self) -> None:
         if self._closing:

@@ -100,6 +100,9 @@ class Connection:
     Create with :meth:`open`. ``call`` / ``call_frame`` return ``RspResponseBody.data`` on success and
     raise RemoteError/StandbyError (server exception), TubeMQTimeoutError, ConnectionLostError (the
     connection dropped with the request in flight) or TubeMQConnectionError (closed before sending).
+
+    Observability: ``bytes_sent`` / ``bytes_received`` count wire bytes, ``inflight`` the requests
+    awaiting an answer, ``closed_locally`` tells a :meth:`close` from a lost connection.
     """
 
     def __init__(
@@ -129,6 +132,12 @@ class Connection:
         self._paused = False
         self._resume_waiters: list[asyncio.Future[None]] = []
         self._close_exc: TubeMQError | None = None
+        # observability: wire bytes (counted per write batch / per read, not per request) and why it closed
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.closed_locally = False
+        self.close_reason = ""
+        self.failed_on_close = 0  # requests still pending when it closed (failed with the close reason)
 
     # ------------------------------------------------------------------ opening
 
@@ -169,6 +178,7 @@ class Connection:
 
     def _data(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
+        self.bytes_received += len(data)
         try:
             frames = self._decoder.feed(data)
         except FrameError as exc:
@@ -338,6 +348,7 @@ class Connection:
             return
         self._wbuf = []
         data = buf[0] if len(buf) == 1 else b"".join(buf)
+        self.bytes_sent += len(data)
         try:
             self._transport.write(data)
         except Exception as exc:  # transport already closing
@@ -373,6 +384,8 @@ class Connection:
         if self._transport is not None:
             self._transport.abort() if isinstance(exc, ConnectionLostError) else self._transport.close()
         pending, self._pending = self._pending, {}
+        self.close_reason = str(exc)
+        self.failed_on_close = len(pending)
         for fut, _, cb, arg in pending.values():
             if cb is not None:
                 _call(cb, arg, None, exc)
@@ -397,6 +410,7 @@ class Connection:
         """Close now; requests still pending fail with ConnectionLostError."""
         if self.closed:
             return
+        self.closed_locally = True
         if self._wbuf and self._transport is not None:
             self._flush()
         self._shutdown(ConnectionLostError(f"{self.address}: connection closed locally"))

@@ -81,6 +81,33 @@ class LoopThread:
         """Run ``fn(*args)`` on the loop thread (thread-safe)."""
         self.loop.call_soon_threadsafe(fn, *args)
 
+    def call(self, fn: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
+        """``fn(*args)`` on the loop thread, blocking for its result (for reading state the loop owns,
+        e.g. a metrics snapshot). Runs ``fn`` directly when called from the loop thread itself or
+        when the loop no longer runs; raises TubeMQTimeoutError if the loop is busy past ``timeout``.
+        """
+        if self.in_loop_thread or self._stopped or not self.loop.is_running():
+            return fn(*args)
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not fut.set_running_or_notify_cancel():
+                return
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                fut.set_exception(exc)
+
+        try:
+            self.loop.call_soon_threadsafe(run)
+        except RuntimeError:  # the loop closed meanwhile
+            return fn(*args)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError as exc:
+            fut.cancel()
+            raise TubeMQTimeoutError(f"the event-loop thread did not run the call within {timeout:g} s") from exc
+
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coro`` on the loop and block until it is done (never from the loop thread itself)."""
         if self.in_loop_thread:

@@ -22,7 +22,7 @@ import ssl as _ssl
 import time
 import weakref
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..errors import TubeMQConnectionError
 from ..protocol.constants import CONNECT_READ_IDLE_MS
@@ -33,12 +33,16 @@ log = logging.getLogger("tubemq.net.pool")
 
 @dataclass
 class AddressHealth:
-    """Connect history of one address."""
+    """Connect history of one address (what :meth:`ConnectionPool.stats` reports)."""
 
-    failures: int = 0
+    failures: int = 0  # consecutive failed connects (drives the back-off); reset by a success
     last_error: str = ""
     retry_at: float = 0.0  # monotonic time before which get() fails fast
-    connects: int = 0
+    connects: int = 0  # successful connects; every one after the first is a reconnect
+    connect_failures: int = 0  # failed connects, in total
+    disconnects: int = 0  # connections lost (peer closed, I/O error, bad frame), not closed by us
+    bytes_sent: int = 0  # wire bytes of connections already closed (the open one adds its own)
+    bytes_received: int = 0
 
 
 class ConnectionPool:
@@ -140,6 +144,7 @@ class ConnectionPool:
             )
         except BaseException as exc:  # noqa: BLE001 - everything must reach the waiters
             h.failures += 1
+            h.connect_failures += 1
             h.last_error = str(exc)
             h.retry_at = time.monotonic() + min(self.backoff_max, self.backoff_base * 2 ** (h.failures - 1))
             log.info("connect to %s failed (%d in a row): %s", address, h.failures, exc)
@@ -165,13 +170,46 @@ class ConnectionPool:
         conn.on_close.append(self._forget)
         if self._reaper is None and self.idle_timeout > 0:
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
-        log.debug("connected to %s", address)
+        if h.connects > 1:
+            log.info("reconnected to %s (connection #%d)", address, h.connects)
+        else:
+            log.debug("connected to %s", address)
         if not fut.done():
             fut.set_result(conn)
 
     def _forget(self, conn: Connection) -> None:
+        h = self.health(conn.address)
+        h.bytes_sent += conn.bytes_sent
+        h.bytes_received += conn.bytes_received
+        if not conn.closed_locally:
+            h.disconnects += 1
+            log.info("%s (%d request(s) in flight failed)", conn.close_reason, conn.failed_on_close)
         if self._conns.get(conn.address) is conn:
             del self._conns[conn.address]
+
+    def stats(self, address: str) -> dict[str, Any]:
+        """Health of ``address`` as plain values (metrics snapshots; no I/O).
+
+        Connections are shared by the clients of a pool, so these figures are per connection, not
+        per client.
+        """
+        h = self._health.get(address) or AddressHealth()
+        conn = self.connected(address)
+        wait = h.retry_at - time.monotonic()
+        return {
+            "connected": conn is not None,
+            "in_flight": conn.inflight if conn is not None else 0,
+            "backing_off": wait > 0,
+            "backoff_s": round(wait, 3) if wait > 0 else 0.0,
+            "connects": h.connects,
+            "reconnects": max(0, h.connects - 1),
+            "connect_failures": h.connect_failures,
+            "consecutive_connect_failures": h.failures,
+            "disconnects": h.disconnects,
+            "bytes_sent": h.bytes_sent + (conn.bytes_sent if conn is not None else 0),
+            "bytes_received": h.bytes_received + (conn.bytes_received if conn is not None else 0),
+            "last_error": h.last_error,
+        }
 
     def flush_all(self) -> None:
         """Write every connection's queued frames now (see :meth:`Connection.flush_now`)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..config import ProducerConfig
 from ..errors import ClientClosedError, TubeMQTimeoutError
-from .core import ProducerCore, SendResult
+from .core import ProducerCore, SendCallback, SendResult, check_callback, run_callback
 
 
 class Producer:
@@ -43,6 +43,8 @@ class Producer:
         return self._closed
 
     def metrics(self) -> dict[str, Any]:
+        """A plain-dict snapshot: counters, gauges, send-latency percentiles, master and per-broker
+        health (keys listed in README.md, "Metrics and logging"). Call it from the producer's loop."""
         return self._core.metrics.snapshot()
 
     def partitions(self, topic: str) -> list[Any]:
@@ -71,17 +73,25 @@ class Producer:
         return await fut
 
     async def send_async(self, topic: str, data: bytes, *, attributes: Mapping[str, Any] | None = None,
-                         stream_id: str | None = None, msg_time: Any = None, key: Any = None
-                         ) -> asyncio.Future[SendResult]:
+                         stream_id: str | None = None, msg_time: Any = None, key: Any = None,
+                         callback: SendCallback | None = None) -> asyncio.Future[SendResult]:
         """Queue a message and return its future at once (waits only while the buffer is full).
 
         The pipelining form without a task per message: ``futs = [await p.send_async(t, d) for d in
         batch]; results = await asyncio.gather(*futs)``.
+
+        ``callback(result, exc)`` (optional) is called exactly once when the message completes, on
+        this loop, before the future resolves: ``(SendResult, None)`` or ``(None, exception)``. An
+        exception it raises is logged (``tubemq.producer``) and ignored. Cheaper than
+        ``future.add_done_callback`` (no extra loop callback per message); nobody needs to await the
+        future then.
         """
         core = self._core
         if self._closed or not core.started:
             await self._ensure_started()
         job = core.make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
+        if callback is not None:
+            job.cb = check_callback(callback)
         if self._pending >= self._max_pending:
             await self._wait_for_space()
         fut: asyncio.Future[SendResult] = core.loop.create_future()
@@ -118,6 +128,8 @@ class Producer:
             w = self._space_waiters.pop(0)
             if not w.done():
                 w.set_result(None)
+        if job.cb is not None:
+            run_callback(job, result, exc)
         fut = job.fut
         if fut is None:  # refused before it was queued
             return
@@ -127,6 +139,8 @@ class Producer:
             fut.set_result(result)
         else:
             fut.set_exception(exc)
+            if job.cb is not None:
+                fut.exception()  # the callback got the error; nobody has to await this future
 
     async def flush(self, timeout: float | None = 10.0) -> int:
         if not self._core.started or self._closed:

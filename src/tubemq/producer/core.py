@@ -45,6 +45,7 @@ from ..errors import (
 )
 from ..metrics import Metrics
 from ..net.connection import Connection
+from ..net.health import SessionHealth
 from ..protocol.constants import (
     ARRAY_SEP,
     EQ,
@@ -65,7 +66,7 @@ RETRYABLE_CODES = frozenset({ErrorCode.SERVER_RECEIVE_OVERFLOW, ErrorCode.INTERN
 
 #: A caller wakes the loop thread itself when the inbox was last drained longer ago than this (s).
 _MAX_DRAIN_DELAY = 0.002
-#: Send latency is recorded for one message in 8 (enough for percentiles, cheaper per message).
+#: Send latency is recorded for one acknowledged message in 8 (enough for percentiles, cheaper).
 _LATENCY_SAMPLE_MASK = 7
 
 _encode_send = codec.encode_send_request
@@ -97,12 +98,29 @@ class SendResult(NamedTuple):
 
 #: ``done(job, result, exc)``: one long-lived callable per facade; the job carries its future.
 Done = Callable[["_Job", "SendResult | None", "BaseException | None"], None]
+#: The user's per-message ``send_async(..., callback=)``: ``callback(result, None)`` or ``(None, exc)``.
+SendCallback = Callable[["SendResult | None", "BaseException | None"], Any]
+
+
+def check_callback(callback: Any) -> SendCallback:
+    if not callable(callback):
+        raise InvalidMessageError(ErrorCode.BAD_REQUEST,
+                                  f"callback must be callable(result, exc), not {type(callback).__name__}")
+    return callback  # type: ignore[no-any-return]
+
+
+def run_callback(job: _Job, result: SendResult | None, exc: BaseException | None) -> None:
+    """Call the job's user callback; its errors are logged, never propagated into the producer."""
+    try:
+        job.cb(result, exc)
+    except Exception:
+        log.exception("send_async callback %r raised for a message to topic %r (ignored)", job.cb, job.topic)
 
 
 class _Job:
     """One message on its way; ``done`` is called exactly once."""
 
-    __slots__ = ("topic", "payload", "flag", "size", "msg_type", "msg_time", "key", "done", "fut", "attempt",
+    __slots__ = ("topic", "payload", "flag", "size", "msg_type", "msg_time", "key", "done", "fut", "cb", "attempt",
                  "t0", "finished", "part")
 
     def __init__(self, topic: str, payload: bytes, flag: int, size: int, msg_type: str | None,
@@ -116,6 +134,7 @@ class _Job:
         self.key = key
         self.done = done
         self.fut: Any = None
+        self.cb: Any = None  # the facade's per-message ``callback(result, exc)``, if any
         self.part: codec.Partition | None = None
         self.attempt = 0
         self.t0 = 0.0
@@ -249,14 +268,49 @@ class ProducerCore:
         self._outstanding = 0
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._bg: set[asyncio.Task[Any]] = set()
-        self.sent = 0
+        # hot-path counters: plain ints bumped on the loop thread, read by metrics snapshots
+        self.sent = 0  # messages written to a broker (first attempt)
+        self.retried = 0  # resends written after a retryable refusal
+        self.bytes_sent = 0  # body + attribute bytes of the messages sent (first attempts)
+        self.acknowledged = 0
         self.failed = 0
         self._latency = self.metrics.histogram("producer.send_latency")
-        self.metrics.set_gauge("producer.outstanding", lambda: self._outstanding)
         self._build = self._build_frame  # bound once: no per-message method objects
         self._answer = self._on_answer
-        self.metrics.register_counter("producer.sent", lambda: self.sent)
-        self.metrics.register_counter("producer.failed", lambda: self.failed)
+        self._register_metrics()
+
+    def _register_metrics(self) -> None:
+        m = self.metrics
+        m.register_counter("producer.accepted", lambda: self.acknowledged + self.failed + self._outstanding)
+        m.register_counter("producer.sent", lambda: self.sent)
+        m.register_counter("producer.acknowledged", lambda: self.acknowledged)
+        m.register_counter("producer.failed", lambda: self.failed)
+        m.register_counter("producer.retried", lambda: self.retried)
+        m.register_counter("producer.bytes_sent", lambda: self.bytes_sent)
+        m.inc("producer.unknown_outcome", 0)  # present from the start (counted on the failure path)
+        m.set_gauge("producer.outstanding", lambda: self._outstanding)
+        m.set_gauge("producer.in_flight", lambda: len(self._inflight))
+        m.set_gauge("producer.backlog", lambda: len(self._backlog) + len(self._inbox))
+        self.health = SessionHealth(m, self.session, self._broker_addresses, self._broker_extra)
+
+    def _broker_addresses(self) -> dict[str, int]:
+        """address -> broker id: brokers of the published topics, plus any being shielded."""
+        session = self.session
+        out = {p.address: p.broker_id for t in list(session.topics) for p in session.partitions.get(t, ())}
+        quality = self.quality
+        for bid in set(quality.total_errors) | set(quality._until):
+            b = session.brokers.get(bid)
+            if b is not None:
+                out.setdefault(b.address, bid)
+        return out
+
+    def _broker_extra(self, address: str, broker_id: int) -> dict[str, Any]:
+        q = self.quality
+        return {
+            "send_errors": q.total_errors.get(broker_id, 0),
+            "consecutive_failures": q._failures.get(broker_id, 0),
+            "shielded": q.is_shielded(broker_id),
+        }
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -265,6 +319,7 @@ class ProducerCore:
         self._loop = asyncio.get_running_loop()
         self.session.on_metadata.append(self._preconnect)
         await self.session.start(register_attempts=5)
+        self.health.remember_pool()
         self.started = True
 
     @property
@@ -519,6 +574,11 @@ class ProducerCore:
             self._finish(job, None, exc)
             return
         self._inflight.add(job)
+        if job.attempt:
+            self.retried += 1
+        else:
+            self.sent += 1
+            self.bytes_sent += job.size
 
     def _build_frame(self, serial: int, job: _Job) -> bytes:
         """The whole send frame for ``job`` (codec hot path; tokens as of now)."""
@@ -559,11 +619,13 @@ class ProducerCore:
                                          job.key), None)
             return
         code = rsp.err_code
+        self.quality.refused(part.broker_id)
         if code == ErrorCode.SERVICE_UNAVAILABLE:
             self.quality.unavailable(part.broker_id)
         if code in RETRYABLE_CODES and job.attempt < self.config.retries and not self.closed:
             job.attempt += 1
-            self.metrics.inc("producer.retries")
+            log.debug("broker %s refused a message with %d; resending (attempt %d)", part.address, code,
+                      job.attempt + 1)
             self.loop.call_later(self.config.retry_backoff_ms / 1000.0, self._requeue, job)
             return
         err = error_for_code(code, rsp.err_msg)
@@ -585,9 +647,9 @@ class ProducerCore:
         job.finished = True
         self._outstanding -= 1
         if result is not None:
-            self.sent += 1
-            if not self.sent & _LATENCY_SAMPLE_MASK and job.t0:
-                self._latency.observe(time.monotonic() - job.t0)
+            n = self.acknowledged = self.acknowledged + 1
+            if not n & _LATENCY_SAMPLE_MASK and job.t0:
+                self._latency.record(time.monotonic() - job.t0)
         else:
             self.failed += 1
         try:
@@ -638,4 +700,5 @@ def _with_context(exc: BaseException, job: _Job, part: codec.Partition) -> BaseE
     return exc
 
 
-__all__ = ["RETRYABLE_CODES", "ProducerCore", "SendResult", "format_msg_time", "prepare_message"]
+__all__ = ["RETRYABLE_CODES", "ProducerCore", "SendCallback", "SendResult", "check_callback", "format_msg_time",
+           "prepare_message", "run_callback"]

@@ -20,12 +20,18 @@ class BrokerQuality:
         self.unavailable_s = unavailable_ms / 1000.0
         self._failures: dict[int, int] = {}
         self._until: dict[int, float] = {}
+        self.total_errors: dict[int, int] = {}  # for metrics: failed requests since start, per broker
 
     def success(self, broker_id: int) -> None:
         if self._failures:
             self._failures.pop(broker_id, None)
 
+    def refused(self, broker_id: int) -> None:
+        """An error answer (counted for metrics only: the broker is up, it said no)."""
+        self.total_errors[broker_id] = self.total_errors.get(broker_id, 0) + 1
+
     def failure(self, broker_id: int) -> None:
+        self.total_errors[broker_id] = self.total_errors.get(broker_id, 0) + 1
         n = self._failures.get(broker_id, 0) + 1
         self._failures[broker_id] = n
         if n >= self.failure_threshold:

@@ -20,8 +20,11 @@ from typing import Any
 from ..config import ProducerConfig
 from ..errors import ClientClosedError, TubeMQError, TubeMQTimeoutError
 from ..net.loop import LoopThread
-from .core import ProducerCore, SendResult
+from .core import ProducerCore, SendCallback, SendResult, check_callback, run_callback
 from .future import SendFuture
+
+#: How long ``metrics()`` waits for the loop thread before reading without it (seconds).
+_SNAPSHOT_WAIT = 5.0
 
 
 class Producer:
@@ -77,8 +80,13 @@ class Producer:
         return self._closed
 
     def metrics(self) -> dict[str, Any]:
-        """Counters (sent, failed, retries...), gauges and send-latency percentiles."""
-        return self._core.metrics.snapshot()
+        """A plain-dict snapshot: counters, gauges, send-latency percentiles, master and per-broker
+        health (keys listed in README.md, "Metrics and logging"). Taken on the client's loop thread,
+        where the figures live, so it is consistent; works after ``close()`` too."""
+        try:
+            return self._lt.call(self._core.metrics.snapshot, timeout=_SNAPSHOT_WAIT)
+        except TubeMQTimeoutError:  # the loop is blocked (e.g. by a slow stats_callback): best effort
+            return self._core.metrics.snapshot()
 
     def partitions(self, topic: str) -> list[Any]:
         """The partitions currently known for a published topic."""
@@ -92,15 +100,24 @@ class Producer:
         return self._lt.run(self._core.publish(topics if isinstance(topics, str) else list(topics)))
 
     def send_async(self, topic: str, data: bytes, *, attributes: Mapping[str, Any] | None = None,
-                   stream_id: str | None = None, msg_time: Any = None, key: Any = None
-                   ) -> concurrent.futures.Future[SendResult]:
-        """Queue a message; the future resolves to a :class:`SendResult` or fails with a TubeMQError."""
+                   stream_id: str | None = None, msg_time: Any = None, key: Any = None,
+                   callback: SendCallback | None = None) -> concurrent.futures.Future[SendResult]:
+        """Queue a message; the future resolves to a :class:`SendResult` or fails with a TubeMQError.
+
+        ``callback(result, exc)`` (optional) is called exactly once when the message completes:
+        ``(SendResult, None)`` or ``(None, exception)``. It runs on the client's event-loop thread
+        before the future resolves, so keep it short and never block in it (``send()`` is refused
+        there); an exception it raises is logged (``tubemq.producer``) and ignored. Much cheaper than
+        ``future.add_done_callback``, which makes every future build its lock and wake the loop.
+        """
         if self._closed:
             raise ClientClosedError("producer is closed")
         fut: SendFuture[SendResult] = SendFuture()
         fut._kick = self._kick
         job = self._core.make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
         job.fut = fut
+        if callback is not None:
+            job.cb = check_callback(callback)
         n = next(self._submitted)
         if n - self._released > self._max_pending:
             self._wait_for_space(n)
@@ -111,11 +128,13 @@ class Producer:
         return fut
 
     def _done(self, job: Any, result: SendResult | None, exc: BaseException | None) -> None:
-        """Completion of any job (loop thread): free its buffer slot, resolve its future."""
+        """Completion of any job (loop thread): free its buffer slot, call its callback, resolve its future."""
         self._released += 1
         if self._space_waiters:
             with self._space:
                 self._space.notify_all()
+        if job.cb is not None:
+            run_callback(job, result, exc)
         job.fut._complete(result, exc)
 
     def _release_one(self) -> None:
