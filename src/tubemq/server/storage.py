@@ -16,8 +16,9 @@ Why this layout:
   after the last valid record (torn tail).
 * Retention deletes whole non-active segments by age and/or total size; the min offset moves up.
 * The real broker keeps fresh messages in a memory cache (``MsgMemStore``) and moves them into its
-  files when the cache is full or its flush timer fires; reads behave differently on each side (see
-  ``server/broker.py``). We always write the data at once and keep the cache *logically*:
+  files when the cache is full or its flush timer fires (``cache_flush_interval_ms``, the real
+  memCacheFlushIntvl); reads behave differently on each side (see ``server/broker.py``). We always
+  write the data at once and keep the cache *logically*:
   ``cache_start`` is the first index offset that is "still in memory". Capacity follows the real
   defaults (``memCacheMsgSizeInMB`` 2 -> 1 MiB, ``memCacheMsgCntInK`` 10 -> 5120 messages, raised to
   the topic's minimum cache size; sizes in the real broker's record units, 52 + data length).
