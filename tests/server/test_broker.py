@@ -481,18 +481,19 @@ def test_cache_flush_interval_is_its_own_setting(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as exc:
             ServerConfig(data_dir=tmp_path, cache_flush_interval_ms=bad)
         assert exc.value.field == "cache_flush_interval_ms"
-    with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_SERVER, flush_interval_ms=50) as cl:
+    # housekeeping (which runs the cache timer) every 0.1 s, fsync every 50 ms, cache timer 20 s
+    opts = dict(FAST_SERVER, consumer_reg_timeout_ms=400, flush_interval_ms=50)
+    with EmbeddedCluster(data_dir=tmp_path / "d", **opts) as cl:
         cl.create_topic("ft", partitions=1)
         with RawClient(cl.broker_address) as c:
             assert send(c, topicName="ft").success
-            # several fsync periods and housekeeping rounds later the data is still in the cache
-            synced = time.monotonic() + 5
-            while time.monotonic() < synced:
-                if cl._call(lambda: cl.server.stores.get("ft", 0).synced_offset) == 28:
-                    break
+            store = cl._call(lambda: cl.server.stores.get("ft", 0))
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and cl._call(lambda: store.synced_offset) != 28:
                 time.sleep(0.02)
-            time.sleep(0.3)
-            assert cl._call(lambda: cl.server.stores.get("ft", 0).cache_start) == 0
+            assert cl._call(lambda: store.synced_offset) == 28  # the fsync timer ran
+            time.sleep(0.5)  # several fsync periods and housekeeping rounds
+            assert cl._call(lambda: store.cache_start) == 0  # the data is still in the cache
 
 
 # ---------------------------------------------------------------------------------------------------
