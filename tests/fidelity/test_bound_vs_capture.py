@@ -324,6 +324,9 @@ def test_bound_consumer_partitions_after_the_master_forgot_the_group() -> None:
         rp.bind(bc.client_id, broker)
         try:
             await bc.start()
+            # Java's order (s5): the first V2 heartbeat goes out right after register, then get-part-meta;
+            # the master forgets the group after that heartbeat
+            await Deadline(10).until(lambda: m.requests(Method.MASTER_CONSUMER_HEARTBEAT_V2), "first heartbeat")
             state["forgot"] = True
             parts = await bc.partitions("cap_main")
             assert [p.partition_id for p in parts] == [0, 1, 2]

@@ -66,6 +66,17 @@ class MasterSessionBase:
     #: Register failure codes that retrying cannot fix (surface at once).
     fatal_register_codes: frozenset[int] = frozenset()
     role = "client"
+    #: Seconds from a successful start (register) to the first periodic heartbeat when heartbeats are
+    #: wanted already (:meth:`should_heartbeat`). Java consumers schedule their master heartbeat with
+    #: initial delay 0 right after registering (captures s2/s3/s4: first heartbeat 20-40 ms after the
+    #: register answer, then every period; s5 the same for client-balance consumers).
+    initial_heartbeat_delay: float = 0.0
+    #: When heartbeats are not wanted at start (a producer before its first publish), the periodic
+    #: timer starts at the first :meth:`heartbeat_now` (the publish heartbeat) and fires this many
+    #: seconds after it, then every period: the Java producer schedules its heartbeat task with 5 ms
+    #: initial delay once the first publish's heartbeat is done (capture s1: publish heartbeat, first
+    #: periodic one 18 ms later, then 13 s apart). Until then no periodic heartbeat is sent.
+    deferred_heartbeat_delay: float = 0.005
 
     def __init__(
         self,
@@ -98,6 +109,7 @@ class MasterSessionBase:
         self.invoker: MasterInvoker | None = None
         self._rpc_lock: asyncio.Lock | None = None
         self._wake: asyncio.Event | None = None
+        self._hb_armed: asyncio.Event | None = None  # set by heartbeat_now(): the deferred timer may start
         self._hb_task: asyncio.Task[None] | None = None
         self._stats_task: asyncio.Task[None] | None = None
         self._hb_failures = 0
@@ -129,6 +141,7 @@ class MasterSessionBase:
         self.invoker = MasterInvoker(self.config.masters, self._pool, timeout_ms=self.config.rpc_timeout_ms)
         self._rpc_lock = asyncio.Lock()
         self._wake = asyncio.Event()
+        self._hb_armed = asyncio.Event()
         try:
             await self.register(max_attempts=register_attempts)
         except BaseException:
@@ -229,6 +242,15 @@ class MasterSessionBase:
         if self.closed:
             raise ClientClosedError(f"{self.role} is closed")
         try:
+            await self._heartbeat_now()
+        finally:
+            # like the Java producer's publish (`finally`: start the heartbeat task once), whatever
+            # this heartbeat's outcome
+            if self._hb_armed is not None:
+                self._hb_armed.set()
+
+    async def _heartbeat_now(self) -> None:
+        try:
             await self._locked_heartbeat()
         except AuthenticationError:
             # our authorized token was refused: authenticate in full and retry once (§8.2)
@@ -252,7 +274,14 @@ class MasterSessionBase:
 
     async def _heartbeat_loop(self) -> None:
         period = self.config.heartbeat_period_ms / 1000.0
-        delay = period
+        if self.should_heartbeat():
+            delay = self.initial_heartbeat_delay
+        else:
+            # nothing to report yet (producer without topics): the timer starts with the first
+            # heartbeat_now() (Java: at the first publish), see deferred_heartbeat_delay
+            assert self._hb_armed is not None
+            await self._hb_armed.wait()
+            delay = self.deferred_heartbeat_delay
         while not self.closed:
             await self._sleep(delay, wakeable=True)
             if self.closed:
