@@ -18,6 +18,7 @@ from tubemq.errors import (
     InvalidMessageError,
     MessageTooLargeError,
     TopicNotPublishedError,
+    TubeMQTimeoutError,
 )
 
 FAST = {"heartbeat_period_ms": 100, "retry_backoff_ms": 10}
@@ -194,3 +195,25 @@ def test_lost_connection_shows_in_broker_health_and_callback(fake_cluster) -> No
         shielded = [e for e in m["brokers"].values() if e["shielded"]]
         assert shielded and all(e["send_errors"] >= 1 for e in shielded)
         assert sum(e["disconnects"] for e in m["brokers"].values()) == m["counters"]["net.disconnects"]
+
+
+def test_send_async_from_a_callback_never_stalls_the_loop(cluster: Any) -> None:
+    cluster.create_topic("cbc", partitions=1)
+    outcomes: list[Any] = []
+    done = threading.Event()
+
+    def chain(result: Any, exc: BaseException | None) -> None:
+        for i in range(3):  # max_pending=1: the first fits, then the buffer is full
+            try:
+                outcomes.append(p.send_async("cbc", b"chained %d" % i))
+            except TubeMQTimeoutError as e:
+                outcomes.append(e)
+        done.set()
+
+    with tubemq.Producer(cluster.master_address, max_pending=1, max_block_ms=60000, **FAST) as p:
+        p.send_async("cbc", b"first", callback=chain)
+        assert done.wait(30)
+        assert outcomes[0].result(30).message_id > 0
+        assert all(isinstance(o, TubeMQTimeoutError) and "event-loop thread" in str(o) for o in outcomes[1:])
+        assert p.send("cbc", b"the buffer numbers were given back").message_id > 0
+        assert p.flush(30) == 0

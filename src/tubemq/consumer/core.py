@@ -223,9 +223,9 @@ class BrokerHeartbeats:
             except DecodeError:
                 log.warning("broker %s: unparsable failureInfo %r", address, item)
                 continue
-            slot = self.table.get(p.key)
-            if slot is not None and slot.registered and slot.state is not PartitionState.RELEASING:
-                self.table.drop(slot, f"broker heartbeat failure {code_s}")
+            failed = self.table.get(p.key)
+            if failed is not None and failed.registered and failed.state is not PartitionState.RELEASING:
+                self.table.drop(failed, f"broker heartbeat failure {code_s}")
                 lost = True
         if lost:
             self.on_lost(slots[0])

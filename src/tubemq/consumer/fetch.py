@@ -33,7 +33,7 @@ log = logging.getLogger("tubemq.consumer.fetch")
 __all__ = ["Batch", "DeliveryBuffer", "Fetcher", "get_message_request"]
 
 #: wait (seconds) before the next fetch of a partition after these answers (§5.2.7)
-_ERROR_WAITS = {
+_ERROR_WAITS: dict[int, float] = {
     ErrorCode.FORBIDDEN: 2.0,
     ErrorCode.SERVICE_UNAVAILABLE: 0.3,
     ErrorCode.MOVED: 0.2,

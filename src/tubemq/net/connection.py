@@ -400,9 +400,9 @@ class Connection:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
-        for cb in self.on_close:
+        for hook in self.on_close:
             try:
-                cb(self)
+                hook(self)
             except Exception:  # a callback must not break closing
                 log.exception("on_close callback failed for %s", self.address)
 

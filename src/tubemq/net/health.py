@@ -37,7 +37,7 @@ class SessionHealth:
         self.extra = extra
         self._pool: ConnectionPool | None = None
         for key in NET_COUNTERS:
-            metrics.register_counter(f"net.{key}", lambda key=key: self._total(key))
+            metrics.register_counter(f"net.{key}", self._summer(key))
         metrics.add_section("master", self.master)
         metrics.add_section("brokers", self.broker_table)
 
@@ -56,6 +56,9 @@ class SessionHealth:
         invoker = self.session.invoker
         masters = list(invoker.addresses) if invoker is not None else []
         return list(dict.fromkeys(masters + list(self.brokers())))
+
+    def _summer(self, key: str) -> Callable[[], int]:
+        return lambda: self._total(key)
 
     def _total(self, key: str) -> int:
         pool = self.pool

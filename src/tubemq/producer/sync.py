@@ -108,7 +108,9 @@ class Producer:
         ``(SendResult, None)`` or ``(None, exception)``. It runs on the client's event-loop thread
         before the future resolves, so keep it short and never block in it (``send()`` is refused
         there); an exception it raises is logged (``tubemq.producer``) and ignored. Much cheaper than
-        ``future.add_done_callback``, which makes every future build its lock and wake the loop.
+        ``future.add_done_callback``, which makes every future build its lock and wake the loop. A
+        callback may call ``send_async`` again; with the buffer full that raises TubeMQTimeoutError at
+        once instead of waiting on the thread that must free the space.
         """
         if self._closed:
             raise ClientClosedError("producer is closed")
@@ -141,6 +143,13 @@ class Producer:
         self._released += 1
 
     def _wait_for_space(self, n: int) -> None:
+        if self._lt.in_loop_thread:
+            # a callback sending more: only the loop thread can free space, so waiting would stall it
+            self._lt.call_soon(self._release_one)
+            raise TubeMQTimeoutError(
+                f"send buffer full ({self._max_pending} messages outstanding) and send_async() was called on "
+                "the client's event-loop thread (from a callback), where it cannot wait"
+            )
         deadline = time.monotonic() + self._block_s
         with self._space:
             self._space_waiters += 1
