@@ -548,7 +548,7 @@ CAP_ERR_PRELOAD: list[tuple[int, int]] = (
 
 #: The real broker keeps fresh messages in a memory cache and its flush timer (memCacheFlushIntvl
 #: 20 s) moves them into the files, where reads behave differently (server/broker.py,
-#: ``_read``). The replay runs with that timer off (``flush_interval_ms`` 1 h) and flushes the caches
+#: ``_read``). The replay runs with that timer off (``cache_flush_interval_ms`` 1 h) and flushes the caches
 #: where the capture timeline shows the real timer had run: file -> topics flushed before it starts.
 TIMER_FLUSHES: dict[str, tuple[str, ...]] = {
     # s1 wrote cap_main 92 s before s2 started; s2 (and s5, later) read it from the files
@@ -589,7 +589,9 @@ def replay_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[O
     results: dict[str, list[Outcome]] = {}
     ids: dict[str, dict[int, int]] = {}
     data_dir = tmp_path_factory.mktemp("capture-replay")
-    with EmbeddedCluster(data_dir=data_dir, balance_period_ms=3_600_000, flush_interval_ms=3_600_000) as cluster:
+    with EmbeddedCluster(
+        data_dir=data_dir, balance_period_ms=3_600_000, flush_interval_ms=3_600_000, cache_flush_interval_ms=3_600_000
+    ) as cluster:
         for name, parts, stores, size in TOPICS:
             cluster.create_topic(name, parts, stores, size)
         _preload_cap_err(cluster.broker_address)

@@ -48,6 +48,10 @@ def register(sub: Any) -> None:
         help="fsync policy: before every acknowledgement, every --flush-interval-ms, or never",
     )
     p.add_argument("--flush-interval-ms", type=int, default=1000, help="fsync period for --flush interval")
+    p.add_argument(
+        "--cache-flush-interval-ms", type=int, default=20000,
+        help="period of the broker's memory-cache flush into the files (real broker: 20000)",
+    )
     p.add_argument("--retention-ms", type=int, default=None, help="delete data older than this (default: keep)")
     p.add_argument("--retention-bytes", type=int, default=None, help="per-store size cap (default: none)")
     p.add_argument(
@@ -77,6 +81,7 @@ def build_config(args: argparse.Namespace) -> Any:
         "tls_key": args.tls_key,
         "flush": args.flush,
         "flush_interval_ms": args.flush_interval_ms,
+        "cache_flush_interval_ms": args.cache_flush_interval_ms,
         "retention_ms": args.retention_ms,
         "retention_bytes": args.retention_bytes,
         "standby": args.standby,

@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--broker-id", type=int, default=1)
     p.add_argument("--flush", choices=FLUSH_POLICIES, default="interval")
     p.add_argument("--flush-interval-ms", type=int, default=1000)
+    p.add_argument("--cache-flush-interval-ms", type=int, default=20000)
     p.add_argument("--balance-period-ms", type=int, default=1000)
     p.add_argument("--admin-token", default=None)
     p.add_argument("--tls-cert", default=None)
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             broker_id=args.broker_id,
             flush=args.flush,
             flush_interval_ms=args.flush_interval_ms,
+            cache_flush_interval_ms=args.cache_flush_interval_ms,
             balance_period_ms=args.balance_period_ms,
             admin_token=args.admin_token,
             tls_cert=args.tls_cert,
