@@ -19,7 +19,12 @@ import pytest
 
 #: Fast balancing like tests/conftest.py FAST_SERVER, but the real (30 s) heartbeat and registration
 #: timeouts: the source's clients heartbeat every 13 s (the Java default) and Spark tasks and the
-#: streaming driver keep consumers open for longer than FAST_SERVER's 6 s would allow.
+#: streaming driver keep consumers open for longer than FAST_SERVER's 6 s would allow. The source
+#: passes ``tubemq.*`` options to every client it opens (planning, tasks, streaming driver, writer),
+#: so FAST_SERVER would work with ``tubemq.heartbeat_period_ms`` on every DataFrame; measured, that
+#: gains nothing (no test waits for an expiry: reads use private groups and close their consumers),
+#: so the tests keep the plain options users write. tests/spark/test_task.py does run the read task
+#: against FAST_SERVER with ``tubemq.heartbeat_period_ms``.
 SPARK_SERVER: dict[str, Any] = {"balance_period_ms": 200}
 
 

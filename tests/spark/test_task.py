@@ -113,3 +113,31 @@ def test_partition_gone_at_read_time(cluster: Any, fail: bool) -> None:
             list(read_partition(opts, read_schema(False), ghost))
     else:
         assert list(read_partition(opts, read_schema(False), ghost)) == []
+
+
+def test_range_ending_in_siblings_entries_completes_at_once(cluster: Any) -> None:
+    """The rest of a range holds only the other partition's entries (one store): the task ends when
+    the position passes them, long before pollTimeoutMs (which it would otherwise wait out)."""
+    cluster.create_topic("sibtail", partitions=2)
+    with tubemq.Producer(cluster.master_address) as producer:
+        mine = [producer.send("sibtail", b"p%d" % i, key="a") for i in range(5)]
+        pid = mine[0].partition.partition_id
+        sibling_key = None
+        for k in "bcdefghijklmnopqrstuvwxyz":  # a key of the other partition
+            r = producer.send("sibtail", b"k" + k.encode(), key=k)
+            if r.partition.partition_id == pid:
+                mine.append(r)
+            else:
+                sibling_key = k
+                break
+        assert sibling_key is not None
+        for i in range(200):
+            assert producer.send("sibtail", b"s%d" % i, key=sibling_key).partition.partition_id != pid
+    opts = options(cluster.master_address, "sibtail", pollTimeoutMs="3600000")
+    part = [p for p in plan_batch_ranges(opts) if p.partition_id == pid][0]
+    got: list[Any] = []
+    t = threading.Thread(target=lambda: got.extend(rows(read_partition(opts, read_schema(False), part))), daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "the read task waited for pollTimeoutMs at the end of its range"
+    assert [m for _, m in got] == [r.message_id for r in mine]  # exactly the partition's messages, in order

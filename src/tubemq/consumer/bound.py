@@ -612,7 +612,8 @@ class BoundConsumer:
     ``partitions()`` lists the subscribable partitions; ``attach(p, offset)`` registers one at the
     broker (optionally at ``offset``) and returns its :class:`PartitionPosition`; ``fetch(p)`` reads one
     batch, ``confirm(batch)`` commits it and returns the new offset; ``read_range(p, start, end)``
-    yields exactly the messages at offsets [start, end); ``offsets(p)`` reports the position without
+    yields exactly the messages at offsets [start, end) (``read_range_batches``: the same, one list per
+    broker fetch); ``offsets(p)`` reports the position without
     moving it; ``detach(p)`` releases the partition. Partitions may be given as ``Partition`` objects,
     partition keys ``"brokerId:topic:partitionId"`` or partition strings.
     """
