@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -535,7 +535,7 @@ class AsyncBoundConsumer:
         *,
         max_messages: int | None = None,
         timeout: float = 10.0,
-    ) -> AsyncIterator[list[Message]]:
+    ) -> AsyncGenerator[list[Message], None]:
         """:meth:`read_range` one fetch at a time: non-empty lists of messages, in order.
 
         For callers that hand messages to another thread (the sync facade, the Spark read task):
@@ -701,7 +701,7 @@ class BoundConsumer:
         *,
         max_messages: int | None = None,
         timeout: float = 10.0,
-    ) -> Iterator[list[Message]]:
+    ) -> Generator[list[Message], None, None]:
         """Blocking iterator over :meth:`AsyncBoundConsumer.read_range_batches`: one call into the
         client's loop thread per fetched batch."""
         agen = self._core.read_range_batches(partition, start, end, max_messages=max_messages, timeout=timeout)
