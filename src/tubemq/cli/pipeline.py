@@ -87,9 +87,9 @@ def sigint_stops(
     try:
         yield flag
     finally:
-        for sig, old in previous.items():
+        for signum, old in previous.items():
             with contextlib.suppress(ValueError, OSError):
-                signal.signal(sig, old)
+                signal.signal(signum, old)
 
 
 def percentiles(samples: array | list[float], points: tuple[float, ...] = (50, 99, 99.9)) -> dict[float, float]:

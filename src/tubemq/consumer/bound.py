@@ -319,7 +319,7 @@ class AsyncBoundConsumer:
         return sorted(parts, key=lambda p: (p.topic, p.broker_id, p.partition_id))
 
     def _resolve(self, ref: PartitionRef) -> Partition:
-        if isinstance(ref, Partition):
+        if isinstance(ref, tuple):  # codec.Partition is a NamedTuple (either codec implementation)
             return ref
         if not isinstance(ref, str):
             raise TypeError(f"expected a Partition or a partition key/string, got {type(ref).__name__}")

@@ -36,8 +36,8 @@ class SendFuture(Future, Generic[T]):  # type: ignore[type-arg]
         self._w: list[Any] | None = None
         self._cbs: list[Any] | None = None
 
-    @property  # type: ignore[override]
-    def _condition(self) -> threading.Condition:
+    @property
+    def _condition(self) -> threading.Condition:  # type: ignore[override]
         cond = self._cond
         if cond is None:
             with _create_lock:
@@ -54,8 +54,8 @@ class SendFuture(Future, Generic[T]):  # type: ignore[type-arg]
     # the waiter / callback lists are only needed on the slow paths: create them on first use
     # (always under the condition, i.e. after the lazy creation above)
 
-    @property  # type: ignore[override]
-    def _waiters(self) -> list[Any]:
+    @property
+    def _waiters(self) -> list[Any]:  # type: ignore[override]
         w = self._w
         if w is None:
             w = self._w = []

@@ -363,7 +363,7 @@ class Master:
         return out
 
     def _subscribable_partitions(self, topics: Iterable[str]) -> list[Partition]:
-        parts = []
+        parts: list[Partition] = []
         for name in sorted(topics):
             conf = self.meta.get(name)
             if conf is None or conf.closed or not conf.accept_subscribe:
