@@ -38,6 +38,7 @@ from ..errors import (
     error_for_code,
 )
 from ..metrics import Metrics
+from ..net.health import SessionHealth
 from ..net.loop import LoopThread
 from ..protocol import master_pb
 from ..protocol.constants import (
@@ -189,17 +190,17 @@ class AsyncBoundConsumer:
             raise BadRequestError(ErrorCode.BAD_REQUEST, "a bound consumer needs at least one topic")
         self.source_count = source_count
         self.node_id = node_id
-        self.metrics = Metrics()
+        self.stats = Metrics()  # the registry; metrics() returns its snapshot
         self.client_id = consumer_id(self.config.group, "Balance", self.config.local_address)
         self.table = PartitionTable(self.client_id, self.config.group, dict(self.config.topics))
         self.flow = FlowControl(msg_not_found_wait_ms=self.config.msg_not_found_wait_ms,
                                 filter_wait_ms=self.config.filter_wait_ms)
-        self.session = BoundSession(self, self.client_id, self.metrics)
+        self.session = BoundSession(self, self.client_id, self.stats)
         self.brokers = BrokerClient(self.session, self.config, self.flow)
         self.fetcher = Fetcher(
             self.table, DeliveryBuffer(1), self._connection, client_id=self.client_id, group=self.config.group,
             flow=self.flow, rpc_timeout_ms=self.config.rpc_timeout_ms, verify_checksum=self.config.verify_checksum,
-            client_filter=self.config.client_filter, metrics=self.metrics,
+            client_filter=self.config.client_filter, metrics=self.stats,
         )
         self.heartbeats = BrokerHeartbeats(self.table, self.brokers, self.session,
                                            self.config.heartbeat_period_ms / 1000.0, self._on_lost)
@@ -211,6 +212,17 @@ class AsyncBoundConsumer:
         self._hb_task: asyncio.Task[None] | None = None
         self.started = False
         self.closing = False
+        self.stats.set_gauge("consumer.partitions", lambda: len(self.table.registered()))
+        self.health = SessionHealth(self.stats, self.session, self._broker_addresses)
+
+    def _broker_addresses(self) -> dict[str, int]:
+        """address -> broker id of the brokers holding attached partitions (for metrics)."""
+        return {s.partition.address: s.partition.broker_id for s in self.table.registered()}
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters, fetch latency, master and per-broker health (README.md, "Metrics and logging").
+        Call it from the consumer's loop."""
+        return self.stats.snapshot()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> AsyncBoundConsumer:
@@ -219,6 +231,7 @@ class AsyncBoundConsumer:
         if not self.started:
             self.started = True
             await self.session.start(register_attempts=5)
+            self.health.remember_pool()
             self._hb_task = asyncio.get_running_loop().create_task(self.heartbeats.run(lambda: self.closing))
         return self
 
@@ -658,6 +671,10 @@ class BoundConsumer:
 
     def partitions(self, topic: str | None = None) -> list[Partition]:
         return self._run(self._core.partitions(topic))  # type: ignore[no-any-return]
+
+    def metrics(self) -> dict[str, Any]:
+        """A plain-dict snapshot taken on the client's loop thread (works after ``close()`` too)."""
+        return self._loop.call(self._core.metrics, timeout=5.0)  # type: ignore[no-any-return]
 
     def attach(self, partition: PartitionRef, offset: int | None = None) -> PartitionPosition:
         return self._run(self._core.attach(partition, offset))  # type: ignore[no-any-return]
