@@ -67,13 +67,13 @@ def test_requests_match_java_field_presence(cluster, relay, monkeypatch) -> None
 
     orig = conn_mod.Connection.start_call_cb
 
-    def spy(self, build, arg, timeout_ms, callback):
+    def spy(self, build, arg, timeout_ms, callback, **kw):
         def capture(serial: int, a) -> bytes:
             frame = build(serial, a)
             frames.append(frame)
             return frame
 
-        return orig(self, capture, arg, timeout_ms, callback)
+        return orig(self, capture, arg, timeout_ms, callback, **kw)
 
     monkeypatch.setattr(conn_mod.Connection, "start_call_cb", spy)
     with tubemq.Producer(r.address) as p:  # default rpc timeout 10000 like Java

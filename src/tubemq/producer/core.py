@@ -262,6 +262,7 @@ class ProducerCore:
         self._inbox: collections.deque[_Job] = collections.deque()
         self._drain_scheduled = False
         self._last_drain = 0.0
+        self._batch = False  # True while _drain queues frames it writes itself at the end
         self._backlog: collections.deque[_Job] = collections.deque()
         self._backlog_task: asyncio.Task[None] | None = None
         self._inflight: set[_Job] = set()
@@ -427,19 +428,25 @@ class ProducerCore:
                 self.accept(inbox.popleft())
             return
         fast = self._dispatch_fast
-        now = time.monotonic()
-        while inbox:
-            job = inbox.popleft()
-            self._outstanding += 1
-            job.t0 = now
-            if not fast(job):
-                self._to_backlog(job)
-                while inbox:  # keep the order: everything after it waits behind it
-                    self.accept(inbox.popleft())
-                break
-        pool = self.session._pool
-        if pool is not None:
-            pool.flush_all()  # write this batch now, not one loop iteration later
+        now = self._last_drain
+        # frames queued below are written by flush_all() at the end of this callback: no flush is
+        # scheduled per connection (a cancelled one would still cost the loop an extra epoll round)
+        self._batch = True
+        try:
+            while inbox:
+                job = inbox.popleft()
+                self._outstanding += 1
+                job.t0 = now
+                if not fast(job):
+                    self._to_backlog(job)
+                    while inbox:  # keep the order: everything after it waits behind it
+                        self.accept(inbox.popleft())
+                    break
+        finally:
+            self._batch = False
+            pool = self.session._pool
+            if pool is not None:
+                pool.flush_all()  # write this batch now, not one loop iteration later
 
     def accept(self, job: _Job) -> None:
         """Take a job on the loop thread: fast dispatch or the ordered backlog."""
@@ -569,7 +576,10 @@ class ProducerCore:
     def _start(self, job: _Job, part: codec.Partition, conn: Connection) -> None:
         job.part = part
         try:
-            conn.start_call_cb(self._build, job, self.timeout_ms, self._answer)
+            if self._batch:  # _drain writes the batch itself
+                conn.start_call_cb(self._build, job, self.timeout_ms, self._answer, flush=False)
+            else:
+                conn.start_call_cb(self._build, job, self.timeout_ms, self._answer)
         except TubeMQError as exc:
             self._finish(job, None, exc)
             return
