@@ -25,40 +25,14 @@ import sys
 import tempfile
 import time
 import timeit
-import urllib.request
 
-import tubemq
-from tubemq import codec
-from tubemq.protocol import broker_pb
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from bench_server import create_topic, free_port, wait_port  # noqa: E402
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_port(port: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"server did not open port {port}")
-
-
-def create_topic(admin_port: int, topic: str, partitions: int, stores: int) -> list[int]:
-    url = (
-        f"http://127.0.0.1:{admin_port}/webapi.htm?type=op_modify&method=admin_add_new_topic_record"
-        f"&topicName={topic}&numPartitions={partitions}&numTopicStores={stores}&brokerId=1&createUser=bench"
-    )
-    with urllib.request.urlopen(url, timeout=10) as r:
-        body = r.read().decode()
-    if '"result":true' not in body.replace(" ", ""):
-        raise SystemExit(f"topic creation failed: {body}")
-    return [s * 10000 + i for s in range(stores) for i in range(partitions)]
+import tubemq  # noqa: E402
+from tubemq import codec  # noqa: E402
+from tubemq.protocol import broker_pb  # noqa: E402
 
 
 def load(port: int, topic: str, n: int, size: int, pids: list[int], window: int = 2000) -> float:

@@ -43,15 +43,17 @@ def wait_port(port: int, timeout: float = 20.0) -> None:
     raise SystemExit(f"server did not open port {port}")
 
 
-def create_topic(admin_port: int, topic: str, partitions: int) -> None:
+def create_topic(admin_port: int, topic: str, partitions: int, stores: int = 1) -> list[int]:
+    """Create a topic through the admin API; returns its partition ids (store * 10000 + index)."""
     url = (
         f"http://127.0.0.1:{admin_port}/webapi.htm?type=op_modify&method=admin_add_new_topic_record"
-        f"&topicName={topic}&numPartitions={partitions}&brokerId=1&createUser=bench"
+        f"&topicName={topic}&numPartitions={partitions}&numTopicStores={stores}&brokerId=1&createUser=bench"
     )
     with urllib.request.urlopen(url, timeout=10) as r:
         body = r.read().decode()
     if '"result":true' not in body.replace(" ", ""):
         raise SystemExit(f"topic creation failed: {body}")
+    return [s * 10000 + i for s in range(stores) for i in range(partitions)]
 
 
 def ingest(port: int, topic: str, n: int, size: int, window: int, partitions: int) -> float:
