@@ -472,13 +472,17 @@ class Master:
 
     # ---- producer (methods 1-3)
 
+    def _producer_params(self, req: Any, *, allow_token: bool) -> tuple[Any, str, str, set[str]]:
+        """Checks 1-4 of §7.2 shared by producer register and heartbeat, in the real master's order."""
+        auth = self._auth(req, allow_token=allow_token)
+        pid = _check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
+        host = _check_string("hostName", req.hostName, META_MAX_CLIENT_HOSTNAME_LENGTH)
+        return auth, pid, host, _check_producer_topics(req.topicList)
+
     def producer_register(self, req: master_pb.RegisterRequestP2M, ctx: RpcContext) -> Message:
         resp = master_pb.RegisterResponseM2P(success=False, brokerCheckSum=-1)
         try:
-            auth = self._auth(req, allow_token=False)
-            pid = _check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            host = _check_string("hostName", req.hostName, META_MAX_CLIENT_HOSTNAME_LENGTH)
-            topics = _check_producer_topics(req.topicList)
+            auth, pid, host, topics = self._producer_params(req, allow_token=False)
         except _BadParam as exc:
             resp.errCode, resp.errMsg = exc.code, exc.message
             return resp
@@ -495,10 +499,7 @@ class Master:
     def producer_heartbeat(self, req: master_pb.HeartRequestP2M, ctx: RpcContext) -> Message:
         resp = master_pb.HeartResponseM2P(success=False, brokerCheckSum=-1)
         try:
-            auth = self._auth(req, allow_token=True)
-            pid = _check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            host = _check_string("hostName", req.hostName, META_MAX_CLIENT_HOSTNAME_LENGTH)
-            topics = _check_producer_topics(req.topicList)
+            auth, pid, host, topics = self._producer_params(req, allow_token=True)
         except _BadParam as exc:
             resp.errCode, resp.errMsg = exc.code, exc.message
             return resp
