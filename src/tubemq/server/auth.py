@@ -7,8 +7,9 @@
   can also verify the signature against a user table, and it hands out an ``authAuthorizedToken`` on
   register that later heartbeats may present instead of a fresh ``AuthenticateInfo`` (the flow §8.2
   describes for clients; the upstream placeholder handler would reject such heartbeats).
-* ``VisitTokenManager``: the rotating ``visitAuthorizedToken`` (ms timestamps, §4.11); the broker
-  accepts any of the last 6 tokens (§8.3) through ``is_valid``.
+* ``VisitTokenManager``: the rotating ``visitAuthorizedToken`` (§4.11); the broker accepts any of the
+  last 6 tokens (§8.3) through ``is_valid``. Unlike the real master's millisecond timestamps these are
+  random, so they cannot be guessed.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ MSG_BAD_PASSWORD = "Illegal value: userName or password is not correct!"
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _random_token() -> int:
+    """A positive int64 from the OS's CSPRNG (63 bits: guessing one of 6 takes ~2^60 tries)."""
+    return secrets.randbits(63)
 
 
 @dataclass(frozen=True)
@@ -119,13 +125,26 @@ class MasterAuthenticator:
 
 
 class VisitTokenManager:
-    """Rotating visit tokens (``SimpleVisitTokenManager``): ms timestamps, the last 6 stay valid."""
+    """Rotating visit tokens; the last 6 stay valid (``SimpleVisitTokenManager``, §8.3).
 
-    def __init__(self, rotate_period_ms: int, *, clock_ms: Callable[[], int] = _now_ms) -> None:
+    The real master hands out millisecond timestamps, which anyone can guess (issue 11.6: a forged
+    send was accepted after 500 guesses). These tokens are random positive int64 values (the wire
+    field ``visitAuthorizedToken`` is an int64), drawn with ``secrets``: never -2 (the client's
+    "no token yet"), never a token still in the history.
+    """
+
+    def __init__(
+        self,
+        rotate_period_ms: int,
+        *,
+        clock_ms: Callable[[], int] = _now_ms,
+        random_token: Callable[[], int] | None = None,
+    ) -> None:
         if rotate_period_ms <= 0:
             raise ValueError("rotate_period_ms must be positive")
         self._period = rotate_period_ms
         self._clock = clock_ms
+        self._random = random_token or _random_token
         self._tokens: deque[int] = deque(maxlen=VISIT_TOKEN_HISTORY)
         self._last_rotation = 0
         self.rotate()
@@ -139,11 +158,12 @@ class VisitTokenManager:
         return list(self._tokens)
 
     def rotate(self) -> int:
-        """Start a new token now (strictly greater than the previous one)."""
-        now = self._clock()
-        token = now if not self._tokens or now > self._tokens[-1] else self._tokens[-1] + 1
+        """Start a new random token now (distinct from every token still accepted)."""
+        token = self._random()
+        while token <= 0 or token in self._tokens:
+            token = self._random()
         self._tokens.append(token)
-        self._last_rotation = now
+        self._last_rotation = self._clock()
         return token
 
     def rotate_if_due(self) -> bool:

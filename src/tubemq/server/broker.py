@@ -41,6 +41,7 @@ _MAX_STORE_INDEX = 100  # guard against hostile ids creating thousands of store 
 _OK = "OK!"
 _FETCH_HEAD = broker_pb.GetMessageResponseB2C(success=True, errCode=200, errMsg=_OK).SerializeToString()
 _TOKEN_INVALID = "Visit Authorized Token is invalid!"
+_TOKEN_UNVERIFIED = "Visit Authorized Token is invalid! (register or heartbeat with a valid token on this connection first)"
 #: TServerConstants.CFG_DEFAULT_CONSUME_RULE: the qryPriorityId used when neither the consumer nor the
 #: cluster sets one (the Java client sends -2)
 _DEFAULT_QRY_PRIORITY = 300
@@ -305,9 +306,21 @@ class Broker:
         self._last_mid = mid
         return mid
 
-    def _token_ok(self, req: Any) -> bool:
+    def _token_ok(self, req: Any, ctx: RpcContext) -> bool:
+        """The visit-token check; a wrong token counts towards closing the connection (RpcContext)."""
         check = self.visit_token_check
-        return check is None or check(req.authInfo.visitAuthorizedToken)
+        if check is None:
+            return True
+        if check(req.authInfo.visitAuthorizedToken):
+            ctx.token_accepted()
+            return True
+        ctx.token_refused()
+        return False
+
+    def _read_allowed(self, ctx: RpcContext) -> bool:
+        """getMessage and commit carry no token (the real broker never checks them): with the check on,
+        they are served only on a connection that already presented a valid token (register/heartbeat)."""
+        return self.visit_token_check is None or ctx.token_verified
 
     # ---- send (13)
 
@@ -315,7 +328,7 @@ class Broker:
         resp = broker_pb.SendMessageResponseB2P
         if not self.write_available:
             return resp(success=False, errCode=503, errMsg="Write StoreService temporary unavailable!")
-        if self.visit_token_check is not None and not self._token_ok(req):
+        if self.visit_token_check is not None and not self._token_ok(req, ctx):
             return resp(success=False, errCode=415, errMsg=_TOKEN_INVALID)
         _, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
         if err:
@@ -401,7 +414,7 @@ class Broker:
         resp = broker_pb.RegisterResponseB2C
         if not self.read_available:
             return resp(success=False, errCode=503, errMsg="StoreService temporary unavailable!", currOffset=-1)
-        if self.visit_token_check is not None and not self._token_ok(req):
+        if self.visit_token_check is not None and not self._token_ok(req, ctx):
             return resp(success=False, errCode=415, errMsg=_TOKEN_INVALID, currOffset=-1)
         cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
         if err:
@@ -491,7 +504,7 @@ class Broker:
         resp = broker_pb.HeartBeatResponseB2C
         if not self.read_available:
             return resp(success=False, errCode=503, errMsg="StoreService temporary unavailable!")
-        if self.visit_token_check is not None and not self._token_ok(req):
+        if self.visit_token_check is not None and not self._token_ok(req, ctx):
             return resp(success=False, errCode=415, errMsg=_TOKEN_INVALID)
         cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
         if err:
@@ -530,6 +543,8 @@ class Broker:
 
         if not self.read_available:
             return fail(503, "Read StoreService temporary unavailable!")
+        if not self._read_allowed(ctx):
+            return fail(415, _TOKEN_UNVERIFIED)
         cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
         if err:
             return fail(400, err)
@@ -696,6 +711,8 @@ class Broker:
         resp = broker_pb.CommitOffsetResponseB2C
         if not self.read_available:
             return resp(success=False, errCode=503, errMsg="StoreService temporary unavailable!", currOffset=-1)
+        if not self._read_allowed(ctx):
+            return resp(success=False, errCode=415, errMsg=_TOKEN_UNVERIFIED, currOffset=-1)
         cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
         if err:
             return resp(success=False, errCode=400, errMsg=err, currOffset=-1)

@@ -24,7 +24,7 @@ from .broker import Broker
 from .config import ServerConfig
 from .master import Master
 from .meta import BrokerEntry, MetaStore, TopicConf
-from .rpc import RpcServer
+from .rpc import RpcServer, frame_limit_for, rpc_options
 from .storage import StoreManager
 
 log = logging.getLogger("tubemq.server.cluster")
@@ -41,6 +41,12 @@ def _ssl_context(config: ServerConfig) -> ssl.SSLContext | None:
         ctx.load_cert_chain(config.tls_cert, config.tls_key)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError("tls_cert", f"cannot load certificate/key: {exc}") from exc
+    if config.tls_client_ca:  # mutual TLS: every client presents a certificate signed by this CA
+        try:
+            ctx.load_verify_locations(cafile=config.tls_client_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError("tls_client_ca", f"cannot load the client CA bundle: {exc}") from exc
+        ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
 
 
@@ -116,10 +122,9 @@ class EmbeddedServer:
             self.broker_port,
             self.broker.handlers(),
             ssl=self._ssl,
-            max_connections=cfg.max_connections,
-            max_inflight_per_connection=cfg.max_inflight_per_connection,
-            max_buffered_bytes_per_connection=cfg.max_buffered_bytes_per_connection,
             on_batch_end=self.broker.flush_pending,
+            frame_limit=self._frame_limit,
+            **rpc_options(cfg),
         )
         await rpc.start()
         self._broker_rpc = rpc
@@ -140,15 +145,20 @@ class EmbeddedServer:
             self.master_port,
             master.handlers(),
             ssl=self._ssl,
-            max_connections=cfg.max_connections,
-            max_inflight_per_connection=cfg.max_inflight_per_connection,
-            max_buffered_bytes_per_connection=cfg.max_buffered_bytes_per_connection,
+            frame_limit=self._frame_limit,
+            **rpc_options(cfg),
         )
         await rpc.start()
         self._master_rpc = rpc
         self.master_port = rpc.port
         if self.admin is not None:
             self.admin.api.master = master
+
+    def _frame_limit(self) -> int:
+        """Largest request any deployed topic's messages can legally need (RpcServer's partial-frame bound)."""
+        default = self.config.default_max_msg_size
+        topics = self.meta.topics() if self.meta is not None else []
+        return frame_limit_for(max((t.effective_max_msg_size(default) for t in topics), default=default))
 
     async def _stop_master(self) -> None:
         if self._master_rpc is not None:

@@ -68,6 +68,18 @@ class ServerConfig:
     max_connections: int = 1024
     max_inflight_per_connection: int = 1024
     max_buffered_bytes_per_connection: int = 64 * 1024 * 1024
+    #: RPC connections with no complete request for this long are closed. The real client closes its
+    #: side after 300000 ms read-idle (rpc.connect.read.idle.duration); the real server never does.
+    rpc_idle_timeout_ms: int = 300000
+    #: A connection muted by a list-size-0 header (Java leaves it hanging forever) is closed after this.
+    rpc_muted_close_ms: int = 10000
+    #: Bytes all incomplete request frames may hold together (per frame: the largest topic's max
+    #: message size + 10240 + 64 KiB); over it the most stalled holders are closed.
+    rpc_partial_frames_budget: int = 256 * 1024 * 1024
+    #: Invalid visit tokens after which a broker connection is closed (visit_token_check on).
+    max_bad_visit_tokens: int = 3
+    #: PEM CA bundle: with TLS on, clients must present a certificate signed by it (mutual TLS).
+    tls_client_ca: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, Path):
@@ -103,6 +115,10 @@ class ServerConfig:
             "max_connections",
             "max_inflight_per_connection",
             "max_buffered_bytes_per_connection",
+            "rpc_idle_timeout_ms",
+            "rpc_muted_close_ms",
+            "rpc_partial_frames_budget",
+            "max_bad_visit_tokens",
         )
         for name in positive:
             v = getattr(self, name)
@@ -123,6 +139,14 @@ class ServerConfig:
             )
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ConfigError("tls_cert", "tls_cert and tls_key must be given together")
+        smallest_budget = C.MAX_MAX_MSG_SIZE + C.META_MAX_MESSAGE_HEADER_SIZE + 64 * 1024
+        if self.rpc_partial_frames_budget < smallest_budget:
+            raise ConfigError(
+                "rpc_partial_frames_budget",
+                f"must hold one largest legal frame ({smallest_budget} bytes), got {self.rpc_partial_frames_budget}",
+            )
+        if self.tls_client_ca is not None and not self.tls_cert:
+            raise ConfigError("tls_client_ca", "needs tls_cert and tls_key (client certificates are checked over TLS)")
         if self.auth_users is not None and (
             not isinstance(self.auth_users, dict)
             or not all(isinstance(k, str) and k and isinstance(v, str) for k, v in self.auth_users.items())

@@ -277,7 +277,7 @@ class Master:
             try:
                 self.expire(time.monotonic())
                 if self.tokens.rotate_if_due():
-                    log.debug("visit token rotated to %d", self.tokens.current)
+                    log.debug("visit token rotated")  # the token itself is a secret
             except Exception:
                 log.exception("master housekeeping failed")
 

@@ -23,6 +23,7 @@ Fidelity rules reproduced from the real Java server (captures win over the spec)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import ssl as _ssl
@@ -38,6 +39,7 @@ from .. import codec
 from ..errors import FrameError
 from ..protocol import broker_pb, master_pb
 from ..protocol import constants as C
+from .config import ServerConfig
 
 log = logging.getLogger("tubemq.server.rpc")
 
@@ -109,6 +111,7 @@ class RpcContext:
         "local_port",
         "tls",
         "received_at",
+        "connection",
     )
 
     def __init__(
@@ -122,6 +125,7 @@ class RpcContext:
         local_port: int,
         tls: bool,
         received_at: float,
+        connection: _Connection | None = None,
     ) -> None:
         self.serial = serial
         self.service_type = service_type
@@ -132,10 +136,27 @@ class RpcContext:
         self.local_port = local_port
         self.tls = tls
         self.received_at = received_at
+        self.connection = connection
 
     @property
     def remote_host(self) -> str:
         return self.remote.rsplit(":", 1)[0]
+
+    @property
+    def token_verified(self) -> bool:
+        """True once a request on this connection presented a valid visit token."""
+        conn = self.connection
+        return conn is not None and conn.token_verified
+
+    def token_accepted(self) -> None:
+        """A valid visit token arrived: token-less requests (getMessage, commit) may use the connection."""
+        if self.connection is not None:
+            self.connection.token_verified = True
+
+    def token_refused(self) -> None:
+        """A wrong visit token arrived: the connection is closed after ``max_bad_tokens`` of them."""
+        if self.connection is not None:
+            self.connection.bad_token()
 
 
 def rewrite_exception_name(name: str, protocol_ver: int) -> str:
@@ -302,8 +323,65 @@ def _served_service_types(methods: Collection[int]) -> frozenset[int]:
     return frozenset(types)
 
 
+#: Bytes of RPC envelope (headers, clientId, topic, msgType, msgTime, auth info) around a message body,
+#: with room to spare: a legal frame is at most max message size + header allowance + this.
+ENVELOPE_ALLOWANCE = 64 * 1024
+#: A connection idle this long (no complete request) may be evicted when the connection cap is reached.
+EVICT_MIN_IDLE_S = 1.0
+#: Seconds between two sweeps for idle / muted connections, at most.
+SWEEP_PERIOD_S = 1.0
+#: Seconds a limit warning stays quiet after it was logged (a flood logs one line, not thousands).
+_LOG_QUIET_S = 5.0
+
+
+def frame_limit_for(max_msg_size: int) -> int:
+    """Largest request frame a message of ``max_msg_size`` bytes legally needs (data + header + envelope)."""
+    return max_msg_size + C.META_MAX_MESSAGE_HEADER_SIZE + ENVELOPE_ALLOWANCE
+
+
+def rpc_options(config: ServerConfig) -> dict[str, Any]:
+    """The ``RpcServer`` keyword arguments a ``ServerConfig`` decides (one place for master and broker)."""
+    return {
+        "max_connections": config.max_connections,
+        "max_inflight_per_connection": config.max_inflight_per_connection,
+        "max_buffered_bytes_per_connection": config.max_buffered_bytes_per_connection,
+        "idle_timeout_s": config.rpc_idle_timeout_ms / 1000.0,
+        "muted_close_s": config.rpc_muted_close_ms / 1000.0,
+        "partial_frames_budget": config.rpc_partial_frames_budget,
+        "max_bad_tokens": config.max_bad_visit_tokens,
+    }
+
+
+class _RateLimitedLog:
+    """One WARNING per quiet period for a repeating condition, with the count of what it skipped."""
+
+    def __init__(self) -> None:
+        self._last = -_LOG_QUIET_S
+        self._skipped = 0
+
+    def warning(self, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self._last < _LOG_QUIET_S:
+            self._skipped += 1
+            return
+        if self._skipped:
+            msg += " (%d similar events not logged)"
+            args = (*args, self._skipped)
+        self._last, self._skipped = now, 0
+        log.warning(msg, *args)
+
+
 class RpcServer:
-    """A TubeMQ RPC listener: framing, envelope, whitelist, timeouts, bounded per-connection state."""
+    """A TubeMQ RPC listener: framing, envelope, whitelist, timeouts, bounded per-connection state.
+
+    Bounds beyond the real server's (issue 11.7/11.8): a connection with no complete request for
+    ``idle_timeout_s`` is closed (the real client closes its side after 300 s read-idle); a muted
+    connection (list size 0, which Java leaves hanging) is closed after ``muted_close_s``; at the
+    connection cap the longest-idle connection (idle >= 1 s) is evicted to make room, otherwise the
+    new one is closed; an incomplete frame larger than ``frame_limit()`` (what the largest topic's
+    messages can legally need) closes its connection, and when all incomplete frames together exceed
+    ``partial_frames_budget`` the connections whose partial frames made no progress longest are closed.
+    """
 
     def __init__(
         self,
@@ -318,6 +396,11 @@ class RpcServer:
         max_buffered_bytes_per_connection: int = 64 * 1024 * 1024,
         service_types: Collection[int] | None = None,
         on_batch_end: Callable[[], None] | None = None,
+        idle_timeout_s: float = 300.0,
+        muted_close_s: float = 10.0,
+        frame_limit: Callable[[], int] | None = None,
+        partial_frames_budget: int = 256 * 1024 * 1024,
+        max_bad_tokens: int = 3,
     ) -> None:
         self.name = name
         self.host = host
@@ -334,13 +417,37 @@ class RpcServer:
         #: Called after the frames of one read were handled and before their answers are written
         #: (the broker writes its append buffers to the OS here, so an answer never precedes its data).
         self.on_batch_end = on_batch_end
+        self.idle_timeout_s = idle_timeout_s
+        self.muted_close_s = muted_close_s
+        self.partial_frames_budget = partial_frames_budget
+        self.max_bad_tokens = max_bad_tokens
+        self._frame_limit_fn = frame_limit
+        self._frame_limit = (self.max_frame, -1.0)  # (value, monotonic time computed)
+        #: bytes held in incomplete frames over all connections
+        self.partial_bytes = 0
         self._server: asyncio.base_events.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
         self._conns: set[_Connection] = set()
+        self._limit_log = _RateLimitedLog()
         self.rejected_connections = 0
+        self.evicted_connections = 0
+        self.closed_idle = 0
+        self.closed_oversize = 0
 
     @property
     def connections(self) -> int:
         return len(self._conns)
+
+    def frame_limit(self) -> int:
+        """Largest incomplete frame a connection may hold (recomputed at most once a second)."""
+        if self._frame_limit_fn is None:
+            return self.max_frame
+        value, at = self._frame_limit
+        now = time.monotonic()
+        if now - at >= 1.0:
+            value = min(self.max_frame, self._frame_limit_fn())
+            self._frame_limit = (value, now)
+        return value
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -348,9 +455,15 @@ class RpcServer:
             lambda: _Connection(self), self.host, self.port, ssl=self.ssl, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        self._sweeper = asyncio.ensure_future(self._sweep_loop())
         log.debug("%s listening on %s:%d%s", self.name, self.host, self.port, " (TLS)" if self.ssl else "")
 
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
         if self._server is not None:
             self._server.close()
         for conn in list(self._conns):
@@ -361,6 +474,80 @@ class RpcServer:
             except asyncio.TimeoutError:  # pragma: no cover - defensive
                 log.warning("%s: listener did not close within 5 s", self.name)
             self._server = None
+
+    # ---- connection bounds
+
+    async def _sweep_loop(self) -> None:
+        period = max(0.05, min(SWEEP_PERIOD_S, self.idle_timeout_s / 4, self.muted_close_s / 4))
+        while True:
+            await asyncio.sleep(period)
+            self.sweep(time.monotonic())
+
+    def sweep(self, now: float) -> int:
+        """Close idle and long-muted connections; returns how many were closed."""
+        idle = muted = 0
+        for conn in list(self._conns):
+            if conn.muted_at is not None and now - conn.muted_at >= self.muted_close_s:
+                muted += 1
+                conn.close(abort=True)
+            elif now - conn.last_active >= self.idle_timeout_s and not conn.inflight:
+                idle += 1
+                conn.close(abort=True)
+        if idle or muted:
+            self.closed_idle += idle + muted
+            log.info(
+                "%s: closed %d idle connection(s) (no request for %g s) and %d muted one(s)",
+                self.name, idle, self.idle_timeout_s, muted,
+            )
+        return idle + muted
+
+    def admit(self, conn: _Connection) -> bool:
+        """At the cap, evict the longest-idle connection (idle >= 1 s) for ``conn``, or refuse ``conn``."""
+        if len(self._conns) < self.max_connections:
+            return True
+        victim = min(self._conns, key=_Connection.idle_key)
+        now = time.monotonic()
+        if victim.muted_at is not None or (now - victim.last_active >= EVICT_MIN_IDLE_S and not victim.inflight):
+            self.evicted_connections += 1
+            self._limit_log.warning(
+                "%s: connection limit %d reached, closing %s (idle %.1f s) to admit %s",
+                self.name, self.max_connections, victim.remote, now - victim.last_active, conn.remote,
+            )
+            victim.close(abort=True)
+            return True
+        self.rejected_connections += 1
+        self._limit_log.warning(
+            "%s: connection limit %d reached and no connection idle, refusing %s",
+            self.name, self.max_connections, conn.remote,
+        )
+        return False
+
+    def account_partial(self, conn: _Connection, held: int) -> None:
+        """Track ``conn``'s incomplete frame; enforce the per-frame limit and the global budget."""
+        self.partial_bytes += held - conn.partial
+        conn.partial = held
+        if held > self.frame_limit():
+            self.closed_oversize += 1
+            self._limit_log.warning(
+                "%s: %s holds an incomplete frame of %d bytes, over the %d a legal request needs: closing it",
+                self.name, conn.remote, held, self.frame_limit(),
+            )
+            conn.close(abort=True)
+            return
+        if self.partial_bytes <= self.partial_frames_budget:
+            return
+        # over budget: close the holders whose frames made no progress for longest (a stalled
+        # hostile upload, not the one that is moving) until the budget is met again
+        holders = sorted((c for c in self._conns if c.partial), key=lambda c: c.last_read)
+        for victim in holders:
+            if self.partial_bytes <= self.partial_frames_budget:
+                break
+            self.closed_oversize += 1
+            self._limit_log.warning(
+                "%s: incomplete frames hold %d bytes, over the budget of %d: closing %s (%d bytes)",
+                self.name, self.partial_bytes, self.partial_frames_budget, victim.remote, victim.partial,
+            )
+            victim.close(abort=True)
 
     # ---- request processing
 
@@ -414,7 +601,7 @@ class RpcServer:
         if int((time.monotonic() - received) * 1000) > timeout_ms:
             return None
         ctx = RpcContext(
-            serial, service_type, protocol_ver, method, timeout_ms, conn.remote, self.port, conn.tls, received
+            serial, service_type, protocol_ver, method, timeout_ms, conn.remote, self.port, conn.tls, received, conn
         )
         try:
             result = handler(request, ctx)
@@ -476,12 +663,35 @@ class _Connection(asyncio.Protocol):
         self.remote = "?:0"
         self.tls = server.ssl is not None
         self.muted = False  # after a list-size-0 header: nothing on this connection is answered
+        self.muted_at: float | None = None
         self.closed = False
         self.inflight = 0
         self.tasks: set[asyncio.Task[None]] = set()
         self._paused_write = False
         self._paused_inflight = False
         self._reading_paused = False
+        now = time.monotonic()
+        #: time of the last complete request (idle timeout, eviction) and of the last bytes read
+        self.last_active = now
+        self.last_read = now
+        #: bytes of the incomplete frame, as accounted in server.partial_bytes
+        self.partial = 0
+        self.token_verified = False
+        self.bad_tokens = 0
+
+    def idle_key(self) -> tuple[int, float]:
+        """Eviction order: muted connections first, then the longest idle."""
+        return (0 if self.muted_at is not None else 1, self.last_active)
+
+    def bad_token(self) -> None:
+        self.bad_tokens += 1
+        if self.bad_tokens >= self.server.max_bad_tokens:
+            log.warning(
+                "%s: %d invalid visit tokens from %s: closing the connection",
+                self.server.name, self.bad_tokens, self.remote,
+            )
+            # answers already queued for this read are dropped with the connection
+            self.close()
 
     # ---- asyncio.Protocol
 
@@ -492,9 +702,7 @@ class _Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.remote = f"{peer[0]}:{peer[1]}"
-        if len(server._conns) >= server.max_connections:
-            server.rejected_connections += 1
-            log.warning("%s: connection limit %d reached, refusing %s", server.name, server.max_connections, self.remote)
+        if not server.admit(self):
             self.closed = True
             transport.abort()
             return
@@ -509,9 +717,18 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server._conns.discard(self)
+        self._release()
         for t in list(self.tasks):
             t.cancel()
+
+    def _release(self) -> None:
+        """Give back this connection's slot and partial-frame budget (at once, not at connection_lost)."""
+        server = self.server
+        server._conns.discard(self)
+        if self.partial:
+            server.partial_bytes -= self.partial
+            self.partial = 0
+        self.decoder = _SPENT_DECODER
 
     def pause_writing(self) -> None:
         self._paused_write = True
@@ -524,19 +741,29 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.muted or self.closed:
             return
+        server = self.server
+        self.last_read = time.monotonic()
         try:
             frames = self.decoder.feed(data)
         except FrameError as exc:
             # Java: no answer, no close; the rest of this read is dropped and the next read starts a
-            # fresh frame. A zero list size leaves the Java decoder waiting forever: mute the connection.
-            self.decoder = codec.FrameDecoder(self.server.max_frame)
+            # fresh frame. A zero list size leaves the Java decoder waiting forever: mute the connection
+            # (closed after server.muted_close_s, which Java never does).
+            self.decoder = codec.FrameDecoder(server.max_frame)
+            server.account_partial(self, 0)
             if "empty" in str(exc) or _has_zero_list_header(data):
                 self.muted = True
-            log.debug("%s: framing error from %s: %s", self.server.name, self.remote, exc)
+                self.muted_at = self.last_read
+            log.debug("%s: framing error from %s: %s", server.name, self.remote, exc)
             return
+        held = self.decoder.buffered
+        if held or self.partial:
+            server.account_partial(self, held)
+            if self.closed:
+                return
         if not frames:
             return
-        server = self.server
+        self.last_active = self.last_read
         out: list[bytes] = []
         for serial, payload in frames:
             try:
@@ -546,6 +773,8 @@ class _Connection(asyncio.Protocol):
                 answer = None
             if answer is not None:
                 out.append(answer)
+            if self.closed:
+                break  # too many bad tokens: the rest of this read is not processed
         if server.on_batch_end is not None:
             try:
                 server.on_batch_end()
@@ -590,10 +819,19 @@ class _Connection(asyncio.Protocol):
             self._reading_paused = False
             self.transport.resume_reading()
 
-    def close(self) -> None:
+    def close(self, *, abort: bool = False) -> None:
+        """Close (answers already written still go out) or, with ``abort``, drop at once (bounds)."""
         if self.transport is not None and not self.closed:
             self.closed = True
-            self.transport.close()
+            self._release()
+            if abort:
+                self.transport.abort()
+            else:
+                self.transport.close()
+
+
+#: What a closed connection's decoder becomes: its buffer is freed at once, not at connection_lost.
+_SPENT_DECODER = codec.FrameDecoder(1)
 
 
 def _has_zero_list_header(data: bytes) -> bool:
