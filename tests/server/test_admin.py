@@ -163,3 +163,47 @@ def test_bad_partition_counts(tmp_path: Path, value: str) -> None:
         assert not r["result"] and "numPartitions" in r["errMsg"] and meta.get("t_bad") is None
 
     run_admin(tmp_path, None, body)
+
+
+def _post_raw(port: int, query: str, body: bytes, ctype: str) -> bytes:
+    head = (f"POST /webapi.htm?{query} HTTP/1.1\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    return _raw(port, head + body)
+
+
+def test_deeply_nested_json_body_is_a_400(tmp_path: Path) -> None:
+    """Issue 11.9: a deep JSON body raised RecursionError and the connection closed with no answer."""
+
+    def body(url: str, port: int, master: Master, meta: MetaStore) -> None:
+        q = "type=op_modify&method=admin_add_new_topic_record"
+        for payload in (b"[" * 100000 + b"]" * 100000, b'{"topicName": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+                        b'{"topicName": {"a": 1}}', b"[1, 2]"):
+            answer = _post_raw(port, q, payload, "application/json")
+            assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+            assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["errCode"] == 400
+        answer = _post_raw(port, q, b'{"topicName": "json_t", "acceptPublish": true}', "application/json")
+        assert answer.startswith(b"HTTP/1.1 200") and meta.get("json_t") is not None
+
+    run_admin(tmp_path, None, body)
+
+
+@pytest.mark.parametrize("name", ["a\u0660\u0661", "t\u00e9st", "a-b", "\u00e9t"])
+def test_topic_names_are_ascii_only_like_java(tmp_path: Path, name: str) -> None:
+    """Java's ``^[a-zA-Z]\\w+$`` is ASCII-only: ``a٠١`` (Arabic-Indic digits) and ``tést`` are refused."""
+
+    def body(url: str, port: int, master: Master, meta: MetaStore) -> None:
+        r = _post(url, {"type": "op_modify", "method": "admin_add_new_topic_record"}, {"topicName": name})
+        assert not r["result"] and r["errCode"] == 400, r
+        assert meta.topics() == []
+
+    run_admin(tmp_path, None, body)
+
+
+def test_topic_name_check_matches_the_whole_name() -> None:
+    from tubemq.errors import ConfigError
+    from tubemq.server.meta import validate_topic_name
+
+    assert validate_topic_name("ab_9") == "ab_9"
+    for bad in ("ab\n", "a\u0660\u0661", "a"):
+        with pytest.raises(ConfigError):
+            validate_topic_name(bad)

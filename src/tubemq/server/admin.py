@@ -22,6 +22,7 @@ import contextlib
 import hmac
 import json
 import logging
+import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -36,7 +37,13 @@ log = logging.getLogger("tubemq.server.admin")
 
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 1024 * 1024
-READ_TIMEOUT_S = 30.0
+#: The request line and headers must arrive within this many seconds of the connection...
+HEADER_DEADLINE_S = 5.0
+#: ...and the body within this many seconds of the headers (issue 11.9: half-sent requests held a
+#: slot for 30 s each, so 64 of them refused everyone).
+BODY_DEADLINE_S = 5.0
+#: Connections served at once; at the cap the one that has been sending its request longest is
+#: dropped for the newcomer, and when every slot is answering, the newcomer gets a 503.
 MAX_ADMIN_CONNECTIONS = 64
 
 ERR_BAD_REQUEST = 400
@@ -102,6 +109,25 @@ def _topic_names(params: dict[str, str], *, required: bool) -> list[str]:
     if text is None:
         return []
     return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _json_params(text: str) -> dict[str, str]:
+    """Parameters from a JSON object body: scalars only (a nested or deep body is a 400, never a crash)."""
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        raise _AdminError(ERR_BAD_REQUEST, "request body is not a JSON object of parameters") from None
+    if not isinstance(obj, dict):
+        raise _AdminError(ERR_BAD_REQUEST, "request body is not a JSON object of parameters")
+    out: dict[str, str] = {}
+    for k, v in obj.items():
+        if isinstance(v, bool):
+            out[k] = str(v).lower()
+        elif isinstance(v, (str, int, float)):
+            out[k] = str(v)
+        elif v is not None:
+            raise _AdminError(ERR_BAD_REQUEST, f"Parameter {k} must be a string, number or boolean")
+    return out
 
 
 class AdminApi:
@@ -262,7 +288,8 @@ class AdminServer:
         self.host = host
         self.port = port
         self._server: asyncio.base_events.Server | None = None
-        self._conns: set[asyncio.Task[None]] = set()
+        #: task -> monotonic time its request started (0.0 once it is being answered)
+        self._conns: dict[asyncio.Task[None], float] = {}
 
     @property
     def url(self) -> str:
@@ -288,28 +315,54 @@ class AdminServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        if len(self._conns) >= MAX_ADMIN_CONNECTIONS or task is None:
+        if task is None:  # pragma: no cover - always inside a task
             writer.close()
             return
-        self._conns.add(task)
+        if len(self._conns) >= MAX_ADMIN_CONNECTIONS and not self._evict_slowest_reader():
+            log.warning("admin API: %d requests in progress, answering 503", len(self._conns))
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._respond(writer, 503, _fail(503, "too many admin requests")), 2)
+            await self._close(writer)
+            return
+        self._conns[task] = time.monotonic()
         try:
-            status, body = await asyncio.wait_for(self._read_and_handle(reader), READ_TIMEOUT_S)
-            await self._respond(writer, status, body)
-        except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.LimitOverrunError:
-            with contextlib.suppress(ConnectionError):
-                await self._respond(writer, 431, _fail(ERR_BAD_REQUEST, "request header too large"))
+            status, body = await self._read_and_handle(reader, task)
+            await asyncio.wait_for(self._respond(writer, status, body), HEADER_DEADLINE_S)
+        except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # slow, vanished or evicted client: nothing to answer
+        except (asyncio.LimitOverrunError, ValueError):  # header line over the stream limit
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    self._respond(writer, 431, _fail(ERR_BAD_REQUEST, "request header too large")), 2
+                )
         except Exception:  # never let one request kill the listener
             log.exception("admin request failed")
         finally:
-            self._conns.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            self._conns.pop(task, None)
+            await self._close(writer)
 
-    async def _read_and_handle(self, reader: asyncio.StreamReader) -> tuple[int, dict[str, Any]]:
-        head = await reader.readuntil(b"\r\n\r\n")
+    def _evict_slowest_reader(self) -> bool:
+        """Cancel the connection that has been sending its request longest (not one being answered)."""
+        readers = [(t, since) for t, since in self._conns.items() if since > 0]
+        if not readers:
+            return False
+        task, since = min(readers, key=lambda item: item[1])
+        log.warning("admin API: connection limit reached, dropping a request unfinished after %.1f s",
+                    time.monotonic() - since)
+        self._conns.pop(task, None)
+        task.cancel()
+        return True
+
+    @staticmethod
+    async def _close(writer: asyncio.StreamWriter) -> None:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(writer.wait_closed(), 2)
+
+    async def _read_and_handle(
+        self, reader: asyncio.StreamReader, task: asyncio.Task[None]
+    ) -> tuple[int, dict[str, Any]]:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEADER_DEADLINE_S)
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/"):
@@ -333,20 +386,17 @@ class AdminServer:
                 return 400, _fail(ERR_BAD_REQUEST, "bad Content-Length")
             if length < 0 or length > MAX_BODY_BYTES:
                 return 413, _fail(ERR_BAD_REQUEST, "request body too large")
-            body = await reader.readexactly(length) if length else b""
+            body = await asyncio.wait_for(reader.readexactly(length), BODY_DEADLINE_S) if length else b""
             ctype = headers.get("content-type", "")
             text = body.decode("utf-8", "replace")
             if "json" in ctype and text.strip():
                 try:
-                    obj = json.loads(text)
-                except ValueError:
-                    return 400, _fail(ERR_BAD_REQUEST, "request body is not JSON")
-                if isinstance(obj, dict):
-                    params.update(
-                        {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in obj.items()}
-                    )
+                    params.update(_json_params(text))
+                except _AdminError as exc:
+                    return 400, _fail(exc.code, exc.message)
             else:
                 params.update(urllib.parse.parse_qsl(text, keep_blank_values=True))
+        self._conns[task] = 0.0  # answering now: never evicted
         return 200, self.api.handle(params)
 
     @staticmethod
@@ -359,6 +409,7 @@ class AdminServer:
             405: "Method Not Allowed",
             413: "Payload Too Large",
             431: "Request Header Fields Too Large",
+            503: "Service Unavailable",
         }.get(status, "Error")
         head = (
             f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json;charset=UTF-8\r\n"

@@ -25,7 +25,8 @@ from ..protocol import constants as C
 log = logging.getLogger("tubemq.server.meta")
 
 #: Admin API rule for topic names (the binary RPC path does not check characters, §4.0).
-TOPIC_NAME_RE = re.compile(r"^[a-zA-Z]\w+$")
+#: Java's ``^[a-zA-Z]\w+$`` is ASCII-only (no ``a٠١``) and matches the whole name (no trailing newline).
+TOPIC_NAME_RE = re.compile(r"[a-zA-Z]\w+", re.ASCII)
 META_FILE = "meta.json"
 MAX_PARTITIONS = 10000  # a store's local partition ids must stay below META_STORE_INS_BASE
 MAX_STORES = 100
@@ -100,7 +101,7 @@ def validate_topic_name(name: Any) -> str:
         raise ConfigError("name", f"topic name must be a non-empty string, got {name!r}")
     if len(name) > C.META_MAX_TOPICNAME_LENGTH:
         raise ConfigError("name", f"topic name longer than {C.META_MAX_TOPICNAME_LENGTH} characters: {name!r}")
-    if not TOPIC_NAME_RE.match(name) or name == C.OFFSET_HISTORY_TOPIC:
+    if not TOPIC_NAME_RE.fullmatch(name) or name == C.OFFSET_HISTORY_TOPIC:
         raise ConfigError("name", f"topic name {name!r} must match ^[a-zA-Z]\\w+$")
     return name
 
