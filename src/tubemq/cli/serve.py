@@ -41,6 +41,8 @@ def register(sub: Any) -> None:
                    help="file with one USER:PASSWORD per line (keeps passwords out of the process list)")
     p.add_argument("--tls-cert", default=None, help="PEM certificate: serve TLS on the RPC ports")
     p.add_argument("--tls-key", default=None, help="PEM private key for --tls-cert")
+    p.add_argument("--tls-client-ca", default=None,
+                   help="PEM CA bundle: require client certificates signed by it (mutual TLS; needs --tls-cert)")
     p.add_argument(
         "--flush",
         choices=("always", "interval", "never"),
@@ -79,6 +81,7 @@ def build_config(args: argparse.Namespace) -> Any:
         "admin_token": args.admin_token,
         "tls_cert": args.tls_cert,
         "tls_key": args.tls_key,
+        "tls_client_ca": args.tls_client_ca,
         "flush": args.flush,
         "flush_interval_ms": args.flush_interval_ms,
         "cache_flush_interval_ms": args.cache_flush_interval_ms,

@@ -107,6 +107,10 @@ class _Protocol(asyncio.BufferedProtocol):
         self.conn._resume()
 
 
+#: Added to errors that look like a plaintext client on a TLS port (a TLS record, or a close before any answer).
+_TLS_HINT = " (if the server serves TLS on this port, connect with tls=True)"
+
+
 class Connection:
     """A request/response multiplexer over one socket; see the module docstring.
 
@@ -151,6 +155,7 @@ class Connection:
         self.closed_locally = False
         self.close_reason = ""
         self.failed_on_close = 0  # requests still pending when it closed (failed with the close reason)
+        self.tls = False
 
     # ------------------------------------------------------------------ opening
 
@@ -168,6 +173,7 @@ class Connection:
         """Connect to ``host:port`` (TCP_NODELAY is asyncio's default for TCP)."""
         host, port = split_address(address)
         conn = cls(address, max_inflight=max_inflight, max_frame_size=max_frame_size)
+        conn.tls = ssl is not None
         loop = asyncio.get_running_loop()
         kwargs: dict[str, Any] = {}
         if ssl is not None:
@@ -196,7 +202,8 @@ class Connection:
             frames = self._decoder.feed(data)
         except FrameError as exc:
             log.warning("closing %s: %s", self.address, exc)
-            self._shutdown(ConnectionLostError(f"{self.address}: malformed frame from peer: {exc}"))
+            hint = _TLS_HINT if not self.tls and self.bytes_received == len(data) and data[1:2] == b"\x03" else ""
+            self._shutdown(ConnectionLostError(f"{self.address}: malformed frame from peer: {exc}{hint}"))
             return
         pending = self._pending
         for serial, payload in frames:
@@ -217,6 +224,8 @@ class Connection:
 
     def _lost(self, exc: Exception | None) -> None:
         reason = f"{self.address}: connection lost" + (f": {exc}" if exc else "")
+        if not self.tls and self.bytes_sent and not self.bytes_received:
+            reason += " before any answer" + _TLS_HINT  # what a TLS-only TubeMQ port does to plaintext
         self._shutdown(ConnectionLostError(reason))
 
     def _resume(self) -> None:
