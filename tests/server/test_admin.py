@@ -207,3 +207,113 @@ def test_topic_name_check_matches_the_whole_name() -> None:
     for bad in ("ab\n", "a\u0660\u0661", "a"):
         with pytest.raises(ConfigError):
             validate_topic_name(bad)
+
+
+# ---- issue 15.3: the admin calls deployment tooling makes (broker configure, topic control)
+
+
+def test_topic_control_info_sets_max_msg_size_on_the_topic_record(tmp_path: Path) -> None:
+    def body(url: str, port: int, master: Master, meta: MetaStore) -> None:
+        meta.create_topic("ctl_t", 2)
+        r = _get(url, type="op_query", method="admin_query_topic_info", topicName="ctl_t")
+        rec = r["data"][0]
+        assert rec["maxMsgSizeInMB"] == 1 and rec["topicInfo"][0]["maxMsgSizeInMB"] == 1
+        q = {"type": "op_modify", "method": "admin_update_topic_control_info"}
+        r = _post(url, q, {"topicName": "ctl_t,nope_t", "maxMsgSizeInMB": "8", "modifyUser": "ops"})
+        assert r["result"] and r["count"] == 2
+        assert r["data"][0] == {"topicName": "ctl_t", "success": True, "errCode": 200, "errInfo": "Ok!"}
+        assert r["data"][1]["success"] is False and r["data"][1]["errCode"] == 401
+        assert "Not found topic control configure for topicName(nope_t)!" == r["data"][1]["errInfo"]
+        conf = meta.get("ctl_t")
+        assert conf is not None and conf.max_msg_size == 8 * 1024 * 1024
+        rec = _get(url, type="op_query", method="admin_query_topic_info", topicName="ctl_t")["data"][0]
+        assert rec["maxMsgSizeInMB"] == 8 and rec["topicInfo"][0]["maxMsgSizeInMB"] == 8
+        ctl = _get(url, type="op_query", method="admin_query_topic_control_info", topicName="ctl_t")
+        assert ctl["data"][0]["maxMsgSizeInMB"] == 8
+        for bad in ("0", "21", "x"):
+            r = _post(url, q, {"topicName": "ctl_t", "maxMsgSizeInMB": bad})
+            assert not r["result"] and "maxMsgSizeInMB" in r["errMsg"]
+
+    run_admin(tmp_path, None, body)
+
+
+def test_broker_configure_lifecycle_and_run_status(tmp_path: Path) -> None:
+    def body(url: str, port: int, master: Master, meta: MetaStore) -> None:
+        status = _get(url, type="op_query", method="admin_query_broker_run_status")
+        assert status["result"] and status["count"] == 1
+        b1 = status["data"][0]
+        assert (b1["brokerId"], b1["brokerIp"], b1["brokerPort"], b1["manageStatus"]) == (1, "127.0.0.1", 8123, "online")
+        assert (b1["runStatus"], b1["subStatus"], b1["isBrokerOnline"], b1["acceptPublish"]) == (
+            "running", "idle", "true", "true")
+        add = {"type": "op_modify", "method": "admin_add_broker_configure"}
+        r = _post(url, add, {"brokerIp": "10.0.0.2", "brokerId": "2", "brokerPort": "8200", "createUser": "ops"})
+        assert r["result"] and r["data"] == [
+            {"brokerId": 2, "brokerIp": "10.0.0.2", "success": True, "errCode": 200, "errInfo": "Ok!"}]
+        r = _post(url, add, {"brokerIp": "10.0.0.2", "brokerId": "3"})
+        assert not r["result"] and r["errMsg"] == "Duplicated broker configure record, query by brokerIp : 10.0.0.2"
+        r = _post(url, add, {"brokerIp": "10.0.0.3"})  # id derived from the address, as the real master does
+        assert r["result"] and r["data"][0]["brokerId"] == (10 << 24) + 3
+        r = _post(url, add, {"brokerIp": "not-an-ip"})
+        assert not r["result"] and "brokerIp" in r["errMsg"]
+        b2 = _get(url, type="op_query", method="admin_query_broker_run_status", brokerId="2")["data"]
+        assert [(b["brokerId"], b["manageStatus"], b["runStatus"]) for b in b2] == [(2, "draft", "-")]
+        reload_q = {"type": "op_modify", "method": "admin_reload_broker_configure"}
+        r = _post(url, reload_q, {"brokerId": "1,2", "modifyUser": "ops"})
+        assert [(d["brokerId"], d["success"], d["errCode"]) for d in r["data"]] == [(1, True, 200), (2, False, 406)]
+        online_q = {"type": "op_modify", "method": "admin_online_broker_configure"}
+        r = _post(url, online_q, {"brokerId": "2,1,99", "modifyUser": "ops"})
+        assert [(d["brokerId"], d["errCode"]) for d in r["data"]] == [(2, 200), (1, 403), (99, 401)]
+        b2 = _get(url, type="op_query", method="admin_query_broker_run_status", brokerId="2")["data"][0]
+        assert (b2["manageStatus"], b2["runStatus"]) == ("online", "unRegister")  # configured, no process
+        confs = _get(url, type="op_query", method="admin_query_broker_configure")["data"]
+        assert {c["brokerId"]: c["brokerPort"] for c in confs}[2] == 8200
+        # the records survive a restart of the admin API (kept in the data directory)
+        from tubemq.server.admin import BrokerConfs
+
+        assert BrokerConfs(meta.data_dir).records[2]["manageStatus"] == "online"
+
+    run_admin(tmp_path, None, body)
+
+
+def test_max_msg_size_change_reaches_the_broker(tmp_path: Path) -> None:
+    """The broker refuses a message over the new size with the real error, and takes it once allowed."""
+    from tubemq.cli import main as cli_main
+    from tubemq.server import EmbeddedCluster
+    from tubemq.server.testing import FAST_TIMERS
+
+    from ._raw import RawClient
+
+    with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_TIMERS) as cl:
+        cl.create_topic("sized", partitions=1)
+        big = b"B" * (1536 * 1024)
+        with RawClient(cl.broker_address) as c:
+            r = c.send("sized", 0, big)
+            assert (r.success, r.errCode) == (False, 400)
+            assert r.errMsg == f"data length over max length, allowed max length is {1048576 + 10240}, data length is {len(big)}"
+            admin = ["--admin-url", cl.admin_url]
+            assert cli_main(["topic", "set", "sized", "--max-msg-size-mb", "2", *admin]) == 0
+            assert c.send("sized", 0, big).success
+            assert cli_main(["topic", "set", "sized", "--max-msg-size-mb", "1", *admin]) == 0
+            assert c.send("sized", 0, big).errCode == 400
+        assert cli_main(["topic", "set", "nope", "--max-msg-size-mb", "2", *admin]) == 1
+        assert cli_main(["topic", "set", "sized", "--max-msg-size-mb", "30", *admin]) == 2
+
+
+def test_broker_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tubemq.cli import main as cli_main
+    from tubemq.server import EmbeddedCluster
+    from tubemq.server.testing import FAST_TIMERS
+
+    with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_TIMERS) as cl:
+        admin = ["--admin-url", cl.admin_url]
+        assert cli_main(["broker", "list", "-o", "json", *admin]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert [(r["brokerId"], r["runStatus"]) for r in rows] == [(1, "running")]
+        assert cli_main(["broker", "add", "10.1.2.3", "--broker-id", "7", *admin]) == 0
+        assert cli_main(["broker", "reload", "7", *admin]) == 1  # draft: the real master refuses too
+        assert "not in online status" in capsys.readouterr().err
+        assert cli_main(["broker", "online", "7", *admin]) == 0
+        assert cli_main(["broker", "reload", "1,7", *admin]) == 0
+        assert cli_main(["broker", "list", *admin]) == 0
+        out = capsys.readouterr().out
+        assert "10.1.2.3" in out and "unRegister" in out and "running" in out

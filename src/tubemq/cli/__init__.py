@@ -1,4 +1,4 @@
-"""The ``tubemq`` command: serve, topic, produce, consume, bench, demo.
+"""The ``tubemq`` command: serve, topic, broker, produce, consume, bench, demo.
 
 Exit status: 0 success, 1 failure (one line on stderr, no traceback for expected errors), 2 usage
 error, 130 interrupted by Ctrl-C (after in-flight work was settled and reported).
@@ -14,12 +14,12 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from . import bench, consume, demo, produce, serve, topic
+from . import bench, broker, consume, demo, produce, serve, topic
 from .common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, describe_error, eprint
 
 __all__ = ["main", "build_parser"]
 
-_COMMANDS = (serve, topic, produce, consume, bench, demo)
+_COMMANDS = (serve, topic, broker, produce, consume, bench, demo)
 
 _EPILOG = """\
 examples:

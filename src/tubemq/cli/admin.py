@@ -2,9 +2,12 @@
 
 The same calls work against a real TubeMQ master (web port, default 8080) and the embedded server,
 which serves the subset used here: ``admin_add_new_topic_record``, ``admin_query_topic_info``,
-``admin_delete_topic_info`` (+ ``admin_remove_topic_info`` on a real master) and
-``admin_query_consume_group_detail``. Answers look like ``{"result": bool, "errCode": int,
-"errMsg": str, "data": [...]}``; ``result: false`` becomes :class:`AdminError`.
+``admin_delete_topic_info`` (+ ``admin_remove_topic_info`` on a real master),
+``admin_update_topic_control_info``, ``admin_query_consume_group_detail`` and the broker calls
+``admin_add_broker_configure``, ``admin_online_broker_configure``, ``admin_reload_broker_configure``,
+``admin_query_broker_run_status``. Answers look like ``{"result": bool, "errCode": int,
+"errMsg": str, "data": [...]}``; ``result: false`` becomes :class:`AdminError`, and so does a
+per-record failure (``data[i].success: false``) of a modify call.
 """
 
 from __future__ import annotations
@@ -173,3 +176,40 @@ class AdminClient:
 
     def group_detail(self, group: str) -> dict[str, Any]:
         return self.call("op_query", "admin_query_consume_group_detail", consumeGroup=group)
+
+    def set_topic_max_msg_size(self, name: str, max_msg_size_mb: int) -> None:
+        """``admin_update_topic_control_info``: the brokers refuse larger messages from then on."""
+        self.modify_records(
+            "admin_update_topic_control_info", topicName=name, maxMsgSizeInMB=max_msg_size_mb, modifyUser=self.user
+        )
+
+    # ---- brokers
+
+    def modify_records(self, method: str, **params: Any) -> list[dict[str, Any]]:
+        """A modify call whose ``data`` lists one result per record: any ``success: false`` raises."""
+        data = self.call("op_modify", method, **params).get("data") or []
+        rows = [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+        for row in rows:
+            if row.get("success") is False:
+                what = row.get("topicName") or f"broker {row.get('brokerId')}"
+                raise AdminError(int(row.get("errCode") or -1), f"{what}: {row.get('errInfo') or 'failed'}")
+        return rows
+
+    def add_broker(
+        self, ip: str, *, broker_id: int | None = None, port: int | None = None, tls_port: int | None = None,
+        web_port: int | None = None,
+    ) -> list[dict[str, Any]]:
+        return self.modify_records(
+            "admin_add_broker_configure", brokerIp=ip, brokerId=broker_id, brokerPort=port, brokerTLSPort=tls_port,
+            brokerWebPort=web_port, createUser=self.user, createDate=time.strftime("%Y%m%d%H%M%S"),
+        )
+
+    def online_brokers(self, broker_ids: str) -> list[dict[str, Any]]:
+        return self.modify_records("admin_online_broker_configure", brokerId=broker_ids, modifyUser=self.user)
+
+    def reload_brokers(self, broker_ids: str) -> list[dict[str, Any]]:
+        return self.modify_records("admin_reload_broker_configure", brokerId=broker_ids, modifyUser=self.user)
+
+    def broker_run_status(self, broker_ids: str | None = None) -> list[dict[str, Any]]:
+        data = self.call("op_query", "admin_query_broker_run_status", brokerId=broker_ids).get("data") or []
+        return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []

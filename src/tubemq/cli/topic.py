@@ -1,4 +1,4 @@
-"""``tubemq topic create|list|describe|delete`` through the master's HTTP admin API.
+"""``tubemq topic create|list|describe|set|delete`` through the master's HTTP admin API.
 
 ``--admin-url`` (a real master's web port, e.g. http://master:8080/webapi.htm) or ``--master HOST:PORT``
 (the admin API is then looked up on the same host at ``--admin-port``, default 8080 like a real
@@ -15,7 +15,7 @@ from .admin import AdminClient, admin_url_for_master
 from .common import DEFAULT_ADMIN_PORT, EXIT_USAGE, CliError, note, resolve_master
 from .output import format_table, print_json
 
-HELP = "create, list, describe or delete topics (HTTP admin API)"
+HELP = "create, list, describe, change or delete topics (HTTP admin API)"
 ENV_TOKEN = "TUBEMQ_ADMIN_TOKEN"
 
 
@@ -57,6 +57,14 @@ def register(sub: Any) -> None:
     d.add_argument("name")
     d.add_argument("--output", "-o", choices=("table", "json"), default="table")
     d.set_defaults(func=run_describe)
+
+    st = actions.add_parser(
+        "set", parents=[parent], help="change a topic's settings",
+        description="Change a topic's settings (admin_update_topic_control_info).",
+    )
+    st.add_argument("name", help="topic name (comma separated for several)")
+    st.add_argument("--max-msg-size-mb", type=int, required=True, help="max message size in MiB (1..20)")
+    st.set_defaults(func=run_set)
 
     rm = actions.add_parser("delete", parents=[parent], help="delete a topic", description="Delete a topic.")
     rm.add_argument("name")
@@ -109,7 +117,7 @@ def topic_row(rec: dict[str, Any]) -> dict[str, Any]:
         stores = int(_first(rec, "numTopicStores", "numStores", "stores", default=1))
         parts = int(_first(rec, "totalCfgNumPart", "totalPartitions", default=n * stores))
         brokers = str(_first(rec, "brokerId", "brokerIds", default=""))
-    max_mb = _first(first, "maxMsgSizeInMB", "maxMsgSizeMB")
+    max_mb = _first(rec, "maxMsgSizeInMB", default=_first(first, "maxMsgSizeInMB", "maxMsgSizeMB"))
     max_bytes = _first(first, "maxMsgSize", "maxMsgSizeInB")
     if max_mb is None and max_bytes is not None:
         max_mb = round(int(max_bytes) / 1048576, 2)
@@ -189,6 +197,20 @@ def run_describe(args: argparse.Namespace) -> int:
                 "acceptSubscribe", "topicStatusId"]
         cols = [c for c in cols if any(c in i for i in per_broker)]
         print(format_table(cols, [[i.get(c) for c in cols] for i in per_broker]))
+    return 0
+
+
+def run_set(args: argparse.Namespace) -> int:
+    from .admin import AdminError
+
+    if not 1 <= args.max_msg_size_mb <= 20:
+        raise CliError("--max-msg-size-mb must be within 1..20", EXIT_USAGE)
+    client = client_from_args(args)
+    try:
+        client.set_topic_max_msg_size(args.name, args.max_msg_size_mb)
+    except AdminError as exc:
+        raise CliError(f"cannot change topic {args.name}: {exc.message}") from None
+    note(f"topic {args.name}: max message size {args.max_msg_size_mb} MiB")
     return 0
 
 

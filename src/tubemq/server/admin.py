@@ -20,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import ipaddress
 import json
 import logging
 import time
 import urllib.parse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tubemq.errors import ConfigError
@@ -149,6 +151,7 @@ class AdminApi:
         self.broker = broker
         self._create = create_topic or meta.create_topic
         self._delete = delete_topic or meta.delete_topic
+        self._broker_confs: BrokerConfs | None = None
 
     def handle(self, params: dict[str, str]) -> dict[str, Any]:
         try:
@@ -170,6 +173,7 @@ class AdminApi:
             ("op_modify", "admin_remove_topic_info"): self._remove_topic,
             ("op_query", "admin_query_topic_info"): self._query_topics,
             ("op_query", "admin_query_consume_group_detail"): self._group_detail,
+            **self._ops_methods(),
         }
 
     def _check_token(self, params: dict[str, str]) -> None:
@@ -266,6 +270,7 @@ class AdminApi:
         total = conf.num_partitions * conf.num_stores * len(per_broker)
         return {
             "topicName": conf.name,
+            "maxMsgSizeInMB": size // MB,
             "infoCount": len(per_broker),
             "totalCfgNumPart": total,
             "isSrvAcceptPublish": conf.accept_publish and not conf.closed,
@@ -278,6 +283,278 @@ class AdminApi:
         group = _param(params, "consumeGroup", required=True) or ""
         detail: dict[str, Any] = self.master.group_detail(group)
         return detail
+
+
+    # ---- broker configure and topic control (issue 15.3): what deployment tooling calls
+
+    def _ops_methods(self) -> dict[tuple[str, str], Callable[[dict[str, str]], dict[str, Any]]]:
+        return {
+            ("op_modify", "admin_add_broker_configure"): self._add_broker_conf,
+            ("op_modify", "admin_online_broker_configure"): self._online_broker_conf,
+            ("op_modify", "admin_reload_broker_configure"): self._reload_broker_conf,
+            ("op_query", "admin_query_broker_configure"): self._query_broker_conf,
+            ("op_query", "admin_query_broker_run_status"): self._query_broker_run_status,
+            ("op_modify", "admin_update_topic_control_info"): self._update_topic_ctrl,
+            ("op_query", "admin_query_topic_control_info"): self._query_topic_ctrl,
+        }
+
+    @property
+    def broker_confs(self) -> BrokerConfs:
+        if self._broker_confs is None:
+            self._broker_confs = BrokerConfs(self.config.data_dir)
+        return self._broker_confs
+
+    def _broker_records(self) -> dict[int, dict[str, Any]]:
+        """Every broker configure record: the embedded brokers (online) and the ones added by the API."""
+        out: dict[int, dict[str, Any]] = {}
+        for bid, b in sorted(self.meta.brokers.items()):
+            out[bid] = _broker_record(bid, b.host, b.port, b.tls_port or DEFAULT_BROKER_TLS_PORT, 0, STATUS_ONLINE)
+        for bid, rec in self.broker_confs.records.items():
+            out.setdefault(bid, dict(rec))
+        return out
+
+    def _broker_running(self, bid: int) -> bool:
+        if bid not in self.meta.brokers:
+            return False
+        online = getattr(self.master, "_broker_online", None)
+        return bool(online(bid)) if callable(online) else True
+
+    def _add_broker_conf(self, params: dict[str, str]) -> dict[str, Any]:
+        ip = _param(params, "brokerIp", required=True) or ""
+        try:
+            addr = ipaddress.IPv4Address(ip)
+        except ValueError:
+            raise _AdminError(ERR_BAD_REQUEST, f"Parameter brokerIp must be an IPv4 address, got {ip!r}") from None
+        bid = _int_param(params, "brokerId", 0, 0, 2**31 - 1)
+        if bid <= 0:  # the real master derives the id from the address (abs of the signed int)
+            bid = abs(int(addr) - (1 << 32) if int(addr) >= 1 << 31 else int(addr))
+        status = _manage_status(params, default=STATUS_DRAFT)
+        records = self._broker_records()
+        if any(r["brokerIp"] == ip for r in records.values()):
+            raise _AdminError(ERR_BAD_REQUEST, f"Duplicated broker configure record, query by brokerIp : {ip}")
+        if bid in records:
+            raise _AdminError(ERR_BAD_REQUEST, f"Duplicated broker configure record, query by brokerId : {bid}")
+        rec = _broker_record(
+            bid,
+            ip,
+            _int_param(params, "brokerPort", DEFAULT_BROKER_PORT, 1, 65535),
+            _int_param(params, "brokerTLSPort", DEFAULT_BROKER_TLS_PORT, 1, 65535),
+            _int_param(params, "brokerWebPort", DEFAULT_BROKER_WEB_PORT, 1, 65535),
+            status,
+            region_id=_int_param(params, "regionId", 0, 0, 2**31 - 1),
+            group_id=_int_param(params, "groupId", 0, 0, 2**31 - 1),
+        )
+        rec["createUser"] = rec["modifyUser"] = _param(params, "createUser", "") or ""
+        self.broker_confs.put(rec)
+        return _ok(data=[_broker_result(bid, ip)], count=1)
+
+    def _broker_id_set(self, params: dict[str, str]) -> list[int]:
+        text = _param(params, "brokerId", required=True) or ""
+        ids: list[int] = []
+        for item in text.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            try:
+                ids.append(int(item))
+            except ValueError:
+                raise _AdminError(ERR_BAD_REQUEST, f"Parameter brokerId must be integers, got {text!r}") from None
+        if not ids:
+            raise _AdminError(ERR_BAD_REQUEST, "Parameter brokerId is required and must not be blank!")
+        return list(dict.fromkeys(ids))
+
+    def _online_broker_conf(self, params: dict[str, str]) -> dict[str, Any]:
+        results = []
+        for bid in self._broker_id_set(params):
+            rec = self._broker_records().get(bid)
+            if rec is None:
+                results.append(_broker_result(bid, "", ERR_NOT_EXIST, f"Not found broker configure for brokerId({bid})!"))
+            elif rec["manageStatus"] == STATUS_ONLINE:
+                results.append(_broker_result(bid, "", ERR_UNCHANGED, f"Unchanged  manageStatus({STATUS_ONLINE})!"))
+            else:
+                rec["manageStatus"] = STATUS_ONLINE
+                rec["modifyUser"] = _param(params, "modifyUser", "") or ""
+                self.broker_confs.put(rec)
+                results.append(_broker_result(bid, ""))
+        return _ok(data=results, count=len(results))
+
+    def _reload_broker_conf(self, params: dict[str, str]) -> dict[str, Any]:
+        """Embedded brokers apply configuration changes at once: a reload of an online one is a no-op."""
+        results = []
+        for bid in self._broker_id_set(params):
+            rec = self._broker_records().get(bid)
+            if rec is None:
+                results.append(_broker_result(bid, "", ERR_NOT_EXIST, "The broker configure not exist!"))
+            elif rec["manageStatus"] not in ONLINE_STATUSES:
+                results.append(_broker_result(
+                    bid, "", ERR_ILLEGAL_STATUS,
+                    f"The broker manage status by brokerId={bid} is not in online status, can't reload this configure! ",
+                ))
+            else:
+                results.append(_broker_result(bid, rec["brokerIp"]))
+        return _ok(data=results, count=len(results))
+
+    def _selected_brokers(self, params: dict[str, str]) -> list[dict[str, Any]]:
+        ids = set(self._broker_id_set(params)) if _param(params, "brokerId") else None
+        ip_text = _param(params, "brokerIp")
+        ips = {i.strip() for i in ip_text.split(",") if i.strip()} if ip_text else None
+        return [
+            r for bid, r in sorted(self._broker_records().items())
+            if (ids is None or bid in ids) and (ips is None or r["brokerIp"] in ips)
+        ]
+
+    def _query_broker_conf(self, params: dict[str, str]) -> dict[str, Any]:
+        data = [{k: v for k, v in r.items() if not k.startswith("_")} for r in self._selected_brokers(params)]
+        return _ok(data=data, count=len(data))
+
+    def _query_broker_run_status(self, params: dict[str, str]) -> dict[str, Any]:
+        """The real master's layout; booleans of the run state are strings there (``"true"``/``"-"``)."""
+        data = []
+        for r in self._selected_brokers(params):
+            bid = r["brokerId"]
+            running = self._broker_running(bid)
+            item: dict[str, Any] = {
+                "brokerId": bid,
+                "brokerIp": r["brokerIp"],
+                "brokerPort": r["brokerPort"],
+                "brokerWebPort": r["brokerWebPort"],
+                "manageStatus": r["manageStatus"],
+                "brokerTLSPort": r["brokerTLSPort"],
+                "enableTLS": bool(self.config.tls_cert) if running else "-",
+                "isRepAbnormal": False,
+                "isAutoForbidden": False,
+            }
+            pub, sub = _PUB_SUB.get(r["manageStatus"], (False, False))
+            if r["manageStatus"] == STATUS_DRAFT:
+                item.update(runStatus="-", subStatus="-", isConfChanged="-", isConfLoaded="-", isBrokerOnline="-",
+                            brokerVersion="-", acceptPublish="-", acceptSubscribe="-")
+            elif bid not in self.meta.brokers:
+                item.update(runStatus="unRegister", subStatus="-", isConfChanged="-", isConfLoaded="-",
+                            isBrokerOnline="-", brokerVersion="-", acceptPublish="-", acceptSubscribe="-")
+            else:
+                item.update(runStatus="running" if running else "notRegister", subStatus="idle",
+                            isConfChanged="false", isConfLoaded="true", isBrokerOnline=str(running).lower(),
+                            brokerVersion="-", acceptPublish=str(pub).lower(), acceptSubscribe=str(sub).lower())
+            data.append(item)
+        return _ok(data=data, count=len(data))
+
+    def _update_topic_ctrl(self, params: dict[str, str]) -> dict[str, Any]:
+        """``maxMsgSizeInMB`` (1..20) of existing topics; the broker applies it to the next send."""
+        names = _topic_names(params, required=True)
+        size_mb = _int_param(params, "maxMsgSizeInMB", -2, 1, 20) if _param(params, "maxMsgSizeInMB") else None
+        results = []
+        for name in names:
+            conf = self.meta.get(name)
+            if conf is None:
+                results.append(_topic_result(name, ERR_NOT_EXIST, f"Not found topic control configure for topicName({name})!"))
+                continue
+            if size_mb is not None:
+                self.meta.update_topic(name, max_msg_size=size_mb * MB)
+            results.append(_topic_result(name))
+        return _ok(data=results, count=len(results))
+
+    def _query_topic_ctrl(self, params: dict[str, str]) -> dict[str, Any]:
+        wanted = set(_topic_names(params, required=False))
+        default = self.config.default_max_msg_size or DEFAULT_MAX_MSG_SIZE
+        data = [
+            {
+                "topicName": t.name,
+                "topicNameId": -2,
+                "enableAuthControl": False,
+                "maxMsgSizeInMB": t.effective_max_msg_size(default) // MB,
+            }
+            for t in self.meta.topics()
+            if not wanted or t.name in wanted
+        ]
+        return _ok(data=data, count=len(data))
+
+
+STATUS_DRAFT = "draft"
+STATUS_ONLINE = "online"
+#: ManageStatus descriptions -> (accept publish, accept subscribe)
+_PUB_SUB = {
+    "draft": (False, False),
+    "online": (True, True),
+    "only-read": (False, True),
+    "only-write": (True, False),
+    "offline": (False, False),
+}
+ONLINE_STATUSES = frozenset({"online", "only-read", "only-write"})
+#: The real master's defaults for a broker record (ClusterSettingEntity) and DataOpErrCode values.
+DEFAULT_BROKER_PORT = 8123
+DEFAULT_BROKER_TLS_PORT = 8124
+DEFAULT_BROKER_WEB_PORT = 8081
+ERR_NOT_EXIST = 401
+ERR_UNCHANGED = 403
+ERR_ILLEGAL_STATUS = 406
+
+
+def _manage_status(params: dict[str, str], default: str) -> str:
+    text = _param(params, "manageStatus") or _param(params, "mSts")
+    if text is None:
+        return default
+    for status in _PUB_SUB:
+        if status == text.lower():
+            return status
+    raise _AdminError(
+        ERR_BAD_REQUEST, f"Illegal manageStatus parameter value :unknown broker manage status name {text}"
+    )
+
+
+def _broker_record(
+    bid: int, ip: str, port: int, tls_port: int, web_port: int, status: str, *, region_id: int = 0, group_id: int = 0
+) -> dict[str, Any]:
+    return {
+        "brokerId": bid,
+        "brokerIp": ip,
+        "brokerPort": port,
+        "brokerTLSPort": tls_port,
+        "brokerWebPort": web_port,
+        "regionId": region_id,
+        "groupId": group_id,
+        "manageStatus": status,
+        "createUser": "",
+        "modifyUser": "",
+    }
+
+
+def _broker_result(bid: int, ip: str, code: int = 200, info: str = "Ok!") -> dict[str, Any]:
+    """One entry of the real master's per-broker answer (WebBrokerConfHandler.buildRetInfo)."""
+    return {"brokerId": bid, "brokerIp": ip, "success": code == 200, "errCode": code, "errInfo": info}
+
+
+def _topic_result(name: str, code: int = 200, info: str = "Ok!") -> dict[str, Any]:
+    return {"topicName": name, "success": code == 200, "errCode": code, "errInfo": info}
+
+
+class BrokerConfs:
+    """Broker configure records added through the admin API, kept in ``admin_brokers.json``."""
+
+    FILE = "admin_brokers.json"
+    MAX_RECORDS = 10000
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / self.FILE
+        self.records: dict[int, dict[str, Any]] = {}
+        try:
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable %s: %s", self.path, exc)
+            return
+        if isinstance(raw, list):
+            for rec in raw[: self.MAX_RECORDS]:
+                if isinstance(rec, dict) and isinstance(rec.get("brokerId"), int):
+                    self.records[rec["brokerId"]] = rec
+
+    def put(self, rec: dict[str, Any]) -> None:
+        if rec["brokerId"] not in self.records and len(self.records) >= self.MAX_RECORDS:
+            raise _AdminError(ERR_BAD_REQUEST, f"too many broker configure records (at most {self.MAX_RECORDS})")
+        self.records[rec["brokerId"]] = dict(rec)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(list(self.records.values())), encoding="utf-8")
+        tmp.replace(self.path)
 
 
 class AdminServer:

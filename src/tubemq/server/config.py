@@ -73,8 +73,8 @@ class ServerConfig:
     rpc_idle_timeout_ms: int = 300000
     #: A connection muted by a list-size-0 header (Java leaves it hanging forever) is closed after this.
     rpc_muted_close_ms: int = 10000
-    #: Bytes all incomplete request frames may hold together (per frame: the largest topic's max
-    #: message size + 10240 + 64 KiB); over it the most stalled holders are closed.
+    #: Bytes all incomplete request frames may hold together (per frame: twice the largest topic's max
+    #: message size + 10240, + 64 KiB); over it the most stalled holders are closed.
     rpc_partial_frames_budget: int = 256 * 1024 * 1024
     #: Invalid visit tokens after which a broker connection is closed (visit_token_check on).
     max_bad_visit_tokens: int = 3
@@ -139,7 +139,7 @@ class ServerConfig:
             )
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ConfigError("tls_cert", "tls_cert and tls_key must be given together")
-        smallest_budget = C.MAX_MAX_MSG_SIZE + C.META_MAX_MESSAGE_HEADER_SIZE + 64 * 1024
+        smallest_budget = 2 * (C.MAX_MAX_MSG_SIZE + C.META_MAX_MESSAGE_HEADER_SIZE) + 64 * 1024
         if self.rpc_partial_frames_budget < smallest_budget:
             raise ConfigError(
                 "rpc_partial_frames_budget",

@@ -324,7 +324,7 @@ def _served_service_types(methods: Collection[int]) -> frozenset[int]:
 
 
 #: Bytes of RPC envelope (headers, clientId, topic, msgType, msgTime, auth info) around a message body,
-#: with room to spare: a legal frame is at most max message size + header allowance + this.
+#: with room to spare.
 ENVELOPE_ALLOWANCE = 64 * 1024
 #: A connection idle this long (no complete request) may be evicted when the connection cap is reached.
 EVICT_MIN_IDLE_S = 1.0
@@ -335,8 +335,13 @@ _LOG_QUIET_S = 5.0
 
 
 def frame_limit_for(max_msg_size: int) -> int:
-    """Largest request frame a message of ``max_msg_size`` bytes legally needs (data + header + envelope)."""
-    return max_msg_size + C.META_MAX_MESSAGE_HEADER_SIZE + ENVELOPE_ALLOWANCE
+    """Largest incomplete request frame kept for topics of at most ``max_msg_size`` bytes per message.
+
+    A legal send needs data (max + 10240 header allowance) plus the envelope; twice the data part is
+    kept so that a message up to twice too large still reaches the broker and gets its real 400
+    answer (``data length over max length``) instead of a closed connection.
+    """
+    return 2 * (max_msg_size + C.META_MAX_MESSAGE_HEADER_SIZE) + ENVELOPE_ALLOWANCE
 
 
 def rpc_options(config: ServerConfig) -> dict[str, Any]:
