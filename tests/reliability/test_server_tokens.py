@@ -16,6 +16,7 @@ from server._raw import RawClient  # tests/ is on sys.path (rootdir-relative pac
 
 import tubemq
 from tubemq import codec
+from tubemq.errors import ConnectionLostError
 from tubemq.protocol import broker_pb
 from tubemq.server import EmbeddedCluster
 from tubemq.server.testing import FAST_TIMERS
@@ -127,3 +128,40 @@ def test_legitimate_producer_and_consumer_work_with_auth(tmp_path: Path) -> None
                     got += [m.data for m in batch]
                     cons.confirm(batch)
         assert sorted(got) == sorted(b"m%d" % i for i in range(20))
+
+
+def test_consumer_survives_losing_its_verified_broker_connection(tmp_path: Path) -> None:
+    """After a reconnect, token-less getMessage is refused (415) until the consumer re-registers: it must."""
+    with EmbeddedCluster(data_dir=tmp_path / "d", **AUTH, **FAST_TIMERS) as cl:
+        cl.create_topic("vault", partitions=2)
+        creds = {"auth_user": "alice", "auth_password": USERS["alice"]}
+        got: list[bytes] = []
+
+        def drain(count: int, cons: Any) -> None:
+            deadline = time.monotonic() + 40
+            while len(got) < count and time.monotonic() < deadline:
+                batch = cons.poll(0.2)
+                if batch is not None:
+                    got.extend(m.data for m in batch)
+                    cons.confirm(batch)
+
+        with tubemq.Producer(cl.master_address, **creds, **CLIENT) as p, \
+                tubemq.Consumer(cl.master_address, group="g", topics=["vault"], consume_from="earliest",
+                                msg_not_found_wait_ms=20, **creds, **CLIENT) as cons:
+            for i in range(10):
+                p.send("vault", b"a%d" % i)
+            drain(10, cons)
+            assert len(got) == 10
+            brk = cl._call(lambda: cl.server._broker_rpc)
+            closed = cl._call(lambda: [c.close() for c in list(brk._conns)])
+            assert closed  # the consumer's (and producer's) verified connections are gone
+            for i in range(10):
+                for attempt in range(3):  # a send racing the close fails typed; the next reconnects
+                    try:
+                        p.send("vault", b"b%d" % i)
+                        break
+                    except ConnectionLostError:
+                        assert attempt < 2
+                        time.sleep(0.2)
+            drain(20, cons)
+        assert sorted(got[10:]) == sorted(b"b%d" % i for i in range(10))
