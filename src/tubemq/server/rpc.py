@@ -328,6 +328,8 @@ def _served_service_types(methods: Collection[int]) -> frozenset[int]:
 ENVELOPE_ALLOWANCE = 64 * 1024
 #: A connection idle this long (no complete request) may be evicted when the connection cap is reached.
 EVICT_MIN_IDLE_S = 1.0
+#: Seconds a client gets to complete its TLS handshake (asyncio's default is 60).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 #: Seconds between two sweeps for idle / muted connections, at most.
 SWEEP_PERIOD_S = 1.0
 #: Seconds a limit warning stays quiet after it was logged (a flood logs one line, not thousands).
@@ -456,8 +458,10 @@ class RpcServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        # a TLS handshake counts against no slot until it completes: keep half-open ones short
+        tls_opts: dict[str, Any] = {"ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S} if self.ssl else {}
         self._server = await loop.create_server(
-            lambda: _Connection(self), self.host, self.port, ssl=self.ssl, reuse_address=True
+            lambda: _Connection(self), self.host, self.port, ssl=self.ssl, reuse_address=True, **tls_opts
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._sweeper = asyncio.ensure_future(self._sweep_loop())
