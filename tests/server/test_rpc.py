@@ -415,3 +415,48 @@ def test_random_garbage_never_crashes_the_server(broker: str) -> None:
             c.no_answer(0.05)
     with RawClient(broker) as c:
         assert c.send("t1", 0, b"still alive").success
+
+
+def test_cap_evicts_muted_then_longest_idle_and_sweep_closes_idle() -> None:
+    """Issue 11.7: at the cap a new connection replaces a muted or idle one instead of being refused."""
+
+    def echo(req: Any, ctx: Any) -> Any:
+        return broker_pb.SendMessageResponseB2P(success=True, errCode=200, errMsg="1")
+
+    async def closed(sock: socket.socket, wait: float = 2.0) -> bool:
+        loop = asyncio.get_running_loop()
+        sock.setblocking(False)
+        try:
+            return await asyncio.wait_for(loop.sock_recv(sock, 1), wait) == b""
+        except ConnectionError:
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def main() -> None:
+        srv = RpcServer("t", "127.0.0.1", 0, {13: echo}, max_connections=2, idle_timeout_s=60, muted_close_s=60)
+        await srv.start()
+        try:
+            idle = socket.create_connection(("127.0.0.1", srv.port))
+            muted = socket.create_connection(("127.0.0.1", srv.port))
+            muted.sendall(TOKEN + struct.pack(">II", 1, 0))
+            await asyncio.sleep(0.2)
+            third = socket.create_connection(("127.0.0.1", srv.port))  # evicts the muted one at once
+            assert await closed(muted)
+            assert srv.evicted_connections == 1 and srv.connections == 2
+            frame = codec.encode_send_request(1, "p", "t", 0, b"x", 0, 1, -2)
+            fourth = socket.create_connection(("127.0.0.1", srv.port))  # nobody idle >= 1 s yet: refused
+            assert await closed(fourth) and srv.rejected_connections == 1
+            fourth.close()
+            await asyncio.sleep(1.1)
+            got = await asyncio.wait_for(_exchange(srv.port, frame, 1), 5)
+            assert got[0][1].status == 0  # admitted: the longest idle connection made room
+            assert await closed(idle) and srv.evicted_connections == 2
+            srv.idle_timeout_s = 0.0
+            assert srv.sweep(time.monotonic() + 1) >= 1  # the sweep closes what stayed idle
+            for s in (idle, muted, third):
+                s.close()
+        finally:
+            await srv.stop()
+
+    _run(main())
