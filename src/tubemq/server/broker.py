@@ -27,6 +27,7 @@ from typing import Any
 from .. import codec
 from ..protocol import broker_pb
 from ..protocol import constants as C
+from ..protocol.constants import ErrorCode as E
 from .config import ServerConfig
 from .meta import MetaStore, TopicConf
 from .offsets import OffsetStore
@@ -39,7 +40,7 @@ log = logging.getLogger("tubemq.server.broker")
 _JAVA_WS = "".join(chr(i) for i in range(33))
 _MAX_STORE_INDEX = 100  # guard against hostile ids creating thousands of store directories
 _OK = "OK!"
-_FETCH_HEAD = broker_pb.GetMessageResponseB2C(success=True, errCode=200, errMsg=_OK).SerializeToString()
+_FETCH_HEAD = broker_pb.GetMessageResponseB2C(success=True, errCode=E.SUCCESS, errMsg=_OK).SerializeToString()
 _TOKEN_INVALID = "Visit Authorized Token is invalid!"
 #: TServerConstants.CFG_DEFAULT_CONSUME_RULE: the qryPriorityId used when neither the consumer nor the
 #: cluster sets one (the Java client sends -2)
@@ -53,6 +54,26 @@ Key = tuple[str, str, int]  # (group, topic, partition id)
 def _text(value: Any) -> str:
     """upb hands proto2 strings with invalid UTF-8 back as bytes; Java would decode them leniently."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+#: Length limits of the request strings every broker handler checks first.
+_FIELD_LIMITS = {
+    "clientId": C.META_MAX_CLIENT_ID_LENGTH,
+    "topicName": C.META_MAX_TOPICNAME_LENGTH,
+    "groupName": C.META_MAX_GROUPNAME_LENGTH,
+}
+
+
+def _precheck(req: Any, *names: str) -> tuple[list[str], str | None]:
+    """The opening string checks of the broker handlers, in the order given (the real broker's order
+    differs per handler): one trimmed value per name, and the first failure's errMsg (answered 400)."""
+    values = []
+    for name in names:
+        value, err = _check_string(getattr(req, name), name, _FIELD_LIMITS[name])
+        if err:
+            return [""] * len(names), err
+        values.append(value)
+    return values, None
 
 
 def _java_len(s: str) -> int:
@@ -314,18 +335,15 @@ class Broker:
     def send_message(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.SendMessageResponseB2P
         if not self.write_available:
-            return resp(success=False, errCode=503, errMsg="Write StoreService temporary unavailable!")
+            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="Write StoreService temporary unavailable!")
         if self.visit_token_check is not None and not self._token_ok(req):
-            return resp(success=False, errCode=415, errMsg=_TOKEN_INVALID)
-        _, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_INVALID)
+        (_, name), err = _precheck(req, "clientId", "topicName")
         if err:
-            return resp(success=False, errCode=400, errMsg=err)
-        name, err = _check_string(req.topicName, "topicName", C.META_MAX_TOPICNAME_LENGTH)
-        if err:
-            return resp(success=False, errCode=400, errMsg=err)
+            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err)
         if name == C.OFFSET_HISTORY_TOPIC:
             return resp(
-                success=False, errCode=403, errMsg=f"topicName {name} does not allow producers to send data!"
+                success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} does not allow producers to send data!"
             )
         pid = req.partitionId
         target = self._send_targets.get((name, pid))
@@ -333,15 +351,15 @@ class Broker:
             topic = self.meta.get(name)
             if topic is None:
                 return resp(
-                    success=False, errCode=403, errMsg=f"topicName {name} not existed, please check your configure"
+                    success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure"
                 )
             if topic.closed:
-                return resp(success=False, errCode=403, errMsg=f"topicName {name} has been closed")
+                return resp(success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} has been closed")
             store = self._store_for(topic, pid)
             if store is None:
                 return resp(
                     success=False,
-                    errCode=403,
+                    errCode=E.FORBIDDEN,
                     errMsg=f"partitionId {name}-{pid} not existed, please check your configure",
                 )
             max_size = topic.effective_max_msg_size(self.config.default_max_msg_size)
@@ -359,18 +377,18 @@ class Broker:
         data = req.data
         n = len(data)
         if n == 0:
-            return resp(success=False, errCode=400, errMsg="data length is zero!")
+            return resp(success=False, errCode=E.BAD_REQUEST, errMsg="data length is zero!")
         if n > limit:
             return resp(
                 success=False,
-                errCode=400,
+                errCode=E.BAD_REQUEST,
                 errMsg=f"data length over max length, allowed max length is {limit}, data length is {n}",
             )
         crc = zlib.crc32(data) & 0x7FFFFFFF
         if req.checkSum != -1 and req.checkSum != crc:
             return resp(
                 success=False,
-                errCode=403,
+                errCode=E.FORBIDDEN,
                 errMsg=f"Checksum msg data failure: {req.checkSum} of {name} not equal to the data's checksum of {crc}",
             )
         now = int(time.time() * 1000)
@@ -379,10 +397,10 @@ class Broker:
             offset = store.append(pid, encode_record(mid, crc, data, req.flag), key_code, now, n)
         except OSError as exc:
             log.error("append to %s/%d failed: %s", name, store.store_index, exc)
-            return resp(success=False, errCode=500, errMsg=f"Put message failed from {ctx.remote_host}, exception is {exc}")
+            return resp(success=False, errCode=E.INTERNAL_SERVER_ERROR, errMsg=f"Put message failed from {ctx.remote_host}, exception is {exc}")
         self.stores.mark_dirty(store)
         answer = resp(
-            success=True, errCode=200, errMsg=str(mid), requireAuth=False, messageId=mid, appendTime=now, appendOffset=offset
+            success=True, errCode=E.SUCCESS, errMsg=str(mid), requireAuth=False, messageId=mid, appendTime=now, appendOffset=offset
         )
         if self.config.flush == "always":
             return self._after_sync(store, offset, answer)
@@ -400,23 +418,20 @@ class Broker:
     def register(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.RegisterResponseB2C
         if not self.read_available:
-            return resp(success=False, errCode=503, errMsg="StoreService temporary unavailable!", currOffset=-1)
+            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="StoreService temporary unavailable!", currOffset=-1)
         if self.visit_token_check is not None and not self._token_ok(req):
-            return resp(success=False, errCode=415, errMsg=_TOKEN_INVALID, currOffset=-1)
-        cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_INVALID, currOffset=-1)
+        (cid, name), err = _precheck(req, "clientId", "topicName")
         if err:
-            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
-        name, err = _check_string(req.topicName, "topicName", C.META_MAX_TOPICNAME_LENGTH)
-        if err:
-            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
+            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
         topic = self.meta.get(name)
         if topic is None:
             return resp(
-                success=False, errCode=403, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
+                success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
             )
-        group, err = _check_string(req.groupName, "groupName", C.META_MAX_GROUPNAME_LENGTH)
+        (group,), err = _precheck(req, "groupName")
         if err:
-            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
+            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
         pid = req.partitionId
         key: Key = (group, name, pid)
         part_str = f"{group}:{name}:{pid}"
@@ -429,7 +444,7 @@ class Broker:
                     self._inflight.pop(key, None)
                 return resp(
                     success=False,
-                    errCode=410,
+                    errCode=E.PARTITION_OCCUPIED,
                     errMsg=f"[Duplicated Register] Partition {self.config.broker_id}#{part_str} "
                     f"has been registered by {reg.consumer_id}",
                     currOffset=-1,
@@ -443,7 +458,7 @@ class Broker:
             if store is None:
                 return resp(
                     success=False,
-                    errCode=500,
+                    errCode=E.INTERNAL_SERVER_ERROR,
                     errMsg=f"Register broker failure!, exception is Wrong partition value {pid},"
                     f"valid partitions in (0,{topic.num_partitions - 1})",
                     currOffset=-1,
@@ -458,19 +473,19 @@ class Broker:
                 stored = min(max(req.currOffset, lo), hi)
             self.offsets.set(group, name, pid, stored)
             self._inflight[key] = 0
-            return resp(success=True, errCode=200, errMsg=_OK, currOffset=stored, maxOffset=hi)
+            return resp(success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=stored, maxOffset=hi)
         if req.opType == C.MSG_OPTYPE_UNREGISTER:
             if reg is None:
                 return resp(
                     success=False,
-                    errCode=411,
+                    errCode=E.HB_NO_NODE,
                     errMsg=f"UnRegistered Consumer {cid}, you have to register firstly!",
                     currOffset=-1,
                 )
             if reg.consumer_id != cid:
                 return resp(
                     success=False,
-                    errCode=412,
+                    errCode=E.DUPLICATE_PARTITION,
                     errMsg=f"[Duplicated Request]Partition {part_str} has been consumed by {reg.consumer_id};"
                     f"Current consumer {cid}, broker={self.config.host}",
                     currOffset=-1,
@@ -482,23 +497,20 @@ class Broker:
                 if committed is not None:
                     self.offsets.set(group, name, pid, committed + inflight)
             # captures README item 2: a successful unregister answers currOffset -1, no maxOffset
-            return resp(success=True, errCode=200, errMsg=_OK, currOffset=-1)
-        return resp(success=False, errCode=400, errMsg=f"Invalid request:{req.opType}", currOffset=-1)
+            return resp(success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=-1)
+        return resp(success=False, errCode=E.BAD_REQUEST, errMsg=f"Invalid request:{req.opType}", currOffset=-1)
 
     # ---- consumer heartbeat (16)
 
     def heartbeat(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.HeartBeatResponseB2C
         if not self.read_available:
-            return resp(success=False, errCode=503, errMsg="StoreService temporary unavailable!")
+            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="StoreService temporary unavailable!")
         if self.visit_token_check is not None and not self._token_ok(req):
-            return resp(success=False, errCode=415, errMsg=_TOKEN_INVALID)
-        cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_INVALID)
+        (cid, group), err = _precheck(req, "clientId", "groupName")
         if err:
-            return resp(success=False, errCode=400, errMsg=err)
-        group, err = _check_string(req.groupName, "groupName", C.META_MAX_GROUPNAME_LENGTH)
-        if err:
-            return resp(success=False, errCode=400, errMsg=err)
+            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err)
         failures: list[str] = []
         now = time.monotonic()
         qry = req.qryPriorityId if req.HasField("qryPriorityId") else None
@@ -515,7 +527,7 @@ class Broker:
                 if qry is not None:
                     reg.qry_priority_id = qry
         return resp(
-            success=True, errCode=200, errMsg=_OK, hasPartFailure=bool(failures), failureInfo=failures, requireAuth=False
+            success=True, errCode=E.SUCCESS, errMsg=_OK, hasPartFailure=bool(failures), failureInfo=failures, requireAuth=False
         )
 
     # ---- getMessage (17)
@@ -529,24 +541,18 @@ class Broker:
             )
 
         if not self.read_available:
-            return fail(503, "Read StoreService temporary unavailable!")
-        cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+            return fail(E.SERVICE_UNAVAILABLE, "Read StoreService temporary unavailable!")
+        (cid, group, name), err = _precheck(req, "clientId", "groupName", "topicName")
         if err:
-            return fail(400, err)
-        group, err = _check_string(req.groupName, "groupName", C.META_MAX_GROUPNAME_LENGTH)
-        if err:
-            return fail(400, err)
-        name, err = _check_string(req.topicName, "topicName", C.META_MAX_TOPICNAME_LENGTH)
-        if err:
-            return fail(400, err)
+            return fail(E.BAD_REQUEST, err)
         topic = self.meta.get(name)
         if topic is None:
-            return fail(403, f"topicName {name} not existed, please check your configure")
+            return fail(E.FORBIDDEN, f"topicName {name} not existed, please check your configure")
         pid = req.partitionId
         key: Key = (group, name, pid)
         reg = self._regs.get(key)
         if reg is None:
-            return fail(411, f"UnRegistered Consumer:{cid}, you have to register firstly!")
+            return fail(E.HB_NO_NODE, f"UnRegistered Consumer:{cid}, you have to register firstly!")
         if reg.consumer_id != cid:
             return fail(
                 412,
@@ -555,10 +561,10 @@ class Broker:
             )
         reg.last_seen = time.monotonic()
         if topic.closed:
-            return fail(403, f"topicName {name} has been closed")
+            return fail(E.FORBIDDEN, f"topicName {name} has been closed")
         store = self._store_for(topic, pid)
         if store is None:
-            return fail(500, f"Get the store of topic {name} in partition {pid} failure!")
+            return fail(E.INTERNAL_SERVER_ERROR, f"Get the store of topic {name} in partition {pid} failure!")
         committed = self._offset(key, store)
         inflight = self._inflight.get(key, 0)
         manual = req.manualCommitOffset
@@ -578,7 +584,7 @@ class Broker:
             if start > hi:  # the store shrank below the committed offset
                 self.offsets.set(group, name, pid, hi)
                 self._inflight[key] = 0
-            return fail(404, "The request offset reached maxOffset!", -1)
+            return fail(E.NOT_FOUND, "The request offset reached maxOffset!", -1)
         lo = store.min_offset
         if start < lo:  # data expired under the consumer: continue at the oldest message
             log.info("%s: offset %d below min %d on %s:%d, moved up", group, start, lo, name, pid)
@@ -589,7 +595,7 @@ class Broker:
         read = self._read(store, topic, reg, pid, start)
         self._book(key, start, read.scanned, read.count == 0, manual)
         if read.status:
-            return fail(404, read.status, _int32(read.data_max))
+            return fail(E.NOT_FOUND, read.status, _int32(read.data_max))
         tail = resp(
             currOffset=start,
             minLimitTime=0,
@@ -695,38 +701,32 @@ class Broker:
     def commit(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.CommitOffsetResponseB2C
         if not self.read_available:
-            return resp(success=False, errCode=503, errMsg="StoreService temporary unavailable!", currOffset=-1)
-        cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="StoreService temporary unavailable!", currOffset=-1)
+        (cid, group, name), err = _precheck(req, "clientId", "groupName", "topicName")
         if err:
-            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
-        group, err = _check_string(req.groupName, "groupName", C.META_MAX_GROUPNAME_LENGTH)
-        if err:
-            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
-        name, err = _check_string(req.topicName, "topicName", C.META_MAX_TOPICNAME_LENGTH)
-        if err:
-            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
+            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
         topic = self.meta.get(name)
         if topic is None:
             return resp(
-                success=False, errCode=403, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
+                success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
             )
         pid = req.partitionId
         store = self._store_for(topic, pid)
         if store is None:
             return resp(
                 success=False,
-                errCode=403,
+                errCode=E.FORBIDDEN,
                 errMsg=f"partitionId {name}-{pid} not existed, please check your configure",
                 currOffset=-1,
             )
         key: Key = (group, name, pid)
         reg = self._regs.get(key)
         if reg is None:
-            return resp(success=False, errCode=401, errMsg="The partition not registered by consumers", currOffset=-1)
+            return resp(success=False, errCode=E.UNAUTHORIZED, errMsg="The partition not registered by consumers", currOffset=-1)
         if reg.consumer_id != cid:
             return resp(
                 success=False,
-                errCode=401,
+                errCode=E.UNAUTHORIZED,
                 errMsg=f"The partition has been registered by other consumer: {reg.consumer_id}",
                 currOffset=-1,
             )
@@ -737,7 +737,7 @@ class Broker:
             committed += inflight
         self.offsets.set(group, name, pid, committed)
         self._inflight[key] = 0
-        return resp(success=True, errCode=200, errMsg=_OK, currOffset=committed, maxOffset=store.max_offset)
+        return resp(success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=committed, maxOffset=store.max_offset)
 
     # ---- admin views
 
