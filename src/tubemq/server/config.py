@@ -30,6 +30,11 @@ class ServerConfig:
     broker_id: int = 1
     #: Master balance round period (real master: 60000 ms; tests use ~200 ms).
     balance_period_ms: int = 1000
+    #: When a NEW consumer group gets its first balance: 0 = at once on its first register (the
+    #: consumer's first heartbeat, sent right after, brings its partitions: about a second), > 0 = that
+    #: many ms after the register, < 0 = at the next periodic round like the real master (whose rounds
+    #: run every consumerBalancePeriodMs = 60000 ms, so a real new group waits up to a minute).
+    first_balance_delay_ms: int = 0
     consumer_heartbeat_timeout_ms: int = C.CONSUMER_HEARTBEAT_TIMEOUT_MS
     producer_heartbeat_timeout_ms: int = C.PRODUCER_HEARTBEAT_TIMEOUT_MS
     #: Broker-side expiry of a (consumer, partition) registration (§5.2.5).
@@ -108,6 +113,9 @@ class ServerConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ConfigError(name, f"must be a positive int, got {v!r}")
+        v = self.first_balance_delay_ms
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ConfigError("first_balance_delay_ms", f"must be an int (< 0 = next periodic round), got {v!r}")
         if self.segment_bytes < 4096:
             raise ConfigError("segment_bytes", f"must be at least 4096, got {self.segment_bytes}")
         if self.flush not in FLUSH_POLICIES:

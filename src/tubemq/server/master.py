@@ -190,16 +190,22 @@ class Master:
             log.info("[Consumer Timeout] %s@%s", cid, group)
             self._release_consumer(cid, group)
 
-    def balance_round(self) -> int:
-        """Run one balance round now (also done every ``balance_period_ms``); returns its rebalanceId."""
+    def balance_round(self, only: Iterable[str] | None = None) -> int:
+        """Run one balance round now (also done every ``balance_period_ms``); returns its rebalanceId.
+
+        ``only`` limits the round to some groups (a new group's first balance); it still takes the
+        next rebalanceId of the master-wide counter, as every real round does."""
         server_groups: dict[str, tuple[list[str], list[Partition]]] = {}
-        for g in self.state.groups.values():
+        chosen = self.state.groups.values() if only is None else [
+            self.state.groups[n] for n in only if n in self.state.groups
+        ]
+        for g in chosen:
             if g.consume_type == CONSUME_CLIENT_REB:
                 self._fresh_topic_meta(g)
                 continue
             members = list(g.consumers)
             server_groups[g.name] = (members, self._subscribable_partitions(g.topics))
-        rid = self.balancer.run_round(server_groups)
+        rid = self.balancer.run_round(server_groups, partial=only is not None)
         broker_count = max(1, len(self.meta.brokers))
         for name, (members, _parts) in server_groups.items():
             g = self.state.groups[name]
@@ -207,6 +213,32 @@ class Master:
                 g.balanced = True
                 g.cur_client_rate = broker_count // len(members)
         return rid
+
+    def _first_balance(self, group: str) -> None:
+        """A new group's first balance: at once (default), after a delay, or at the next periodic round
+        like the real master (``first_balance_delay_ms`` < 0). The events still reach the consumer on
+        its heartbeat answers, as the real master delivers them (captures s2/s3): the client sends its
+        first heartbeat right after registering, so "at once" means within about a second."""
+        delay = self.config.first_balance_delay_ms
+        if delay < 0:
+            return
+        if delay == 0:
+            self.balance_round(only=[group])
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # handlers called directly (no loop): the periodic round will do it
+            return
+        loop.call_later(delay / 1000, self._delayed_first_balance, group)
+
+    def _delayed_first_balance(self, group: str) -> None:
+        g = self.state.groups.get(group)
+        if g is None or g.balanced or not self._tasks:  # gone, already balanced, or master stopped
+            return
+        try:
+            self.balance_round(only=[group])
+        except Exception:  # a timer callback must not die silently
+            log.exception("first balance of group %s failed", group)
 
     # ---- helpers: brokers, topics
 
@@ -507,6 +539,8 @@ class Master:
             self.balancer.set_record(cid, reported)
         self.state.seen(cid, group)
         log.info("[Consumer Register] %s, isOverTLS=%s", cid, ctx.tls)
+        if new_group:
+            self._first_balance(group)
         if req.HasField("defFlowCheckId") or req.HasField("groupFlowCheckId"):
             self._set_flow_fields(resp)
         resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
