@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import signal
 import ssl
 import threading
@@ -22,6 +23,7 @@ from ..errors import ConfigError, TubeMQError
 from .admin import AdminApi, AdminServer
 from .broker import Broker
 from .config import ServerConfig
+from .endpoints import Endpoints, publish, withdraw
 from .master import Master
 from .meta import BrokerEntry, MetaStore, TopicConf
 from .rpc import RpcServer
@@ -171,6 +173,12 @@ class EmbeddedServer:
     @property
     def admin_url(self) -> str:
         return f"http://{self.config.host}:{self.admin_port}/webapi.htm"
+
+    def endpoints(self) -> Endpoints:
+        """This server's addresses, as ``tubemq serve`` publishes them (server/endpoints.py)."""
+        return Endpoints(
+            self.master_address, self.admin_url, [self.broker_address], os.getpid(), str(self.config.data_dir)
+        )
 
     # ---- administration (loop thread)
 
@@ -376,8 +384,13 @@ def run_foreground(config: ServerConfig) -> int:
         async with EmbeddedServer(config) as server:
             log.info("master listening on %s", server.master_address)
             log.info("broker %d listening on %s", config.broker_id, server.broker_address)
-            await stop.wait()
-            log.info("shutting down")
+            log.info("admin API at %s", server.admin_url)
+            published = publish(server.endpoints())
+            try:
+                await stop.wait()
+                log.info("shutting down")
+            finally:
+                withdraw(published)
 
     asyncio.run(main())
     return 0
