@@ -194,7 +194,7 @@ class Broker:
     async def start(self) -> None:
         self._running = True
         self._sync_wakeup = asyncio.Event()
-        for topic in self.meta.topics():
+        for topic in self._topics():
             for index in range(topic.num_stores):
                 self.stores.get(topic.name, index)
         self._tasks = [
@@ -219,7 +219,7 @@ class Broker:
 
     def _on_meta_change(self) -> None:
         self._send_targets.clear()
-        live = {t.name for t in self.meta.topics()}
+        live = {t.name for t in self._topics()}
         for topic in {k[0] for k in self.stores.stores} | set(self.stores.known_topics_on_disk()):
             if topic not in live:
                 self.stores.drop_topic(topic)
@@ -319,6 +319,14 @@ class Broker:
             return None
         return self.stores.get(topic.name, index)
 
+    def _topic(self, name: str) -> TopicConf | None:
+        """The topic if it is deployed on this broker (a broker knows only its own deployments)."""
+        topic = self.meta.get(name)
+        return topic if topic is not None and topic.on_broker(self.config.broker_id) else None
+
+    def _topics(self) -> list[TopicConf]:
+        return [t for t in self.meta.topics() if t.on_broker(self.config.broker_id)]
+
     def _next_message_id(self, now_ms: int) -> int:
         mid = now_ms << 20
         if mid <= self._last_mid:
@@ -348,7 +356,7 @@ class Broker:
         pid = req.partitionId
         target = self._send_targets.get((name, pid))
         if target is None:
-            topic = self.meta.get(name)
+            topic = self._topic(name)
             if topic is None:
                 return resp(
                     success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure"
@@ -424,7 +432,7 @@ class Broker:
         (cid, name), err = _precheck(req, "clientId", "topicName")
         if err:
             return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
-        topic = self.meta.get(name)
+        topic = self._topic(name)
         if topic is None:
             return resp(
                 success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
@@ -545,7 +553,7 @@ class Broker:
         (cid, group, name), err = _precheck(req, "clientId", "groupName", "topicName")
         if err:
             return fail(E.BAD_REQUEST, err)
-        topic = self.meta.get(name)
+        topic = self._topic(name)
         if topic is None:
             return fail(E.FORBIDDEN, f"topicName {name} not existed, please check your configure")
         pid = req.partitionId
@@ -705,7 +713,7 @@ class Broker:
         (cid, group, name), err = _precheck(req, "clientId", "groupName", "topicName")
         if err:
             return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
-        topic = self.meta.get(name)
+        topic = self._topic(name)
         if topic is None:
             return resp(
                 success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
@@ -753,7 +761,7 @@ class Broker:
         rows = []
         for topic_name, pid in sorted(keys):
             key = (group, topic_name, pid)
-            topic = self.meta.get(topic_name)
+            topic = self._topic(topic_name)
             store = self._store_for(topic, pid) if topic is not None else None
             max_offset = store.max_offset if store is not None else -1
             committed = self.offsets.get(*key)

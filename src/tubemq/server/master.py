@@ -72,7 +72,7 @@ from .groups import (
     java_set,
     parse_conditions,
 )
-from .meta import MetaStore, TopicConf
+from .meta import BrokerEntry, MetaStore, TopicConf
 from .rpc import Handler, RpcContext, RpcException
 
 log = logging.getLogger("tubemq.server.master")
@@ -100,6 +100,8 @@ class Master:
         self.balancer = ServerBalancer()
         self.state = GroupRegistry()
         self._offline_brokers: set[int] = set()
+        #: brokers of other processes (server/registration.py): broker id -> last heartbeat (monotonic)
+        self._broker_hb: dict[int, float] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._last_meta_id = 0
 
@@ -121,6 +123,17 @@ class Master:
             self._offline_brokers.discard(broker_id)
         else:
             self._offline_brokers.add(broker_id)
+
+    def broker_seen(self, entry: BrokerEntry) -> None:
+        """A broker process registered or heartbeated (server/registration.py)."""
+        self.meta.set_broker(entry)
+        self._broker_hb[entry.broker_id] = time.monotonic()
+        if entry.broker_id in self._offline_brokers:
+            log.info("[Broker Online] %d %s:%d", entry.broker_id, entry.host, entry.port)
+            self.set_broker_online(entry.broker_id, True)
+
+    def broker_online(self, broker_id: int) -> bool:
+        return self._broker_online(broker_id)
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -169,6 +182,7 @@ class Master:
                 self.config.consumer_heartbeat_timeout_ms,
                 self.config.producer_heartbeat_timeout_ms,
                 self.config.visit_token_period_ms,
+                self.config.broker_heartbeat_timeout_ms,
             )
             / 4000,
         )
@@ -189,6 +203,11 @@ class Master:
         for cid, group in self.state.expired_consumers(now, self.config.consumer_heartbeat_timeout_ms / 1000):
             log.info("[Consumer Timeout] %s@%s", cid, group)
             self._release_consumer(cid, group)
+        b_limit = self.config.broker_heartbeat_timeout_ms / 1000
+        for bid, seen in self._broker_hb.items():
+            if now - seen > b_limit and bid not in self._offline_brokers:
+                log.warning("[Broker Timeout] %d: no heartbeat for %.1f s, its partitions go offline", bid, now - seen)
+                self.set_broker_online(bid, False)
 
     def balance_round(self, only: Iterable[str] | None = None) -> int:
         """Run one balance round now (also done every ``balance_period_ms``); returns its rebalanceId.
@@ -265,8 +284,8 @@ class Master:
         return b.host, b.port
 
     def _topic_brokers(self, conf: TopicConf) -> list[int]:
-        """Brokers a topic is deployed on: every broker of this one-store-per-broker cluster."""
-        return sorted(self.meta.brokers)
+        """Brokers a topic is deployed on (admin ``brokerId=1,2,3``) that the master knows."""
+        return [bid for bid in sorted(self.meta.brokers) if conf.on_broker(bid)]
 
     def topic_infos(self, topics: Iterable[str]) -> list[str]:
         """Producer topicInfos for the published topics that have publishable partitions (§4.2)."""
