@@ -29,7 +29,7 @@ from .endpoints import Endpoints, publish, withdraw
 from .master import Master
 from .meta import BrokerEntry, MetaStore, TopicConf
 from .registration import METHOD as REGISTRATION_METHOD
-from .registration import BrokerRegistrar, master_side_handler
+from .registration import STATUS_METHOD, BrokerRegistrar, BrokerTable
 from .rpc import RpcServer
 from .storage import StoreManager
 
@@ -204,9 +204,9 @@ class EmbeddedServer:
                     create_topic=self.create_topic,
                     delete_topic=self.delete_topic,
                 )
-                api.extra_methods[("op_modify", REGISTRATION_METHOD)] = master_side_handler(
-                    self.meta, self._broker_seen, self._is_standby
-                )
+                table = BrokerTable(self.meta, self._broker_seen, self._is_standby, self._is_online)
+                api.extra_methods[("op_modify", REGISTRATION_METHOD)] = table.heartbeat
+                api.extra_methods[("op_query", STATUS_METHOD)] = table.status
                 self.admin = AdminServer(api, cfg.host, self.admin_port)
                 await self.admin.start()
                 self.admin_port = self.admin.port
@@ -239,6 +239,9 @@ class EmbeddedServer:
 
     def _is_standby(self) -> bool:
         return self.master is None or self.master.standby
+
+    def _is_online(self, broker_id: int) -> bool:
+        return self.master is not None and self.master.broker_online(broker_id)
 
     async def _start_registrar(self) -> None:
         cfg = self.config

@@ -131,6 +131,8 @@ class MetaStore:
         self.config_id: int = C.META_VALUE_UNDEFINED
         #: Called (without arguments) after every topic change.
         self.on_change: list[Callable[[], None]] = []
+        #: Counts topic changes in this process (broker processes echo the version they applied).
+        self.version = 0
         self._load()
 
     # ---- persistence
@@ -163,6 +165,7 @@ class MetaStore:
             pass
 
     def _changed(self) -> None:
+        self.version += 1
         self._save()
         for cb in list(self.on_change):
             try:

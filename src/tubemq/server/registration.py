@@ -10,8 +10,10 @@ real master. Instead a broker process calls the master's admin HTTP API every
     GET /webapi.htm?type=op_modify&method=embedded_broker_heartbeat&brokerId=2&brokerIp=127.0.0.1
         &brokerPort=8124[&brokerTLSPort=...][&confModAuthToken=...]
 
-and the answer carries the master's topic deployments (``data``, TopicConf JSON) and whether that
-master is a standby. The master marks a broker that missed ``broker_heartbeat_timeout_ms`` offline:
+and the answer carries the master's topic deployments (``data``, TopicConf JSON), their version
+(``metaVersion``, echoed by the broker's next call so the master knows what each broker applied) and
+whether that master is a standby. ``method=embedded_broker_status`` (op_query) lists the brokers with
+``online`` and ``synced`` (has applied the master's current topic set). The master marks a broker that missed ``broker_heartbeat_timeout_ms`` offline:
 its partitions leave the producers' topicInfos and the consumers' assignments until it is back.
 """
 
@@ -30,6 +32,7 @@ from .meta import BrokerEntry, MetaStore, TopicConf
 log = logging.getLogger("tubemq.server.registration")
 
 METHOD = "embedded_broker_heartbeat"
+STATUS_METHOD = "embedded_broker_status"
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 CALL_TIMEOUT_S = 5.0
 
@@ -38,12 +41,36 @@ class AdminCallError(Exception):
     """The master's admin API could not be called or refused the call."""
 
 
-def master_side_handler(
-    meta: MetaStore, broker_seen: Callable[[BrokerEntry], None], standby: Callable[[], bool]
-) -> Callable[[dict[str, str]], dict[str, Any]]:
-    """The admin-API handler the master registers for ``METHOD``."""
+class BrokerTable:
+    """The master side: which topic version each broker process applied."""
 
-    def handle(params: dict[str, str]) -> dict[str, Any]:
+    def __init__(
+        self,
+        meta: MetaStore,
+        broker_seen: Callable[[BrokerEntry], None],
+        standby: Callable[[], bool],
+        online: Callable[[int], bool],
+    ) -> None:
+        self.meta = meta
+        self.broker_seen = broker_seen
+        self.standby = standby
+        self.online = online
+        self.applied: dict[int, int] = {}
+
+    def status(self, params: dict[str, str]) -> dict[str, Any]:
+        data = [
+            {
+                "brokerId": bid,
+                "brokerIp": b.host,
+                "brokerPort": b.port,
+                "online": self.online(bid),
+                "synced": bid not in self.applied or self.applied[bid] == self.meta.version,
+            }
+            for bid, b in sorted(self.meta.brokers.items())
+        ]
+        return {"result": True, "errCode": 0, "errMsg": "OK", "count": len(data), "data": data}
+
+    def heartbeat(self, params: dict[str, str]) -> dict[str, Any]:
         try:
             bid = int(params.get("brokerId", ""))
             host = params.get("brokerIp", "").strip()
@@ -54,16 +81,19 @@ def master_side_handler(
             return {"result": False, "errCode": 400, "errMsg": "brokerId, brokerIp and brokerPort are required"}
         if bid < 0 or not host or not 0 < port < 65536:
             return {"result": False, "errCode": 400, "errMsg": f"bad broker record {bid}:{host}:{port}"}
-        broker_seen(BrokerEntry(bid, host, port, tls_port))
+        try:
+            self.applied[bid] = int(params.get("metaVersion", "-1"))
+        except ValueError:
+            self.applied[bid] = -1
+        self.broker_seen(BrokerEntry(bid, host, port, tls_port))
         return {
             "result": True,
             "errCode": 0,
             "errMsg": "OK",
-            "standby": standby(),
-            "data": [t.to_json() for t in meta.topics()],
+            "standby": self.standby(),
+            "metaVersion": self.meta.version,
+            "data": [t.to_json() for t in self.meta.topics()],
         }
-
-    return handle
 
 
 async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
@@ -128,8 +158,10 @@ class BrokerRegistrar:
         self.last_ok: dict[str, float] = {}
         self.registered = asyncio.Event()
         self._failures: dict[str, int] = {}
+        #: admin URL -> the master's metaVersion this broker applied last (echoed back)
+        self._applied: dict[str, int] = {}
 
-    def _params(self) -> dict[str, str]:
+    def _params(self, url: str) -> dict[str, str]:
         e = self.entry()
         params = {
             "type": "op_modify",
@@ -137,6 +169,7 @@ class BrokerRegistrar:
             "brokerId": str(e.broker_id),
             "brokerIp": e.host,
             "brokerPort": str(e.port),
+            "metaVersion": str(self._applied.get(url, -1)),
         }
         if e.tls_port is not None:
             params["brokerTLSPort"] = str(e.tls_port)
@@ -147,7 +180,7 @@ class BrokerRegistrar:
     async def beat_once(self) -> None:
         for url in self.admin_urls:
             try:
-                answer = await admin_get(url, self._params())
+                answer = await admin_get(url, self._params(url))
                 if not answer.get("result"):
                     raise AdminCallError(f"{url} refused the broker: {answer.get('errMsg')}")
             except AdminCallError as exc:
@@ -156,11 +189,12 @@ class BrokerRegistrar:
                 continue
             self._failures[url] = 0
             self.last_ok[url] = time.monotonic()
-            if not answer.get("standby"):
+            if not answer.get("standby"):  # a standby master's topic set may be stale: keep ours
                 topics = [TopicConf.from_json(t) for t in answer.get("data", [])]
                 if self.meta.sync_topics(topics):
                     log.info("topic deployments from %s: %s", url, [t.name for t in topics])
                 self.registered.set()
+            self._applied[url] = int(answer.get("metaVersion", -1))
 
     async def run(self) -> None:
         while True:
