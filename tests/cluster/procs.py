@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, IO
+from typing import IO, Any
 
 from .helpers import admin_call, env, free_port, stop, wait_port
 
