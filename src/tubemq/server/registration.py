@@ -68,7 +68,14 @@ class BrokerTable:
             }
             for bid, b in sorted(self.meta.brokers.items())
         ]
-        return {"result": True, "errCode": 0, "errMsg": "OK", "count": len(data), "data": data}
+        return {
+            "result": True,
+            "errCode": 0,
+            "errMsg": "OK",
+            "masterStandby": self.standby(),
+            "count": len(data),
+            "data": data,
+        }
 
     def heartbeat(self, params: dict[str, str]) -> dict[str, Any]:
         try:
