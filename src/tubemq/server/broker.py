@@ -17,11 +17,13 @@ where a send waits for the group fsync that covers it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .. import codec
@@ -145,6 +147,24 @@ def _int32(value: int) -> int:
     return (value + 0x80000000) % 0x100000000 - 0x80000000
 
 
+@dataclass
+class _Fault:
+    code: int
+    min_limit_ms: int
+
+
+@dataclass
+class FaultRecord:
+    """One spoiled answer (``inject_fault``) and how long the client waited before calling again."""
+
+    kind: str
+    code: int
+    client: str
+    where: str
+    at: float
+    next_call_after_s: float | None = None
+
+
 class Broker:
     """Broker service handlers + consumer registrations and offsets (§5.3)."""
 
@@ -174,7 +194,50 @@ class Broker:
         self._sync_waiters: list[tuple[MessageStore, int, asyncio.Future[None]]] = []
         self._sync_wakeup: asyncio.Event | None = None
         self._running = False
+        #: test hook (inject_fault): answers to spoil, per kind ("send" / "fetch"), and what followed
+        self._faults: dict[str, collections.deque[_Fault]] = {"send": collections.deque(), "fetch": collections.deque()}
+        self.fault_log: collections.deque[FaultRecord] = collections.deque(maxlen=1000)
+        self._awaiting_followup = 0  # fault_log records whose client has not called again yet
         meta.on_change.append(self._on_meta_change)
+
+    # ---- test hook: server answers the clients must survive (issue 15.2)
+
+    def inject_fault(self, code: int, count: int = 1, min_limit_ms: int = 0) -> None:
+        """Answer the next ``count`` sends (419) or getMessage calls (452, 301) with ``code``.
+
+        419 ``SERVER_RECEIVE_OVERFLOW`` is what a real broker answers when its memory cache cannot take
+        the message; 452 ``SERVER_CONSUME_SPEED_LIMIT`` (with ``minLimitTime`` = ``min_limit_ms``) when
+        its flow control throttles a consumer; 301 ``MOVED`` when the requested index region was
+        deleted. Every spoiled answer and the delay until the same client's next call of that kind
+        are recorded in ``fault_log``.
+        """
+        if code == E.SERVER_RECEIVE_OVERFLOW:
+            kind = "send"
+        elif code in (E.SERVER_CONSUME_SPEED_LIMIT, E.MOVED):
+            kind = "fetch"
+        else:
+            raise ValueError(f"inject_fault: {code} is not one of 419, 452, 301")
+        if count < 1 or min_limit_ms < 0:
+            raise ValueError("inject_fault: count >= 1 and min_limit_ms >= 0")
+        self._faults[kind].extend(_Fault(int(code), min_limit_ms) for _ in range(count))
+
+    def _fault(self, kind: str, client: str, where: str) -> _Fault | None:
+        """The next spoiled answer of this kind, if any; notes when a faulted client comes back."""
+        now = time.monotonic()
+        if self._awaiting_followup:
+            for rec in self.fault_log:
+                if rec.kind == kind and rec.client == client and rec.next_call_after_s is None:
+                    rec.next_call_after_s = now - rec.at
+                    self._awaiting_followup -= 1
+        queue = self._faults[kind]
+        if not queue:
+            return None
+        fault = queue.popleft()
+        if len(self.fault_log) == self.fault_log.maxlen and self.fault_log[0].next_call_after_s is None:
+            self._awaiting_followup -= 1  # the oldest record falls out unanswered
+        self.fault_log.append(FaultRecord(kind, fault.code, client, where, now))
+        self._awaiting_followup += 1
+        return fault
 
     # ---- wiring
 
@@ -392,6 +455,14 @@ class Broker:
                 errCode=E.BAD_REQUEST,
                 errMsg=f"data length over max length, allowed max length is {limit}, data length is {n}",
             )
+        if (self._faults["send"] or self._awaiting_followup) and self._fault(
+            "send", _text(req.clientId), f"{name}:{pid}"
+        ) is not None:
+            return resp(
+                success=False,
+                errCode=E.SERVER_RECEIVE_OVERFLOW,
+                errMsg=f"Put message failed from {ctx.remote_host}, server receive message overflow!",
+            )
         crc = zlib.crc32(data) & 0x7FFFFFFF
         if req.checkSum != -1 and req.checkSum != crc:
             return resp(
@@ -568,6 +639,12 @@ class Broker:
                 f"has been consumed by {reg.consumer_id};Current consumer {cid}",
             )
         reg.last_seen = time.monotonic()
+        if self._faults["fetch"] or self._awaiting_followup:
+            fault = self._fault("fetch", cid, f"{name}:{pid}")
+            if fault is not None and fault.code == E.SERVER_CONSUME_SPEED_LIMIT:
+                return fail(E.SERVER_CONSUME_SPEED_LIMIT, "Consumer read speed limited!", fault.min_limit_ms)
+            if fault is not None:
+                return fail(E.MOVED, f"The requested offset of {name}:{pid} has been moved!", -1)
         if topic.closed:
             return fail(E.FORBIDDEN, f"topicName {name} has been closed")
         store = self._store_for(topic, pid)

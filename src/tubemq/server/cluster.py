@@ -527,6 +527,15 @@ class EmbeddedCluster:
     def restart_master(self) -> None:
         self._run(self._server.restart_master())
 
+    def inject_fault(self, code: int, count: int = 1, min_limit_ms: int = 0, broker_id: int | None = None) -> None:
+        """Test hook: the broker answers its next ``count`` sends with 419, or fetches with 452 (waiting
+        ``min_limit_ms``) or 301 (see ``Broker.inject_fault``)."""
+        self._call(self._server.node(broker_id).broker.inject_fault, code, count, min_limit_ms)
+
+    def fault_log(self, broker_id: int | None = None) -> list[Any]:
+        """What the injected faults met: ``FaultRecord`` (code, client, when, delay of its next call)."""
+        return self._call(lambda: list(self._server.node(broker_id).broker.fault_log))
+
 
 def run_foreground(config: ServerConfig) -> int:
     """``tubemq serve``: run until SIGINT/SIGTERM, then shut down cleanly; returns the exit code."""
