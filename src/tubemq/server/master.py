@@ -37,17 +37,12 @@ from google.protobuf.message import Message
 from tubemq.codec import Partition, parse_subscribe_info
 from tubemq.protocol import master_pb
 from tubemq.protocol.constants import (
-    ARRAY_SEP,
-    ATTR_SEP,
-    DEFAULT_BROKER_PORT,
-    DEFAULT_BROKER_TLS_PORT,
     EXC_STANDBY,
     META_MAX_BOOKED_TOPIC_COUNT,
     META_MAX_CLIENT_HOSTNAME_LENGTH,
     META_MAX_CLIENT_ID_LENGTH,
     META_MAX_GROUPNAME_LENGTH,
     META_VALUE_UNDEFINED,
-    SEGMENT_SEP,
     ErrorCode,
     Method,
 )
@@ -72,8 +67,9 @@ from .groups import (
     java_set,
     parse_conditions,
 )
-from .meta import BrokerEntry, MetaStore, TopicConf
+from .meta import BrokerEntry, MetaStore
 from .rpc import Handler, RpcContext, RpcException
+from .topology import Topology
 
 log = logging.getLogger("tubemq.server.master")
 
@@ -99,9 +95,7 @@ class Master:
         self.tokens = VisitTokenManager(config.visit_token_period_ms)
         self.balancer = ServerBalancer()
         self.state = GroupRegistry()
-        self._offline_brokers: set[int] = set()
-        #: brokers of other processes (server/registration.py): broker id -> last heartbeat (monotonic)
-        self._broker_hb: dict[int, float] = {}
+        self.topology = Topology(meta, config.default_max_msg_size)
         self._tasks: list[asyncio.Task[None]] = []
         self._last_meta_id = 0
 
@@ -119,21 +113,19 @@ class Master:
 
     def set_broker_online(self, broker_id: int, online: bool) -> None:
         """Mark a broker (un)available: offline brokers publish and serve no partitions."""
-        if online:
-            self._offline_brokers.discard(broker_id)
-        else:
-            self._offline_brokers.add(broker_id)
+        self.topology.set_online(broker_id, online)
 
     def broker_seen(self, entry: BrokerEntry) -> None:
-        """A broker process registered or heartbeated (server/registration.py)."""
-        self.meta.set_broker(entry)
-        self._broker_hb[entry.broker_id] = time.monotonic()
-        if entry.broker_id in self._offline_brokers:
-            log.info("[Broker Online] %d %s:%d", entry.broker_id, entry.host, entry.port)
-            self.set_broker_online(entry.broker_id, True)
+        self.topology.broker_seen(entry)
 
     def broker_online(self, broker_id: int) -> bool:
-        return self._broker_online(broker_id)
+        return self.topology.online(broker_id)
+
+    def broker_infos(self, tls: bool) -> list[str]:
+        return self.topology.broker_infos(tls)
+
+    def topic_infos(self, topics: Iterable[str]) -> list[str]:
+        return self.topology.topic_infos(topics)
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -203,11 +195,7 @@ class Master:
         for cid, group in self.state.expired_consumers(now, self.config.consumer_heartbeat_timeout_ms / 1000):
             log.info("[Consumer Timeout] %s@%s", cid, group)
             self._release_consumer(cid, group)
-        b_limit = self.config.broker_heartbeat_timeout_ms / 1000
-        for bid, seen in self._broker_hb.items():
-            if now - seen > b_limit and bid not in self._offline_brokers:
-                log.warning("[Broker Timeout] %d: no heartbeat for %.1f s, its partitions go offline", bid, now - seen)
-                self.set_broker_online(bid, False)
+        self.topology.expire_brokers(now, self.config.broker_heartbeat_timeout_ms / 1000)
 
     def balance_round(self, only: Iterable[str] | None = None) -> int:
         """Run one balance round now (also done every ``balance_period_ms``); returns its rebalanceId.
@@ -223,7 +211,7 @@ class Master:
                 self._fresh_topic_meta(g)
                 continue
             members = list(g.consumers)
-            server_groups[g.name] = (members, self._subscribable_partitions(g.topics))
+            server_groups[g.name] = (members, self.topology.subscribable_partitions(g.topics))
         rid = self.balancer.run_round(server_groups, partial=only is not None)
         broker_count = max(1, len(self.meta.brokers))
         for name, (members, _parts) in server_groups.items():
@@ -259,119 +247,15 @@ class Master:
         except Exception:  # a timer callback must not die silently
             log.exception("first balance of group %s failed", group)
 
-    # ---- helpers: brokers, topics
-
-    def _broker_online(self, broker_id: int) -> bool:
-        return broker_id in self.meta.brokers and broker_id not in self._offline_brokers
-
-    def broker_infos(self, tls: bool) -> list[str]:
-        """All configured brokers, ``id:host:port`` or ``id:host: `` for the default port (§4.1)."""
-        out = []
-        for bid in sorted(self.meta.brokers):
-            b = self.meta.brokers[bid]
-            if tls:
-                port = b.tls_port if b.tls_port is not None else DEFAULT_BROKER_TLS_PORT
-                default = DEFAULT_BROKER_TLS_PORT
-            else:
-                port, default = b.port, DEFAULT_BROKER_PORT
-            out.append(f"{bid}:{b.host}:{' ' if port == default else port}")
-        return out
-
-    def _broker_port(self, broker_id: int, tls: bool) -> tuple[str, int]:
-        b = self.meta.brokers[broker_id]
-        if tls:
-            return b.host, b.tls_port if b.tls_port is not None else DEFAULT_BROKER_TLS_PORT
-        return b.host, b.port
-
-    def _topic_brokers(self, conf: TopicConf) -> list[int]:
-        """Brokers a topic is deployed on (admin ``brokerId=1,2,3``) that the master knows."""
-        return [bid for bid in sorted(self.meta.brokers) if conf.on_broker(bid)]
-
-    def topic_infos(self, topics: Iterable[str]) -> list[str]:
-        """Producer topicInfos for the published topics that have publishable partitions (§4.2)."""
-        default = self.config.default_max_msg_size
-        out = []
-        for name in sorted(set(topics)):
-            conf = self.meta.get(name)
-            if conf is None or conf.closed or not conf.accept_publish:
-                continue
-            items = [
-                f"{bid}{ATTR_SEP}{conf.num_partitions}{ATTR_SEP}{conf.num_stores}"
-                for bid in self._topic_brokers(conf)
-                if self._broker_online(bid)
-            ]
-            if not items:
-                continue
-            size = conf.effective_max_msg_size(default)
-            # capture s1/s6b: the size segment is empty for default-size topics
-            size_text = "" if size == default else str(size)
-            out.append(f"{name}{SEGMENT_SEP}{ARRAY_SEP.join(items)}{SEGMENT_SEP}{size_text}")
-        return out
-
-    def _subscribable_partitions(self, topics: Iterable[str]) -> list[Partition]:
-        parts: list[Partition] = []
-        for name in sorted(topics):
-            conf = self.meta.get(name)
-            if conf is None or conf.closed or not conf.accept_subscribe:
-                continue
-            for bid in self._topic_brokers(conf):
-                if not self._broker_online(bid):
-                    continue
-                host, port = self._broker_port(bid, False)
-                parts.extend(Partition(bid, host, port, name, pid) for pid in conf.partition_ids())
-        return parts
-
-    def _topic_meta(self, topics: Iterable[str]) -> dict[str, str]:
-        """Client-balance ``topic#bid:stores:parts:status`` per topic (§4.2, capture s5)."""
-        result = {}
-        for name in sorted(topics):
-            conf = self.meta.get(name)
-            if conf is None:
-                continue
-            items = []
-            for bid in self._topic_brokers(conf):
-                status = int(self._broker_online(bid) and conf.accept_subscribe and not conf.closed)
-                items.append(f"{bid}:{conf.num_stores}:{conf.num_partitions}:{status}")
-            if items:
-                result[name] = f"{name}{SEGMENT_SEP}{ARRAY_SEP.join(items)}"
-        return result
+    # ---- client-balance topic meta
 
     def _fresh_topic_meta(self, g: GroupInfo) -> None:
-        new = self._topic_meta(g.topics)
+        new = self.topology.topic_meta(g.topics)
         if new and new != g.topic_meta:
             g.topic_meta = new
             now = _now_ms()
             self._last_meta_id = now if now > self._last_meta_id else self._last_meta_id + 1
             g.topic_meta_id = self._last_meta_id
-
-    def _deployed(self, name: str) -> bool:
-        return self.meta.get(name) is not None
-
-    def _partition_from_key(self, broker_id: int, topic: str, partition_id: int) -> Partition | None:
-        if broker_id not in self.meta.brokers:
-            return None
-        host, port = self._broker_port(broker_id, False)
-        return Partition(broker_id, host, port, topic, partition_id)
-
-    def _parse_part_sub_info(self, items: Iterable[str]) -> list[Partition]:
-        """V2 ``partSubInfo`` ``topic#brokerId:partitionId,...`` -> partitions (unknown brokers skipped)."""
-        parts = []
-        for item in items:
-            seg = item.split(SEGMENT_SEP)
-            if len(seg) < 2 or not seg[0].strip():
-                continue
-            for kv in seg[1].split(ARRAY_SEP):
-                bits = kv.split(ATTR_SEP)
-                if len(bits) != 2:
-                    continue
-                try:
-                    bid, pid = int(bits[0]), int(bits[1])
-                except ValueError:
-                    continue
-                p = self._partition_from_key(bid, seg[0].strip(), pid)
-                if p is not None:
-                    parts.append(p)
-        return parts
 
     # ---- helpers: common answer parts
 
@@ -411,7 +295,7 @@ class Master:
     def _sub_info(self, consumer: ConsumerInfo, p: Partition) -> str:
         host, port = p.host, p.port
         if p.broker_id in self.meta.brokers:
-            host, port = self._broker_port(p.broker_id, consumer.over_tls)
+            host, port = self.topology.broker_port(p.broker_id, consumer.over_tls)
         return (
             f"{consumer.consumer_id}@{consumer.group}#{p.broker_id}:{host}:{port}#{p.topic}:{p.partition_id}"
         )
@@ -436,7 +320,7 @@ class Master:
         self.state.producers[pid] = ProducerInfo(pid, host, topics, ctx.tls, time.monotonic())
         log.info("[Producer Register] %s, isOverTLS=%s", pid, ctx.tls)
         resp.brokerCheckSum = self.meta.broker_checksum
-        resp.brokerInfos.extend(self.broker_infos(ctx.tls))
+        resp.brokerInfos.extend(self.topology.broker_infos(ctx.tls))
         resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
         resp.appdConfig.CopyFrom(self._approved_config(req))
         resp.success, resp.errCode, resp.errMsg = True, ErrorCode.SUCCESS, OK_MSG
@@ -461,8 +345,8 @@ class Master:
         resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
         resp.brokerCheckSum = checksum
         if req.brokerCheckSum != checksum:
-            resp.brokerInfos.extend(self.broker_infos(ctx.tls))
-        resp.topicInfos.extend(self.topic_infos(topics))
+            resp.brokerInfos.extend(self.topology.broker_infos(ctx.tls))
+        resp.topicInfos.extend(self.topology.topic_infos(topics))
         resp.appdConfig.CopyFrom(self._approved_config(req))
         resp.success, resp.errCode, resp.errMsg = True, ErrorCode.SUCCESS, OK_MSG
         return resp
@@ -501,7 +385,7 @@ class Master:
                 ErrorCode.BAD_REQUEST,
                 f"Subscribed topicList size over max value, allowed max count is {META_MAX_BOOKED_TOPIC_COUNT}",
             )
-        missing = [t for t in topics if not self._deployed(t)]
+        missing = [t for t in topics if not self.topology.deployed(t)]
         if missing:
             # capture s6b: the set is printed inside its own brackets: "[[x]]"
             raise BadParam(
@@ -660,13 +544,13 @@ class Master:
             resp.errCode, resp.errMsg = exc.code, exc.message
             return resp
         self.state.seen(cid, group)
-        self.balancer.set_record(cid, self._parse_part_sub_info(sub.partSubInfo) if sub.reportSubInfo else [])
+        self.balancer.set_record(cid, self.topology.parse_part_sub_info(sub.partSubInfo) if sub.reportSubInfo else [])
         log.info("[Consumer Register] %s, isOverTLS=%s (client-balance)", cid, ctx.tls)
         checksum = self.meta.broker_checksum
         resp.brokerConfigId = checksum
         client_id = sub.brokerConfigId if req.HasField("subRepInfo") else META_VALUE_UNDEFINED
         if client_id != checksum:
-            resp.brokerConfigList.extend(self.broker_infos(ctx.tls))
+            resp.brokerConfigList.extend(self.topology.broker_infos(ctx.tls))
         resp.opsTaskInfo.SetInParent()  # capture s5: always present, empty without flow control
         resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
         resp.errCode, resp.errMsg = ErrorCode.SUCCESS, OK_MSG
@@ -691,11 +575,11 @@ class Master:
         )
         consumer.topic_meta_info_id = sub.topicMetaInfoId if has_sub else META_VALUE_UNDEFINED
         if sub.reportSubInfo:
-            self.balancer.set_record(cid, self._parse_part_sub_info(sub.partSubInfo))
+            self.balancer.set_record(cid, self.topology.parse_part_sub_info(sub.partSubInfo))
         checksum = self.meta.broker_checksum
         resp.brokerConfigId = checksum
         if (sub.brokerConfigId if has_sub else META_VALUE_UNDEFINED) != checksum:
-            resp.brokerConfigList.extend(self.broker_infos(ctx.tls))
+            resp.brokerConfigList.extend(self.topology.broker_infos(ctx.tls))
         if (
             consumer.lst_assigned_time >= 0
             and self.balancer.record(cid)
@@ -731,7 +615,7 @@ class Master:
         checksum = self.meta.broker_checksum
         resp.brokerConfigId = checksum
         if req.brokerConfigId != checksum:
-            resp.brokerConfigList.extend(self.broker_infos(ctx.tls))
+            resp.brokerConfigList.extend(self.topology.broker_infos(ctx.tls))
         resp.errCode, resp.errMsg = ErrorCode.SUCCESS, OK_MSG
         return resp
 
