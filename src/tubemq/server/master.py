@@ -1,7 +1,8 @@
 """The embedded master's RPC handlers: producer/consumer sessions, server-side balancing, client-balance meta.
 
 Laid out like nsqd: the handlers live here, the group/session state and its rules in ``groups.py``,
-the balancing logic in ``balancer.py``, the admin JSON views in ``master_views.py``.
+the cluster's shape (brokers, deployments, brokerInfos/topicInfos) in ``topology.py``, the balancing
+logic in ``balancer.py``, the admin JSON views in ``master_views.py``.
 
 Handlers answer like the real ``TMaster`` (captures s1, s2, s3, s5, s6b win over PROTOCOL.md):
 
