@@ -53,3 +53,25 @@ def test_real_master_timing_is_an_option(tmp_path: Path) -> None:
     print(f"real-master timing: first message after {elapsed:.2f} s (heartbeat 2 s, rounds 0.3 s)")
     assert got == [b"x"]
     assert elapsed >= 1.5  # waited for the second heartbeat at least
+
+
+def test_delayed_first_balance(tmp_path: Path) -> None:
+    """first_balance_delay_ms > 0: the new group is balanced that long after its register; the event
+    then waits for the consumer's next heartbeat (here 300 ms)."""
+    with EmbeddedCluster(tmp_path, first_balance_delay_ms=800, balance_period_ms=3_600_000) as cluster:
+        cluster.create_topic("orders", partitions=1)
+        with tubemq.Producer(cluster.master_address) as producer:
+            producer.send("orders", b"late")
+        t0 = time.monotonic()
+        with tubemq.Consumer(
+            cluster.master_address, group="later", topics=["orders"], consume_from="earliest",
+            heartbeat_period_ms=300, iter_timeout_ms=10_000,
+        ) as consumer:
+            got = []
+            for msg in consumer:
+                got.append(msg.data)
+                break
+        elapsed = time.monotonic() - t0
+    print(f"delayed first balance (800 ms): first message after {elapsed:.2f} s")
+    assert got == [b"late"]
+    assert elapsed >= 0.8

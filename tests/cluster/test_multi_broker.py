@@ -82,3 +82,23 @@ def test_broker_ports_count_up(tmp_path: Path) -> None:
     with EmbeddedCluster(tmp_path, brokers=2, broker_port=base) as cluster:
         ports = [int(a.rsplit(":", 1)[1]) for a in cluster.broker_addresses]
     assert ports == [base, base + 1]
+
+
+def test_bad_cluster_options_name_the_field(tmp_path: Path) -> None:
+    import pytest
+
+    from tubemq.errors import ConfigError
+
+    for kwargs, field in [
+        ({"brokers": 0}, "brokers"),
+        ({"role": "router"}, "role"),
+        ({"role": "broker"}, "master_admin_url"),
+        ({"broker_heartbeat_timeout_ms": 0}, "broker_heartbeat_timeout_ms"),
+        ({"first_balance_delay_ms": "soon"}, "first_balance_delay_ms"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            EmbeddedCluster(tmp_path, **kwargs)
+        assert info.value.field == field, (kwargs, info.value)
+    with EmbeddedCluster(tmp_path, brokers=2) as cluster:
+        with pytest.raises(ConfigError, match="no broker"):
+            cluster.create_topic("lost", broker_ids=[7])

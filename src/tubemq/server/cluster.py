@@ -339,6 +339,11 @@ class EmbeddedServer:
         """Deploy a topic (``^[a-zA-Z]\\w+$``, partitions per store, store count; ``broker_ids`` = the
         brokers it is deployed on, default all)."""
         assert self.meta is not None
+        ids = kwargs.get("broker_ids")
+        if isinstance(ids, list):  # brokers of this process or registered broker processes
+            unknown = sorted(set(ids) - set(self.meta.brokers))
+            if unknown:
+                raise ConfigError("broker_ids", f"no broker {unknown} in this cluster")
         conf = self.meta.create_topic(name, partitions, stores, max_msg_size, **kwargs)
         for node in self.nodes:
             if conf.on_broker(node.broker_id):
