@@ -102,3 +102,21 @@ def test_bad_cluster_options_name_the_field(tmp_path: Path) -> None:
     with EmbeddedCluster(tmp_path, brokers=2) as cluster:
         with pytest.raises(ConfigError, match="no broker"):
             cluster.create_topic("lost", broker_ids=[7])
+
+
+def test_group_offsets_cover_every_broker(tmp_path: Path) -> None:
+    with EmbeddedCluster(tmp_path, brokers=2, **FAST_TIMERS) as cluster:
+        cluster.create_topic("off", partitions=1)
+        with tubemq.Producer(cluster.master_address) as producer:
+            for i in range(4):
+                producer.send("off", b"%d" % i)
+        with tubemq.Consumer(cluster.master_address, group="og", topics=["off"], consume_from="earliest",
+                             iter_timeout_ms=5000) as consumer:
+            n = 0
+            for _ in consumer:
+                n += 1
+                if n == 4:
+                    break
+        rows = cluster.group_offsets("og")
+    assert sorted((r["broker_id"], r["partition_id"]) for r in rows) == [(1, 0), (2, 0)]
+    assert all(r["max_offset"] == 56 for r in rows)
