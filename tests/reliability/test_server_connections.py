@@ -70,7 +70,7 @@ def test_idle_flood_does_not_stop_a_producer(tmp_path: Path) -> None:
                     p.send("busy", b"through the flood %d" % i)
             evicted = sum(_closed_by_peer(s, 0.01) for s in broker_socks)
             assert evicted >= 1
-        brk = cl._call(lambda: cl.server._broker_rpc)
+        brk = cl._call(lambda: cl.server.nodes[0].rpc)
         assert brk.connections <= CAP
         assert brk.evicted_connections + brk.rejected_connections >= FLOOD - CAP
 
@@ -127,7 +127,7 @@ def test_partial_frames_are_bounded_per_connection(tmp_path: Path) -> None:
         try:
             assert all(closed for _, _, closed in held), [sent for _, sent, _ in held]
             growth = _rss_bytes() - rss0
-            brk = cl._call(lambda: cl.server._broker_rpc)
+            brk = cl._call(lambda: cl.server.nodes[0].rpc)
             assert brk.partial_bytes <= 12 * limit
             assert brk.closed_oversize >= 12
             assert growth < 12 * limit + (32 << 20), growth

@@ -152,7 +152,7 @@ def test_consumer_survives_losing_its_verified_broker_connection(tmp_path: Path)
                 p.send("vault", b"a%d" % i)
             drain(10, cons)
             assert len(got) == 10
-            brk = cl._call(lambda: cl.server._broker_rpc)
+            brk = cl._call(lambda: cl.server.nodes[0].rpc)
             closed = cl._call(lambda: [c.close() for c in list(brk._conns)])
             assert closed  # the consumer's (and producer's) verified connections are gone
             for i in range(10):

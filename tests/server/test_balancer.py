@@ -239,3 +239,21 @@ def test_simulated_group_never_double_owns(n_parts: int, n_consumers: int) -> No
     assert sorted(held) == sorted(p.key for p in ps)
     counts = [len(c.held) for c in clients.values()]
     assert max(counts) - min(counts) <= 1
+
+
+def test_partial_round_keeps_other_groups_unfinished_counts() -> None:
+    """A new group balanced at once (a round over that group only) takes the next rebalanceId and
+    leaves the unfinished-round count of every other group alone."""
+    b = ServerBalancer()
+    ps, qs = parts(2), parts(2, topic="u")
+    b.run_round({"g": (["a"], ps)})
+    for _ in range(MAX_BALANCE_DELAY_ROUNDS - 1):
+        b.run_round({"g": (["a"], ps)})  # a holds its unacknowledged connect: g is unfinished
+    for _ in range(3):
+        rid = b.run_round({"h": (["x"], qs)}, partial=True)
+    assert rid == b.rebalance_id == MAX_BALANCE_DELAY_ROUNDS + 3
+    first = b.pending_events("a")[0]
+    b.run_round({"g": (["a"], ps), "h": (["x"], qs)})  # the 10th unfinished round of g: still kept
+    assert b.pending_events("a")[0] is first
+    b.run_round({"g": (["a"], ps), "h": (["x"], qs)})  # then dropped and queued anew
+    assert b.pending_events("a")[0] is not first

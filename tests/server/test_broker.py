@@ -520,13 +520,13 @@ def test_group_offsets_view(cluster: Any, c: RawClient) -> None:
     c.register(G, "cap_err", 0, C1)
     assert len(c.fetch(G, "cap_err", 0, C1, last_consumed=False).messages) == 3
     rows = cluster.group_offsets(G)
-    assert rows == [{"topic": "cap_err", "partition_id": 0, "consumer_id": C1, "committed_offset": 0,
-                     "inflight": 84, "max_offset": 84, "lag": 84}]
+    assert rows == [{"broker_id": 1, "topic": "cap_err", "partition_id": 0, "consumer_id": C1,
+                     "committed_offset": 0, "inflight": 84, "max_offset": 84, "lag": 84}]
     fill(c, 2)
     flush(cluster)
     c.fetch(G, "cap_err", 0, C1)  # commits 84, a file read of the 2 new entries scans 1
     assert cluster.group_offsets(G)[0] | {"consumer_id": None} == {
-        "topic": "cap_err", "partition_id": 0, "consumer_id": None, "committed_offset": 84,
+        "broker_id": 1, "topic": "cap_err", "partition_id": 0, "consumer_id": None, "committed_offset": 84,
         "inflight": 28, "max_offset": 140, "lag": 56}
     drain(c, G, "cap_err", 0, C1)
     assert cluster.group_offsets(G)[0]["lag"] == 0

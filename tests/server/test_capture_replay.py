@@ -590,7 +590,7 @@ def replay_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[O
     ids: dict[str, dict[int, int]] = {}
     data_dir = tmp_path_factory.mktemp("capture-replay")
     with EmbeddedCluster(
-        data_dir=data_dir, balance_period_ms=3_600_000, flush_interval_ms=3_600_000, cache_flush_interval_ms=3_600_000
+        data_dir=data_dir, balance_period_ms=3_600_000, first_balance_delay_ms=-1, flush_interval_ms=3_600_000, cache_flush_interval_ms=3_600_000
     ) as cluster:
         for name, parts, stores, size in TOPICS:
             cluster.create_topic(name, parts, stores, size)

@@ -24,7 +24,7 @@ def ctx(method: int = 1, tls: bool = False) -> RpcContext:
 
 @pytest.fixture
 def master(tmp_path: Path) -> Master:
-    cfg = ServerConfig(data_dir=tmp_path, balance_period_ms=200)
+    cfg = ServerConfig(data_dir=tmp_path, balance_period_ms=200, first_balance_delay_ms=-1)
     meta = MetaStore(tmp_path)
     meta.set_broker(BrokerEntry(1, "127.0.0.1", 8123, 8124))
     meta.create_topic("cap_main", 3)
@@ -378,3 +378,34 @@ def test_auth_enabled(tmp_path: Path) -> None:
     r = phb(m, authInfo=master_pb.MasterCertificateInfo(authorizedToken=token))
     assert r.success
     assert re.fullmatch(r"\d+", str(r.authorizedInfo.visitAuthorizedToken))
+
+
+def test_new_group_balanced_at_once(tmp_path: Path) -> None:
+    """first_balance_delay_ms=0 (default): the register balances a NEW group, the first heartbeat answer
+    carries its CONNECT event exactly as a real periodic round's would (captures s2/s3: no event on the
+    register answer, ONLY_CONNECT with explicit-port subscribeInfo on the heartbeat answer)."""
+    meta = MetaStore(tmp_path)
+    meta.set_broker(BrokerEntry(1, "127.0.0.1", 8123, 8124))
+    meta.create_topic("cap_rebal", 3)
+    m = Master(ServerConfig(data_dir=tmp_path), meta)
+    r = creg(m, "A")
+    assert r.success
+    hb = chb(m, "A")
+    assert hb.event.opType == EventType.ONLY_CONNECT and hb.event.rebalanceId == 1
+    assert sorted(hb.event.subscribeInfo) == [f"A@g#1:127.0.0.1:8123#cap_rebal:{i}" for i in range(3)]
+    assert not chb(m, "A").HasField("event")  # delivered once
+    # a second member joins an existing group: it waits for the periodic round, like the real master
+    creg(m, "B")
+    assert not chb(m, "B").HasField("event")
+    assert m.balance_round() == 2
+
+
+def test_first_balance_real_master_timing(tmp_path: Path) -> None:
+    meta = MetaStore(tmp_path)
+    meta.set_broker(BrokerEntry(1, "127.0.0.1", 8123, 8124))
+    meta.create_topic("cap_rebal", 3)
+    m = Master(ServerConfig(data_dir=tmp_path, first_balance_delay_ms=-1), meta)
+    creg(m, "A")
+    assert not chb(m, "A").HasField("event")
+    rid = m.balance_round()
+    assert chb(m, "A").event.rebalanceId == rid == 1

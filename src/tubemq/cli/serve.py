@@ -25,7 +25,31 @@ def register(sub: Any) -> None:
     p.add_argument("--master-port", type=int, default=8715, help="master RPC port (0 = any free port)")
     p.add_argument("--broker-port", type=int, default=8123, help="broker RPC port (0 = any free port)")
     p.add_argument("--admin-port", type=int, default=8080, help="admin HTTP API port (0 = any free port)")
-    p.add_argument("--broker-id", type=int, default=1, help="the broker id advertised to clients")
+    p.add_argument("--broker-id", type=int, default=1,
+                   help="the broker id advertised to clients (with --brokers N: the first of N ids)")
+    p.add_argument("--brokers", type=int, default=1,
+                   help="brokers in this process, on ports --broker-port, --broker-port+1, ... (0 = free ones)")
+    p.add_argument(
+        "--role", choices=("all", "master", "broker"), default="all",
+        help="all = master + brokers + admin API; master = master + admin API (brokers run as separate "
+        "processes); broker = one broker that registers with --master",
+    )
+    p.add_argument("--master", default=None, metavar="HOST:PORT[,HOST:PORT]",
+                   help="--role broker: the master(s) to register with (their admin API is found through "
+                   "the endpoints `tubemq serve` publishes, or give --master-admin-url)")
+    p.add_argument("--master-admin-url", default=None, metavar="URL[,URL]",
+                   help="--role broker: admin API URL(s) of the master(s), e.g. http://127.0.0.1:8080/webapi.htm")
+    p.add_argument("--peer-master", default=None, metavar="HOST:PORT",
+                   help="with --standby: take over when the active master at HOST:PORT is unreachable")
+    p.add_argument("--broker-heartbeat-period-ms", type=int, default=None,
+                   help="--role broker: registration heartbeat period (server default 500)")
+    p.add_argument("--broker-heartbeat-timeout-ms", type=int, default=None,
+                   help="master: a broker process silent this long goes offline (server default 2000)")
+    p.add_argument(
+        "--first-balance-delay-ms", type=int, default=None,
+        help="when a new consumer group gets its partitions: 0 = at once (server default), -1 = at the next "
+        "balance round like a real master",
+    )
     p.add_argument("--admin-token", default=None, help="confModAuthToken required by admin modify calls")
     p.add_argument(
         "--auth",
@@ -97,10 +121,45 @@ def build_config(args: argparse.Namespace) -> Any:
         options["auth_users"] = users
     if args.balance_period_ms is not None:
         options["balance_period_ms"] = args.balance_period_ms
+    if args.first_balance_delay_ms is not None:
+        options["first_balance_delay_ms"] = args.first_balance_delay_ms
+    for name in ("broker_heartbeat_period_ms", "broker_heartbeat_timeout_ms"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
+    options["brokers"] = args.brokers
+    options["role"] = args.role
+    if args.peer_master:
+        options["peer_master"] = args.peer_master
+    if args.role == "broker":
+        options["master_admin_url"] = _master_admin_urls(args)
+    elif args.master or args.master_admin_url:
+        raise CliError("--master / --master-admin-url go with --role broker", EXIT_USAGE)
     try:
         return ServerConfig(**options)
     except ConfigError as exc:
         raise CliError(f"bad server option {exc}", EXIT_USAGE) from None
+
+
+def _master_admin_urls(args: argparse.Namespace) -> str:
+    """Admin URLs of the masters a broker process registers with: given, or published by them."""
+    if args.master_admin_url:
+        return str(args.master_admin_url)
+    if not args.master:
+        raise CliError("--role broker needs --master HOST:PORT (or --master-admin-url)", EXIT_USAGE)
+    from tubemq.server.endpoints import lookup
+
+    urls = []
+    for address in (a.strip() for a in args.master.split(",")):
+        if not address:
+            continue
+        ep = lookup(address)
+        if ep is None:
+            raise CliError(
+                f"no running embedded master published its admin API for {address}: give --master-admin-url",
+                EXIT_USAGE,
+            )
+        urls.append(ep.admin_url)
+    return ",".join(urls)
 
 
 def _auth_users(args: argparse.Namespace) -> dict[str, str]:

@@ -19,6 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--broker-port", type=int, default=8123)
     p.add_argument("--admin-port", type=int, default=8080)
     p.add_argument("--broker-id", type=int, default=1)
+    p.add_argument("--brokers", type=int, default=1, help="brokers in this process (ports counting up)")
+    p.add_argument("--first-balance-delay-ms", type=int, default=0, help="-1 = a real master's timing")
     p.add_argument("--flush", choices=FLUSH_POLICIES, default="interval")
     p.add_argument("--flush-interval-ms", type=int, default=1000)
     p.add_argument("--cache-flush-interval-ms", type=int, default=20000)
@@ -37,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
             broker_port=args.broker_port,
             admin_port=args.admin_port,
             broker_id=args.broker_id,
+            brokers=args.brokers,
+            first_balance_delay_ms=args.first_balance_delay_ms,
             flush=args.flush,
             flush_interval_ms=args.flush_interval_ms,
             cache_flush_interval_ms=args.cache_flush_interval_ms,

@@ -152,6 +152,8 @@ class AdminApi:
         self._create = create_topic or meta.create_topic
         self._delete = delete_topic or meta.delete_topic
         self._broker_confs: BrokerConfs | None = None
+        #: calls added by the embedding server (e.g. the broker registration of server/registration.py)
+        self.extra_methods: dict[tuple[str, str], Callable[[dict[str, str]], dict[str, Any]]] = {}
 
     def handle(self, params: dict[str, str]) -> dict[str, Any]:
         try:
@@ -174,6 +176,7 @@ class AdminApi:
             ("op_query", "admin_query_topic_info"): self._query_topics,
             ("op_query", "admin_query_consume_group_detail"): self._group_detail,
             **self._ops_methods(),
+            **self.extra_methods,
         }
 
     def _check_token(self, params: dict[str, str]) -> None:
@@ -184,10 +187,12 @@ class AdminApi:
         if not hmac.compare_digest(given.encode(), expected.encode()):
             raise _AdminError(ERR_UNAUTHORIZED, "Illegal access, unauthorized request!")
 
-    def _broker_ids(self, params: dict[str, str]) -> None:
+    def _broker_ids(self, params: dict[str, str]) -> list[int] | None:
+        """The ``brokerId=1,2,3`` set (None when absent), every id a configured broker."""
         text = _param(params, "brokerId")
         if text is None:
-            return
+            return None
+        ids: list[int] = []
         for item in text.split(","):
             item = item.strip()
             if not item:
@@ -200,10 +205,12 @@ class AdminApi:
                 ) from None
             if bid not in self.meta.brokers:
                 raise _AdminError(ERR_BAD_REQUEST, f"Broker {bid} is not configured on this master")
+            ids.append(bid)
+        return ids or None
 
     def _add_topic(self, params: dict[str, str]) -> dict[str, Any]:
         names = _topic_names(params, required=True)
-        self._broker_ids(params)
+        broker_ids = self._broker_ids(params)
         partitions = _int_param(params, "numPartitions", 3, 1, 10000)
         stores = _int_param(params, "numTopicStores", 1, 1, 100)
         max_mb = _int_param(params, "maxMsgSizeInMB", 0, 0, 20)
@@ -216,7 +223,7 @@ class AdminApi:
         created = []
         for name in names:
             try:
-                conf = self._create(name, partitions, stores, max_size)
+                conf = self._create(name, partitions, stores, max_size, broker_ids=broker_ids)
             except (ConfigError, ValueError) as exc:
                 raise _AdminError(ERR_BAD_REQUEST, str(exc)) from None
             if not (accept_pub and accept_sub):
@@ -251,6 +258,8 @@ class AdminApi:
         size = conf.effective_max_msg_size(default)
         per_broker = []
         for bid in sorted(self.meta.brokers):
+            if not conf.on_broker(bid):
+                continue
             b = self.meta.brokers[bid]
             per_broker.append(
                 {

@@ -227,8 +227,12 @@ class ServerBalancer:
     def run_round(
         self,
         groups: Mapping[str, tuple[Sequence[str], Sequence[Partition]]],
+        partial: bool = False,
     ) -> int:
         """One balance round over ``{group: (members, subscribable partitions)}``; returns its id.
+
+        ``partial``: ``groups`` is not every group of the master (a new group balanced at once), so
+        the unfinished-round counters of the groups not named are kept.
 
         Groups whose members hold unfinished events are skipped; after ``MAX_BALANCE_DELAY_ROUNDS``
         such rounds their members' events are dropped so that a lost response cannot block a group
@@ -249,7 +253,13 @@ class ServerBalancer:
                 )
             else:
                 unfinished.add(group)
-        self._unfinished_rounds = {g: self._unfinished_rounds.get(g, 0) + 1 for g in unfinished}
+        counts = {g: self._unfinished_rounds.get(g, 0) + 1 for g in unfinished}
+        if partial:
+            for g in groups:
+                self._unfinished_rounds.pop(g, None)
+            self._unfinished_rounds.update(counts)
+        else:
+            self._unfinished_rounds = counts
         for group, (members, parts) in groups.items():
             if group in unfinished or not members:
                 continue

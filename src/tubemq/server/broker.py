@@ -17,16 +17,19 @@ where a send waits for the group fsync that covers it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .. import codec
 from ..protocol import broker_pb
 from ..protocol import constants as C
+from ..protocol.constants import ErrorCode as E
 from .config import ServerConfig
 from .meta import MetaStore, TopicConf
 from .offsets import OffsetStore
@@ -39,7 +42,7 @@ log = logging.getLogger("tubemq.server.broker")
 _JAVA_WS = "".join(chr(i) for i in range(33))
 _MAX_STORE_INDEX = 100  # guard against hostile ids creating thousands of store directories
 _OK = "OK!"
-_FETCH_HEAD = broker_pb.GetMessageResponseB2C(success=True, errCode=200, errMsg=_OK).SerializeToString()
+_FETCH_HEAD = broker_pb.GetMessageResponseB2C(success=True, errCode=E.SUCCESS, errMsg=_OK).SerializeToString()
 _TOKEN_INVALID = "Visit Authorized Token is invalid!"
 _TOKEN_UNVERIFIED = "Visit Authorized Token is invalid! (register or heartbeat with a valid token on this connection first)"
 #: TServerConstants.CFG_DEFAULT_CONSUME_RULE: the qryPriorityId used when neither the consumer nor the
@@ -54,6 +57,26 @@ Key = tuple[str, str, int]  # (group, topic, partition id)
 def _text(value: Any) -> str:
     """upb hands proto2 strings with invalid UTF-8 back as bytes; Java would decode them leniently."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+#: Length limits of the request strings every broker handler checks first.
+_FIELD_LIMITS = {
+    "clientId": C.META_MAX_CLIENT_ID_LENGTH,
+    "topicName": C.META_MAX_TOPICNAME_LENGTH,
+    "groupName": C.META_MAX_GROUPNAME_LENGTH,
+}
+
+
+def _precheck(req: Any, *names: str) -> tuple[list[str], str | None]:
+    """The opening string checks of the broker handlers, in the order given (the real broker's order
+    differs per handler): one trimmed value per name, and the first failure's errMsg (answered 400)."""
+    values = []
+    for name in names:
+        value, err = _check_string(getattr(req, name), name, _FIELD_LIMITS[name])
+        if err:
+            return [""] * len(names), err
+        values.append(value)
+    return values, None
 
 
 def _java_len(s: str) -> int:
@@ -125,6 +148,24 @@ def _int32(value: int) -> int:
     return (value + 0x80000000) % 0x100000000 - 0x80000000
 
 
+@dataclass
+class _Fault:
+    code: int
+    min_limit_ms: int
+
+
+@dataclass
+class FaultRecord:
+    """One spoiled answer (``inject_fault``) and how long the client waited before calling again."""
+
+    kind: str
+    code: int
+    client: str
+    where: str
+    at: float
+    next_call_after_s: float | None = None
+
+
 class Broker:
     """Broker service handlers + consumer registrations and offsets (§5.3)."""
 
@@ -154,7 +195,50 @@ class Broker:
         self._sync_waiters: list[tuple[MessageStore, int, asyncio.Future[None]]] = []
         self._sync_wakeup: asyncio.Event | None = None
         self._running = False
+        #: test hook (inject_fault): answers to spoil, per kind ("send" / "fetch"), and what followed
+        self._faults: dict[str, collections.deque[_Fault]] = {"send": collections.deque(), "fetch": collections.deque()}
+        self.fault_log: collections.deque[FaultRecord] = collections.deque(maxlen=1000)
+        self._awaiting_followup = 0  # fault_log records whose client has not called again yet
         meta.on_change.append(self._on_meta_change)
+
+    # ---- test hook: server answers the clients must survive (issue 15.2)
+
+    def inject_fault(self, code: int, count: int = 1, min_limit_ms: int = 0) -> None:
+        """Answer the next ``count`` sends (419) or getMessage calls (452, 301) with ``code``.
+
+        419 ``SERVER_RECEIVE_OVERFLOW`` is what a real broker answers when its memory cache cannot take
+        the message; 452 ``SERVER_CONSUME_SPEED_LIMIT`` (with ``minLimitTime`` = ``min_limit_ms``) when
+        its flow control throttles a consumer; 301 ``MOVED`` when the requested index region was
+        deleted. Every spoiled answer and the delay until the same client's next call of that kind
+        are recorded in ``fault_log``.
+        """
+        if code == E.SERVER_RECEIVE_OVERFLOW:
+            kind = "send"
+        elif code in (E.SERVER_CONSUME_SPEED_LIMIT, E.MOVED):
+            kind = "fetch"
+        else:
+            raise ValueError(f"inject_fault: {code} is not one of 419, 452, 301")
+        if count < 1 or min_limit_ms < 0:
+            raise ValueError("inject_fault: count >= 1 and min_limit_ms >= 0")
+        self._faults[kind].extend(_Fault(int(code), min_limit_ms) for _ in range(count))
+
+    def _fault(self, kind: str, client: str, where: str) -> _Fault | None:
+        """The next spoiled answer of this kind, if any; notes when a faulted client comes back."""
+        now = time.monotonic()
+        if self._awaiting_followup:
+            for rec in self.fault_log:
+                if rec.kind == kind and rec.client == client and rec.next_call_after_s is None:
+                    rec.next_call_after_s = now - rec.at
+                    self._awaiting_followup -= 1
+        queue = self._faults[kind]
+        if not queue:
+            return None
+        fault = queue.popleft()
+        if len(self.fault_log) == self.fault_log.maxlen and self.fault_log[0].next_call_after_s is None:
+            self._awaiting_followup -= 1  # the oldest record falls out unanswered
+        self.fault_log.append(FaultRecord(kind, fault.code, client, where, now))
+        self._awaiting_followup += 1
+        return fault
 
     # ---- wiring
 
@@ -174,7 +258,7 @@ class Broker:
     async def start(self) -> None:
         self._running = True
         self._sync_wakeup = asyncio.Event()
-        for topic in self.meta.topics():
+        for topic in self._topics():
             for index in range(topic.num_stores):
                 self.stores.get(topic.name, index)
         self._tasks = [
@@ -199,7 +283,7 @@ class Broker:
 
     def _on_meta_change(self) -> None:
         self._send_targets.clear()
-        live = {t.name for t in self.meta.topics()}
+        live = {t.name for t in self._topics()}
         for topic in {k[0] for k in self.stores.stores} | set(self.stores.known_topics_on_disk()):
             if topic not in live:
                 self.stores.drop_topic(topic)
@@ -299,6 +383,14 @@ class Broker:
             return None
         return self.stores.get(topic.name, index)
 
+    def _topic(self, name: str) -> TopicConf | None:
+        """The topic if it is deployed on this broker (a broker knows only its own deployments)."""
+        topic = self.meta.get(name)
+        return topic if topic is not None and topic.on_broker(self.config.broker_id) else None
+
+    def _topics(self) -> list[TopicConf]:
+        return [t for t in self.meta.topics() if t.on_broker(self.config.broker_id)]
+
     def _next_message_id(self, now_ms: int) -> int:
         mid = now_ms << 20
         if mid <= self._last_mid:
@@ -327,34 +419,31 @@ class Broker:
     def send_message(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.SendMessageResponseB2P
         if not self.write_available:
-            return resp(success=False, errCode=503, errMsg="Write StoreService temporary unavailable!")
+            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="Write StoreService temporary unavailable!")
         if self.visit_token_check is not None and not self._token_ok(req, ctx):
-            return resp(success=False, errCode=415, errMsg=_TOKEN_INVALID)
-        _, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_INVALID)
+        (_, name), err = _precheck(req, "clientId", "topicName")
         if err:
-            return resp(success=False, errCode=400, errMsg=err)
-        name, err = _check_string(req.topicName, "topicName", C.META_MAX_TOPICNAME_LENGTH)
-        if err:
-            return resp(success=False, errCode=400, errMsg=err)
+            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err)
         if name == C.OFFSET_HISTORY_TOPIC:
             return resp(
-                success=False, errCode=403, errMsg=f"topicName {name} does not allow producers to send data!"
+                success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} does not allow producers to send data!"
             )
         pid = req.partitionId
         target = self._send_targets.get((name, pid))
         if target is None:
-            topic = self.meta.get(name)
+            topic = self._topic(name)
             if topic is None:
                 return resp(
-                    success=False, errCode=403, errMsg=f"topicName {name} not existed, please check your configure"
+                    success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure"
                 )
             if topic.closed:
-                return resp(success=False, errCode=403, errMsg=f"topicName {name} has been closed")
+                return resp(success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} has been closed")
             store = self._store_for(topic, pid)
             if store is None:
                 return resp(
                     success=False,
-                    errCode=403,
+                    errCode=E.FORBIDDEN,
                     errMsg=f"partitionId {name}-{pid} not existed, please check your configure",
                 )
             max_size = topic.effective_max_msg_size(self.config.default_max_msg_size)
@@ -372,18 +461,26 @@ class Broker:
         data = req.data
         n = len(data)
         if n == 0:
-            return resp(success=False, errCode=400, errMsg="data length is zero!")
+            return resp(success=False, errCode=E.BAD_REQUEST, errMsg="data length is zero!")
         if n > limit:
             return resp(
                 success=False,
-                errCode=400,
+                errCode=E.BAD_REQUEST,
                 errMsg=f"data length over max length, allowed max length is {limit}, data length is {n}",
+            )
+        if (self._faults["send"] or self._awaiting_followup) and self._fault(
+            "send", _text(req.clientId), f"{name}:{pid}"
+        ) is not None:
+            return resp(
+                success=False,
+                errCode=E.SERVER_RECEIVE_OVERFLOW,
+                errMsg=f"Put message failed from {ctx.remote_host}, server receive message overflow!",
             )
         crc = zlib.crc32(data) & 0x7FFFFFFF
         if req.checkSum != -1 and req.checkSum != crc:
             return resp(
                 success=False,
-                errCode=403,
+                errCode=E.FORBIDDEN,
                 errMsg=f"Checksum msg data failure: {req.checkSum} of {name} not equal to the data's checksum of {crc}",
             )
         now = int(time.time() * 1000)
@@ -392,10 +489,10 @@ class Broker:
             offset = store.append(pid, encode_record(mid, crc, data, req.flag), key_code, now, n)
         except OSError as exc:
             log.error("append to %s/%d failed: %s", name, store.store_index, exc)
-            return resp(success=False, errCode=500, errMsg=f"Put message failed from {ctx.remote_host}, exception is {exc}")
+            return resp(success=False, errCode=E.INTERNAL_SERVER_ERROR, errMsg=f"Put message failed from {ctx.remote_host}, exception is {exc}")
         self.stores.mark_dirty(store)
         answer = resp(
-            success=True, errCode=200, errMsg=str(mid), requireAuth=False, messageId=mid, appendTime=now, appendOffset=offset
+            success=True, errCode=E.SUCCESS, errMsg=str(mid), requireAuth=False, messageId=mid, appendTime=now, appendOffset=offset
         )
         if self.config.flush == "always":
             return self._after_sync(store, offset, answer)
@@ -413,23 +510,20 @@ class Broker:
     def register(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.RegisterResponseB2C
         if not self.read_available:
-            return resp(success=False, errCode=503, errMsg="StoreService temporary unavailable!", currOffset=-1)
+            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="StoreService temporary unavailable!", currOffset=-1)
         if self.visit_token_check is not None and not self._token_ok(req, ctx):
-            return resp(success=False, errCode=415, errMsg=_TOKEN_INVALID, currOffset=-1)
-        cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_INVALID, currOffset=-1)
+        (cid, name), err = _precheck(req, "clientId", "topicName")
         if err:
-            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
-        name, err = _check_string(req.topicName, "topicName", C.META_MAX_TOPICNAME_LENGTH)
-        if err:
-            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
-        topic = self.meta.get(name)
+            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
+        topic = self._topic(name)
         if topic is None:
             return resp(
-                success=False, errCode=403, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
+                success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
             )
-        group, err = _check_string(req.groupName, "groupName", C.META_MAX_GROUPNAME_LENGTH)
+        (group,), err = _precheck(req, "groupName")
         if err:
-            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
+            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
         pid = req.partitionId
         key: Key = (group, name, pid)
         part_str = f"{group}:{name}:{pid}"
@@ -442,7 +536,7 @@ class Broker:
                     self._inflight.pop(key, None)
                 return resp(
                     success=False,
-                    errCode=410,
+                    errCode=E.PARTITION_OCCUPIED,
                     errMsg=f"[Duplicated Register] Partition {self.config.broker_id}#{part_str} "
                     f"has been registered by {reg.consumer_id}",
                     currOffset=-1,
@@ -456,7 +550,7 @@ class Broker:
             if store is None:
                 return resp(
                     success=False,
-                    errCode=500,
+                    errCode=E.INTERNAL_SERVER_ERROR,
                     errMsg=f"Register broker failure!, exception is Wrong partition value {pid},"
                     f"valid partitions in (0,{topic.num_partitions - 1})",
                     currOffset=-1,
@@ -471,19 +565,19 @@ class Broker:
                 stored = min(max(req.currOffset, lo), hi)
             self.offsets.set(group, name, pid, stored)
             self._inflight[key] = 0
-            return resp(success=True, errCode=200, errMsg=_OK, currOffset=stored, maxOffset=hi)
+            return resp(success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=stored, maxOffset=hi)
         if req.opType == C.MSG_OPTYPE_UNREGISTER:
             if reg is None:
                 return resp(
                     success=False,
-                    errCode=411,
+                    errCode=E.HB_NO_NODE,
                     errMsg=f"UnRegistered Consumer {cid}, you have to register firstly!",
                     currOffset=-1,
                 )
             if reg.consumer_id != cid:
                 return resp(
                     success=False,
-                    errCode=412,
+                    errCode=E.DUPLICATE_PARTITION,
                     errMsg=f"[Duplicated Request]Partition {part_str} has been consumed by {reg.consumer_id};"
                     f"Current consumer {cid}, broker={self.config.host}",
                     currOffset=-1,
@@ -495,23 +589,20 @@ class Broker:
                 if committed is not None:
                     self.offsets.set(group, name, pid, committed + inflight)
             # captures README item 2: a successful unregister answers currOffset -1, no maxOffset
-            return resp(success=True, errCode=200, errMsg=_OK, currOffset=-1)
-        return resp(success=False, errCode=400, errMsg=f"Invalid request:{req.opType}", currOffset=-1)
+            return resp(success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=-1)
+        return resp(success=False, errCode=E.BAD_REQUEST, errMsg=f"Invalid request:{req.opType}", currOffset=-1)
 
     # ---- consumer heartbeat (16)
 
     def heartbeat(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.HeartBeatResponseB2C
         if not self.read_available:
-            return resp(success=False, errCode=503, errMsg="StoreService temporary unavailable!")
+            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="StoreService temporary unavailable!")
         if self.visit_token_check is not None and not self._token_ok(req, ctx):
-            return resp(success=False, errCode=415, errMsg=_TOKEN_INVALID)
-        cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_INVALID)
+        (cid, group), err = _precheck(req, "clientId", "groupName")
         if err:
-            return resp(success=False, errCode=400, errMsg=err)
-        group, err = _check_string(req.groupName, "groupName", C.META_MAX_GROUPNAME_LENGTH)
-        if err:
-            return resp(success=False, errCode=400, errMsg=err)
+            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err)
         failures: list[str] = []
         now = time.monotonic()
         qry = req.qryPriorityId if req.HasField("qryPriorityId") else None
@@ -528,7 +619,7 @@ class Broker:
                 if qry is not None:
                     reg.qry_priority_id = qry
         return resp(
-            success=True, errCode=200, errMsg=_OK, hasPartFailure=bool(failures), failureInfo=failures, requireAuth=False
+            success=True, errCode=E.SUCCESS, errMsg=_OK, hasPartFailure=bool(failures), failureInfo=failures, requireAuth=False
         )
 
     # ---- getMessage (17)
@@ -542,26 +633,20 @@ class Broker:
             )
 
         if not self.read_available:
-            return fail(503, "Read StoreService temporary unavailable!")
+            return fail(E.SERVICE_UNAVAILABLE, "Read StoreService temporary unavailable!")
         if not self._read_allowed(ctx):
-            return fail(415, _TOKEN_UNVERIFIED)
-        cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+            return fail(E.CERTIFICATE_FAILURE, _TOKEN_UNVERIFIED)
+        (cid, group, name), err = _precheck(req, "clientId", "groupName", "topicName")
         if err:
-            return fail(400, err)
-        group, err = _check_string(req.groupName, "groupName", C.META_MAX_GROUPNAME_LENGTH)
-        if err:
-            return fail(400, err)
-        name, err = _check_string(req.topicName, "topicName", C.META_MAX_TOPICNAME_LENGTH)
-        if err:
-            return fail(400, err)
-        topic = self.meta.get(name)
+            return fail(E.BAD_REQUEST, err)
+        topic = self._topic(name)
         if topic is None:
-            return fail(403, f"topicName {name} not existed, please check your configure")
+            return fail(E.FORBIDDEN, f"topicName {name} not existed, please check your configure")
         pid = req.partitionId
         key: Key = (group, name, pid)
         reg = self._regs.get(key)
         if reg is None:
-            return fail(411, f"UnRegistered Consumer:{cid}, you have to register firstly!")
+            return fail(E.HB_NO_NODE, f"UnRegistered Consumer:{cid}, you have to register firstly!")
         if reg.consumer_id != cid:
             return fail(
                 412,
@@ -569,11 +654,17 @@ class Broker:
                 f"has been consumed by {reg.consumer_id};Current consumer {cid}",
             )
         reg.last_seen = time.monotonic()
+        if self._faults["fetch"] or self._awaiting_followup:
+            fault = self._fault("fetch", cid, f"{name}:{pid}")
+            if fault is not None and fault.code == E.SERVER_CONSUME_SPEED_LIMIT:
+                return fail(E.SERVER_CONSUME_SPEED_LIMIT, "Consumer read speed limited!", fault.min_limit_ms)
+            if fault is not None:
+                return fail(E.MOVED, f"The requested offset of {name}:{pid} has been moved!", -1)
         if topic.closed:
-            return fail(403, f"topicName {name} has been closed")
+            return fail(E.FORBIDDEN, f"topicName {name} has been closed")
         store = self._store_for(topic, pid)
         if store is None:
-            return fail(500, f"Get the store of topic {name} in partition {pid} failure!")
+            return fail(E.INTERNAL_SERVER_ERROR, f"Get the store of topic {name} in partition {pid} failure!")
         committed = self._offset(key, store)
         inflight = self._inflight.get(key, 0)
         manual = req.manualCommitOffset
@@ -593,7 +684,7 @@ class Broker:
             if start > hi:  # the store shrank below the committed offset
                 self.offsets.set(group, name, pid, hi)
                 self._inflight[key] = 0
-            return fail(404, "The request offset reached maxOffset!", -1)
+            return fail(E.NOT_FOUND, "The request offset reached maxOffset!", -1)
         lo = store.min_offset
         if start < lo:  # data expired under the consumer: continue at the oldest message
             log.info("%s: offset %d below min %d on %s:%d, moved up", group, start, lo, name, pid)
@@ -604,7 +695,7 @@ class Broker:
         read = self._read(store, topic, reg, pid, start)
         self._book(key, start, read.scanned, read.count == 0, manual)
         if read.status:
-            return fail(404, read.status, _int32(read.data_max))
+            return fail(E.NOT_FOUND, read.status, _int32(read.data_max))
         tail = resp(
             currOffset=start,
             minLimitTime=0,
@@ -710,40 +801,34 @@ class Broker:
     def commit(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.CommitOffsetResponseB2C
         if not self.read_available:
-            return resp(success=False, errCode=503, errMsg="StoreService temporary unavailable!", currOffset=-1)
+            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="StoreService temporary unavailable!", currOffset=-1)
         if not self._read_allowed(ctx):
-            return resp(success=False, errCode=415, errMsg=_TOKEN_UNVERIFIED, currOffset=-1)
-        cid, err = _check_string(req.clientId, "clientId", C.META_MAX_CLIENT_ID_LENGTH)
+            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_UNVERIFIED, currOffset=-1)
+        (cid, group, name), err = _precheck(req, "clientId", "groupName", "topicName")
         if err:
-            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
-        group, err = _check_string(req.groupName, "groupName", C.META_MAX_GROUPNAME_LENGTH)
-        if err:
-            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
-        name, err = _check_string(req.topicName, "topicName", C.META_MAX_TOPICNAME_LENGTH)
-        if err:
-            return resp(success=False, errCode=400, errMsg=err, currOffset=-1)
-        topic = self.meta.get(name)
+            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
+        topic = self._topic(name)
         if topic is None:
             return resp(
-                success=False, errCode=403, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
+                success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
             )
         pid = req.partitionId
         store = self._store_for(topic, pid)
         if store is None:
             return resp(
                 success=False,
-                errCode=403,
+                errCode=E.FORBIDDEN,
                 errMsg=f"partitionId {name}-{pid} not existed, please check your configure",
                 currOffset=-1,
             )
         key: Key = (group, name, pid)
         reg = self._regs.get(key)
         if reg is None:
-            return resp(success=False, errCode=401, errMsg="The partition not registered by consumers", currOffset=-1)
+            return resp(success=False, errCode=E.UNAUTHORIZED, errMsg="The partition not registered by consumers", currOffset=-1)
         if reg.consumer_id != cid:
             return resp(
                 success=False,
-                errCode=401,
+                errCode=E.UNAUTHORIZED,
                 errMsg=f"The partition has been registered by other consumer: {reg.consumer_id}",
                 currOffset=-1,
             )
@@ -754,7 +839,7 @@ class Broker:
             committed += inflight
         self.offsets.set(group, name, pid, committed)
         self._inflight[key] = 0
-        return resp(success=True, errCode=200, errMsg=_OK, currOffset=committed, maxOffset=store.max_offset)
+        return resp(success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=committed, maxOffset=store.max_offset)
 
     # ---- admin views
 
@@ -770,7 +855,7 @@ class Broker:
         rows = []
         for topic_name, pid in sorted(keys):
             key = (group, topic_name, pid)
-            topic = self.meta.get(topic_name)
+            topic = self._topic(topic_name)
             store = self._store_for(topic, pid) if topic is not None else None
             max_offset = store.max_offset if store is not None else -1
             committed = self.offsets.get(*key)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
+import os
 import signal
 import ssl
 import threading
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,8 +25,11 @@ from ..errors import ConfigError, TubeMQError
 from .admin import AdminApi, AdminServer
 from .broker import Broker
 from .config import ServerConfig
+from .endpoints import Endpoints, publish, withdraw
 from .master import Master
 from .meta import BrokerEntry, MetaStore, TopicConf
+from .registration import METHOD as REGISTRATION_METHOD
+from .registration import STATUS_METHOD, BrokerRegistrar, BrokerTable
 from .rpc import RpcServer, frame_limit_for, rpc_options
 from .storage import StoreManager
 
@@ -50,23 +56,130 @@ def _ssl_context(config: ServerConfig) -> ssl.SSLContext | None:
     return ctx
 
 
+def frame_limit_of(config: ServerConfig, meta: MetaStore | None) -> int:
+    """Largest request any deployed topic's messages can legally need (RpcServer's partial-frame bound)."""
+    default = config.default_max_msg_size
+    topics = meta.topics() if meta is not None else []
+    return frame_limit_for(max((t.effective_max_msg_size(default) for t in topics), default=default))
+
+
+class BrokerNode:
+    """One broker: its stores, offsets, handlers and RPC listener (several may share a process)."""
+
+    def __init__(self, config: ServerConfig, meta: MetaStore, ssl_ctx: ssl.SSLContext | None) -> None:
+        self.config = config
+        self.meta = meta
+        self.ssl = ssl_ctx
+        self.stores = StoreManager(config.data_dir, config.segment_bytes)
+        self.broker = Broker(config, meta, self.stores)
+        self.rpc: RpcServer | None = None
+        self.port = config.broker_port
+
+    @property
+    def broker_id(self) -> int:
+        return self.config.broker_id
+
+    @property
+    def address(self) -> str:
+        return f"{self.config.host}:{self.port}"
+
+    def entry(self) -> BrokerEntry:
+        return BrokerEntry(self.broker_id, self.config.host, self.port, self.port if self.ssl is not None else None)
+
+    async def start(self) -> None:
+        await self.broker.start()
+        await self.listen()
+
+    async def listen(self) -> None:
+        if self.rpc is not None:
+            return
+        cfg = self.config
+        rpc = RpcServer(
+            f"broker-{cfg.broker_id}",
+            cfg.host,
+            self.port,
+            self.broker.handlers(),
+            ssl=self.ssl,
+            on_batch_end=self.broker.flush_pending,
+            frame_limit=lambda: frame_limit_of(cfg, self.meta),
+            **rpc_options(cfg),
+        )
+        await rpc.start()
+        self.rpc = rpc
+        self.port = rpc.port
+
+    async def close_listener(self) -> None:
+        """The broker goes down: its listener closes, registrations are lost, data kept."""
+        if self.rpc is None:
+            return
+        await self.rpc.stop()
+        self.rpc = None
+        self.broker.reset_sessions()
+
+    async def stop(self) -> None:
+        if self.rpc is not None:
+            await self.rpc.stop()
+            self.rpc = None
+        await self.broker.stop()
+
+
+def _node_configs(config: ServerConfig) -> list[ServerConfig]:
+    """Per-broker configs: ids and ports counting up, one store directory each when there are several."""
+    if config.brokers == 1:
+        return [config]
+    return [
+        config.replace(
+            broker_id=config.broker_id + i,
+            broker_port=config.broker_port + i if config.broker_port else 0,
+            data_dir=config.data_dir / f"broker-{config.broker_id + i}",
+            brokers=1,
+        )
+        for i in range(config.brokers)
+    ]
+
+
 class EmbeddedServer:
-    """Master + broker + admin API inside the running event loop: ``async with EmbeddedServer(cfg)``."""
+    """Master + brokers + admin API inside the running event loop: ``async with EmbeddedServer(cfg)``.
+
+    ``config.role`` decides what runs here: everything (``all``, with ``config.brokers`` brokers), the
+    master and admin API only (``master``), or one broker that registers with a master elsewhere
+    (``broker``, see server/registration.py).
+    """
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.meta: MetaStore | None = None
-        self.stores: StoreManager | None = None
-        self.broker: Broker | None = None
+        self.nodes: list[BrokerNode] = []
         self.master: Master | None = None
         self.admin: AdminServer | None = None
-        self._broker_rpc: RpcServer | None = None
+        self.registrar: BrokerRegistrar | None = None
         self._master_rpc: RpcServer | None = None
         self._ssl: ssl.SSLContext | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self.master_port = config.master_port
-        self.broker_port = config.broker_port
         self.admin_port = config.admin_port
         self.started = False
+
+    # ---- the first broker (the single-broker API)
+
+    @property
+    def broker(self) -> Broker | None:
+        return self.nodes[0].broker if self.nodes else None
+
+    @property
+    def stores(self) -> StoreManager | None:
+        return self.nodes[0].stores if self.nodes else None
+
+    @property
+    def broker_port(self) -> int:
+        return self.nodes[0].port if self.nodes else self.config.broker_port
+
+    def node(self, broker_id: int | None = None) -> BrokerNode:
+        """The broker with this id (default: the first one)."""
+        for n in self.nodes:
+            if broker_id is None or n.broker_id == broker_id:
+                return n
+        raise ConfigError("broker_id", f"no broker {broker_id} runs in this server")
 
     # ---- lifecycle
 
@@ -83,61 +196,104 @@ class EmbeddedServer:
         cfg = self.config
         self._ssl = _ssl_context(cfg)
         self.meta = MetaStore(cfg.data_dir)
-        self.stores = StoreManager(cfg.data_dir, cfg.segment_bytes)
-        self.broker = Broker(cfg, self.meta, self.stores)
         try:
-            await self.broker.start()
-            await self._start_broker_rpc()
-            await self._start_master()
-            api = AdminApi(
-                cfg, self.meta, self.master, self.broker, create_topic=self.create_topic, delete_topic=self.delete_topic
-            )
-            self.admin = AdminServer(api, cfg.host, self.admin_port)
-            await self.admin.start()
-            self.admin_port = self.admin.port
+            if cfg.role != "master":
+                for node_cfg in _node_configs(cfg):
+                    node = BrokerNode(node_cfg, self.meta, self._ssl)
+                    self.nodes.append(node)
+                    await node.start()
+                    if cfg.role == "all":
+                        self.meta.set_broker(node.entry())
+            if cfg.role == "broker":
+                await self._start_registrar()
+            else:
+                await self._start_master()
+                api = AdminApi(
+                    cfg,
+                    self.meta,
+                    self.master,
+                    self.broker,
+                    create_topic=self.create_topic,
+                    delete_topic=self.delete_topic,
+                )
+                table = BrokerTable(self.meta, self._broker_seen, self._is_standby, self._is_online)
+                api.extra_methods[("op_modify", REGISTRATION_METHOD)] = table.heartbeat
+                api.extra_methods[("op_query", STATUS_METHOD)] = table.status
+                self.admin = AdminServer(api, cfg.host, self.admin_port)
+                await self.admin.start()
+                self.admin_port = self.admin.port
+                if cfg.peer_master:
+                    self._tasks.append(asyncio.create_task(self._takeover_loop(), name="tubemq-master-takeover"))
         except BaseException:
             await self.stop()
             raise
         self.started = True
 
     async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
         if self.admin is not None:
             await self.admin.stop()
             self.admin = None
         await self._stop_master()
-        if self._broker_rpc is not None:
-            await self._broker_rpc.stop()
-            self._broker_rpc = None
-        if self.broker is not None:
-            await self.broker.stop()
-            self.broker = None
+        nodes, self.nodes = self.nodes, []
+        for node in nodes:
+            await node.stop()
         self.started = False
 
-    async def _start_broker_rpc(self) -> None:
-        assert self.broker is not None and self.meta is not None
+    def _broker_seen(self, entry: BrokerEntry) -> None:
+        if self.master is not None:
+            self.master.broker_seen(entry)
+
+    def _is_standby(self) -> bool:
+        return self.master is None or self.master.standby
+
+    def _is_online(self, broker_id: int) -> bool:
+        return self.master is not None and self.master.broker_online(broker_id)
+
+    async def _start_registrar(self) -> None:
         cfg = self.config
-        rpc = RpcServer(
-            "broker",
-            cfg.host,
-            self.broker_port,
-            self.broker.handlers(),
-            ssl=self._ssl,
-            on_batch_end=self.broker.flush_pending,
-            frame_limit=self._frame_limit,
-            **rpc_options(cfg),
+        assert self.meta is not None and cfg.master_admin_url
+        node = self.nodes[0]
+        urls = [u.strip() for u in cfg.master_admin_url.split(",") if u.strip()]
+        self.registrar = BrokerRegistrar(
+            urls, node.entry, self.meta, cfg.broker_heartbeat_period_ms / 1000, cfg.admin_token
         )
-        await rpc.start()
-        self._broker_rpc = rpc
-        self.broker_port = rpc.port
-        tls_port = rpc.port if self._ssl is not None else None
-        self.meta.set_broker(BrokerEntry(cfg.broker_id, cfg.host, rpc.port, tls_port))
+        await self.registrar.beat_once()  # a reachable master knows us before start() returns
+        self._tasks.append(asyncio.create_task(self.registrar.run(), name="tubemq-broker-registration"))
+
+    async def _takeover_loop(self) -> None:
+        """Standby master: become active once the peer's master port stays unreachable."""
+        host, _, port = (self.config.peer_master or "").rpartition(":")
+        limit = self.config.takeover_after_ms / 1000
+        down_since: float | None = None
+        while True:
+            await asyncio.sleep(min(0.25, limit / 4))
+            if self.master is None or not self.master.standby:
+                down_since = None
+                continue
+            try:
+                _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 1.0)
+                writer.close()
+                down_since = None
+            except (OSError, asyncio.TimeoutError, ValueError):
+                now = time.monotonic()
+                down_since = now if down_since is None else down_since
+                if now - down_since >= limit:
+                    log.warning("peer master %s unreachable for %.1f s: taking over", self.config.peer_master, limit)
+                    self.master.standby = False
 
     async def _start_master(self) -> None:
-        assert self.meta is not None and self.broker is not None
+        assert self.meta is not None
         cfg = self.config
         master = Master(cfg, self.meta, self.broker)
         self.master = master
-        self.broker.visit_token_check = master.tokens.is_valid if cfg.visit_token_check else None
+        for node in self.nodes:
+            node.broker.visit_token_check = master.tokens.is_valid if cfg.visit_token_check else None
         await master.start()
         rpc = RpcServer(
             "master",
@@ -145,7 +301,7 @@ class EmbeddedServer:
             self.master_port,
             master.handlers(),
             ssl=self._ssl,
-            frame_limit=self._frame_limit,
+            frame_limit=lambda: frame_limit_of(cfg, self.meta),
             **rpc_options(cfg),
         )
         await rpc.start()
@@ -153,12 +309,6 @@ class EmbeddedServer:
         self.master_port = rpc.port
         if self.admin is not None:
             self.admin.api.master = master
-
-    def _frame_limit(self) -> int:
-        """Largest request any deployed topic's messages can legally need (RpcServer's partial-frame bound)."""
-        default = self.config.default_max_msg_size
-        topics = self.meta.topics() if self.meta is not None else []
-        return frame_limit_for(max((t.effective_max_msg_size(default) for t in topics), default=default))
 
     async def _stop_master(self) -> None:
         if self._master_rpc is not None:
@@ -179,19 +329,37 @@ class EmbeddedServer:
         return f"{self.config.host}:{self.broker_port}"
 
     @property
+    def broker_addresses(self) -> list[str]:
+        return [n.address for n in self.nodes]
+
+    @property
     def admin_url(self) -> str:
         return f"http://{self.config.host}:{self.admin_port}/webapi.htm"
+
+    def endpoints(self) -> Endpoints:
+        """This server's addresses, as ``tubemq serve`` publishes them (server/endpoints.py)."""
+        return Endpoints(
+            self.master_address, self.admin_url, self.broker_addresses, os.getpid(), str(self.config.data_dir)
+        )
 
     # ---- administration (loop thread)
 
     def create_topic(
         self, name: str, partitions: int = 3, stores: int = 1, max_msg_size: int | None = None, **kwargs: Any
     ) -> TopicConf:
-        """Deploy a topic on the broker (``^[a-zA-Z]\\w+$``, partitions per store, store count)."""
-        assert self.meta is not None and self.stores is not None
+        """Deploy a topic (``^[a-zA-Z]\\w+$``, partitions per store, store count; ``broker_ids`` = the
+        brokers it is deployed on, default all)."""
+        assert self.meta is not None
+        ids = kwargs.get("broker_ids")
+        if isinstance(ids, list):  # brokers of this process or registered broker processes
+            unknown = sorted(set(ids) - set(self.meta.brokers))
+            if unknown:
+                raise ConfigError("broker_ids", f"no broker {unknown} in this cluster")
         conf = self.meta.create_topic(name, partitions, stores, max_msg_size, **kwargs)
-        for index in range(conf.num_stores):
-            self.stores.get(conf.name, index)
+        for node in self.nodes:
+            if conf.on_broker(node.broker_id):
+                for index in range(conf.num_stores):
+                    node.stores.get(conf.name, index)
         return conf
 
     def delete_topic(self, name: str) -> bool:
@@ -204,31 +372,28 @@ class EmbeddedServer:
         return self.meta.topics()
 
     def group_offsets(self, group: str) -> list[dict[str, Any]]:
-        assert self.broker is not None
-        return self.broker.group_detail(group)
+        """Per broker, topic and partition of this process: owner, committed offset, max offset, lag."""
+        return [{"broker_id": n.broker_id, **row} for n in self.nodes for row in n.broker.group_detail(group)]
 
     def set_standby(self, standby: bool) -> None:
         assert self.master is not None
         self.master.standby = standby
 
-    async def stop_broker(self) -> None:
-        """Simulate the broker going down: its listener closes; registrations are lost, data kept."""
-        if self._broker_rpc is None:
-            return
-        await self._broker_rpc.stop()
-        self._broker_rpc = None
-        assert self.broker is not None
-        self.broker.reset_sessions()
+    async def stop_broker(self, broker_id: int | None = None) -> None:
+        """Simulate a broker going down (default: the first): its listener closes; registrations are
+        lost, data kept; the master takes its partitions offline."""
+        node = self.node(broker_id)
+        await node.close_listener()
         if self.master is not None:
-            self.master.set_broker_online(self.config.broker_id, False)
+            self.master.set_broker_online(node.broker_id, False)
 
-    async def start_broker(self) -> None:
+    async def start_broker(self, broker_id: int | None = None) -> None:
         """Bring the broker back on the same port."""
-        if self._broker_rpc is not None:
-            return
-        await self._start_broker_rpc()
+        node = self.node(broker_id)
+        await node.listen()
         if self.master is not None:
-            self.master.set_broker_online(self.config.broker_id, True)
+            self.master.meta.set_broker(node.entry())
+            self.master.set_broker_online(node.broker_id, True)
 
     async def restart_master(self) -> None:
         """Restart the master on the same port: its sessions and balance state are lost, topics kept."""
@@ -237,7 +402,8 @@ class EmbeddedServer:
 
 
 class EmbeddedCluster:
-    """A whole TubeMQ cluster (one master, one broker) on a private thread: ``with EmbeddedCluster(dir)``."""
+    """A whole TubeMQ cluster (one master, ``brokers`` brokers) on a private thread:
+    ``with EmbeddedCluster(dir, brokers=3)``."""
 
     def __init__(
         self,
@@ -331,7 +497,13 @@ class EmbeddedCluster:
         return self._server.broker_address
 
     @property
+    def broker_addresses(self) -> list[str]:
+        """``host:port`` of every broker of this cluster, in broker-id order."""
+        return self._server.broker_addresses
+
+    @property
     def admin_url(self) -> str:
+        """Where this cluster's admin HTTP API answers (``/webapi.htm``)."""
         return self._server.admin_url
 
     @property
@@ -362,14 +534,23 @@ class EmbeddedCluster:
     def set_standby(self, standby: bool) -> None:
         self._call(self._server.set_standby, standby)
 
-    def stop_broker(self) -> None:
-        self._run(self._server.stop_broker())
+    def stop_broker(self, broker_id: int | None = None) -> None:
+        self._run(self._server.stop_broker(broker_id))
 
-    def start_broker(self) -> None:
-        self._run(self._server.start_broker())
+    def start_broker(self, broker_id: int | None = None) -> None:
+        self._run(self._server.start_broker(broker_id))
 
     def restart_master(self) -> None:
         self._run(self._server.restart_master())
+
+    def inject_fault(self, code: int, count: int = 1, min_limit_ms: int = 0, broker_id: int | None = None) -> None:
+        """Test hook: the broker answers its next ``count`` sends with 419, or fetches with 452 (waiting
+        ``min_limit_ms``) or 301 (see ``Broker.inject_fault``)."""
+        self._call(self._server.node(broker_id).broker.inject_fault, code, count, min_limit_ms)
+
+    def fault_log(self, broker_id: int | None = None) -> list[Any]:
+        """What the injected faults met: ``FaultRecord`` (code, client, when, delay of its next call)."""
+        return self._call(lambda: list(self._server.node(broker_id).broker.fault_log))
 
 
 def run_foreground(config: ServerConfig) -> int:
@@ -384,10 +565,18 @@ def run_foreground(config: ServerConfig) -> int:
             except (NotImplementedError, RuntimeError):  # pragma: no cover - non-main thread / Windows
                 pass
         async with EmbeddedServer(config) as server:
-            log.info("master listening on %s", server.master_address)
-            log.info("broker %d listening on %s", config.broker_id, server.broker_address)
-            await stop.wait()
-            log.info("shutting down")
+            if server.master is not None:
+                log.info("master listening on %s", server.master_address)
+            for node in server.nodes:
+                log.info("broker %d listening on %s", node.broker_id, node.address)
+            if server.admin is not None:
+                log.info("admin API at %s", server.admin_url)
+            published = publish(server.endpoints()) if server.master is not None else None
+            try:
+                await stop.wait()
+                log.info("shutting down")
+            finally:
+                withdraw(published)
 
     asyncio.run(main())
     return 0

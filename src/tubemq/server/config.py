@@ -16,6 +16,7 @@ from ..errors import ConfigError
 from ..protocol import constants as C
 
 FLUSH_POLICIES = ("always", "interval", "never")
+ROLES = ("all", "master", "broker")
 
 
 @dataclass
@@ -27,9 +28,32 @@ class ServerConfig:
     master_port: int = 0  # 0 = ephemeral
     broker_port: int = 0
     admin_port: int = 0
+    #: Id of the (first) broker; in-process brokers take broker_id, broker_id + 1, ...
     broker_id: int = 1
+    #: Brokers run in this process (role "all"): ports from broker_port upward (0 = free ones), each
+    #: with its own store directory ``<data_dir>/broker-<id>`` when there are several.
+    brokers: int = 1
+    #: "all" = master + admin API + ``brokers`` brokers; "master" = master + admin API, brokers join
+    #: from other processes; "broker" = one broker that registers with ``master_admin_url``.
+    role: str = "all"
+    #: Role "broker": admin URL(s) of the master(s) to register with (comma-separated for an active +
+    #: standby pair). The registration is an embedded-only admin call, not TubeMQ's broker RPCs.
+    master_admin_url: str | None = None
+    #: Role "broker": registration heartbeat period; the master marks a broker that missed
+    #: ``broker_heartbeat_timeout_ms`` offline (its partitions leave topicInfos and assignments).
+    broker_heartbeat_period_ms: int = 500
+    broker_heartbeat_timeout_ms: int = 2000
+    #: A standby master that sees no active master on ``peer_master`` (HOST:PORT of its master RPC
+    #: port) for ``takeover_after_ms`` becomes active (the real masters elect one through BDB-JE).
+    peer_master: str | None = None
+    takeover_after_ms: int = 2000
     #: Master balance round period (real master: 60000 ms; tests use ~200 ms).
     balance_period_ms: int = 1000
+    #: When a NEW consumer group gets its first balance: 0 = at once on its first register (the
+    #: consumer's first heartbeat, sent right after, brings its partitions: about a second), > 0 = that
+    #: many ms after the register, < 0 = at the next periodic round like the real master (whose rounds
+    #: run every consumerBalancePeriodMs = 60000 ms, so a real new group waits up to a minute).
+    first_balance_delay_ms: int = 0
     consumer_heartbeat_timeout_ms: int = C.CONSUMER_HEARTBEAT_TIMEOUT_MS
     producer_heartbeat_timeout_ms: int = C.PRODUCER_HEARTBEAT_TIMEOUT_MS
     #: Broker-side expiry of a (consumer, partition) registration (§5.2.5).
@@ -102,7 +126,18 @@ class ServerConfig:
             raise ConfigError("host", "must be a non-empty host name or address")
         if not isinstance(self.broker_id, int) or isinstance(self.broker_id, bool) or self.broker_id < 0:
             raise ConfigError("broker_id", f"must be a non-negative int, got {self.broker_id!r}")
+        if not isinstance(self.brokers, int) or isinstance(self.brokers, bool) or not 1 <= self.brokers <= 64:
+            raise ConfigError("brokers", f"must be an int within 1..64, got {self.brokers!r}")
+        if self.role not in ROLES:
+            raise ConfigError("role", f"must be one of {', '.join(ROLES)}, got {self.role!r}")
+        if self.role == "broker" and not self.master_admin_url:
+            raise ConfigError("master_admin_url", "a broker process needs the admin URL of its master")
+        if self.broker_port and self.broker_port + self.brokers - 1 > 65535:
+            raise ConfigError("broker_port", f"ports {self.broker_port}+{self.brokers - 1} exceed 65535")
         positive = (
+            "broker_heartbeat_period_ms",
+            "broker_heartbeat_timeout_ms",
+            "takeover_after_ms",
             "balance_period_ms",
             "consumer_heartbeat_timeout_ms",
             "producer_heartbeat_timeout_ms",
@@ -124,6 +159,9 @@ class ServerConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ConfigError(name, f"must be a positive int, got {v!r}")
+        v = self.first_balance_delay_ms
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ConfigError("first_balance_delay_ms", f"must be an int (< 0 = next periodic round), got {v!r}")
         if self.segment_bytes < 4096:
             raise ConfigError("segment_bytes", f"must be at least 4096, got {self.segment_bytes}")
         if self.flush not in FLUSH_POLICIES:

@@ -1,4 +1,8 @@
-"""The embedded master: producer/consumer sessions, server-side balancing, client-balance meta.
+"""The embedded master's RPC handlers: producer/consumer sessions, server-side balancing, client-balance meta.
+
+Laid out like nsqd: the handlers live here, the group/session state and its rules in ``groups.py``,
+the cluster's shape (brokers, deployments, brokerInfos/topicInfos) in ``topology.py``, the balancing
+logic in ``balancer.py``, the admin JSON views in ``master_views.py``.
 
 Handlers answer like the real ``TMaster`` (captures s1, s2, s3, s5, s6b win over PROTOCOL.md):
 
@@ -27,7 +31,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.message import Message
@@ -35,153 +38,50 @@ from google.protobuf.message import Message
 from tubemq.codec import Partition, parse_subscribe_info
 from tubemq.protocol import master_pb
 from tubemq.protocol.constants import (
-    ARRAY_SEP,
-    ATTR_SEP,
-    DEFAULT_BROKER_PORT,
-    DEFAULT_BROKER_TLS_PORT,
     EXC_STANDBY,
     META_MAX_BOOKED_TOPIC_COUNT,
     META_MAX_CLIENT_HOSTNAME_LENGTH,
     META_MAX_CLIENT_ID_LENGTH,
     META_MAX_GROUPNAME_LENGTH,
     META_VALUE_UNDEFINED,
-    OFFSET_HISTORY_TOPIC,
-    SEGMENT_SEP,
     ErrorCode,
+    Method,
 )
 
+from . import master_views
 from .auth import AuthResult, MasterAuthenticator, VisitTokenManager
 from .balancer import ServerBalancer
 from .config import ServerConfig
-from .meta import MetaStore, TopicConf
+from .groups import (
+    CONSUME_BOUND,
+    CONSUME_CLIENT_REB,
+    CONSUME_UNBOUND,
+    BadParam,
+    ConsumerInfo,
+    GroupInfo,
+    GroupRegistry,
+    ProducerInfo,
+    check_filter_topics,
+    check_producer_topics,
+    check_required_partitions,
+    check_string,
+    java_set,
+    parse_conditions,
+)
+from .meta import BrokerEntry, MetaStore
 from .rpc import Handler, RpcContext, RpcException
+from .topology import Topology
 
 log = logging.getLogger("tubemq.server.master")
 
 #: Client-balance: topic meta is pushed in V2 heartbeats when the client's copy is older (§5.5).
 MAX_META_FORCE_UPDATE_MS = 180000
-#: Admin JSON constants seen in captures (``rebInfo``): default broker/client rate.
-DEF_BROKER_CLIENT_RATE = 1000
-
-CONSUME_UNBOUND = "unbound"
-CONSUME_BOUND = "bound"
-CONSUME_CLIENT_REB = "client-rebalance"
 
 OK_MSG = "OK!"
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def java_set(items: Iterable[str]) -> str:
-    """``java.util.Set.toString()`` of strings (sorted here for determinism)."""
-    return "[" + ", ".join(sorted(items)) + "]"
-
-
-def java_conditions(conds: dict[str, frozenset[str]]) -> str:
-    """``Map<String, TreeSet<String>>.toString()``, e.g. ``{cap_err=[typeA]}``."""
-    return "{" + ", ".join(f"{t}={java_set(v)}" for t, v in sorted(conds.items())) + "}"
-
-
-class _BadParam(Exception):
-    """A failed parameter check: errCode + errMsg for the response (never leaves this module)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def _check_string(name: str, value: str, max_len: int) -> str:
-    """PBParameterUtils.validStringParameter: trim, blank => 400, too long => 400 (capture texts)."""
-    text = value.strip()
-    if not text:
-        raise _BadParam(ErrorCode.BAD_REQUEST, f"Request miss necessary {name} data!")
-    if len(text) > max_len:
-        raise _BadParam(
-            ErrorCode.BAD_REQUEST, f"{name}'s length over max value, allowed max length is {max_len}"
-        )
-    return text
-
-
-def _check_producer_topics(topics: Iterable[str]) -> set[str]:
-    result: set[str] = set()
-    for t in topics:
-        t = t.strip()
-        if not t:
-            continue
-        if t == OFFSET_HISTORY_TOPIC:
-            raise _BadParam(
-                ErrorCode.BAD_REQUEST,
-                f"System Topic {OFFSET_HISTORY_TOPIC} does not allow client produce data!",
-            )
-        result.add(t)
-    if len(result) > META_MAX_BOOKED_TOPIC_COUNT:
-        raise _BadParam(
-            ErrorCode.BAD_REQUEST,
-            f"Booked topic's count over max value, allowed max count is {META_MAX_BOOKED_TOPIC_COUNT}",
-        )
-    return result
-
-
-def _parse_conditions(items: Iterable[str]) -> dict[str, frozenset[str]]:
-    """``topic#f1,f2`` items (DataConverterUtil.convertTopicConditions)."""
-    conds: dict[str, set[str]] = {}
-    for item in items:
-        seg = item.split(SEGMENT_SEP)
-        topic = seg[0].strip()
-        if not topic:
-            continue
-        bucket = conds.setdefault(topic, set())
-        if len(seg) > 1:
-            bucket.update(f.strip() for f in seg[1].split(ARRAY_SEP) if f.strip())
-    return {t: frozenset(v) for t, v in conds.items()}
-
-
-@dataclass
-class ProducerInfo:
-    producer_id: str
-    host: str
-    topics: set[str]
-    over_tls: bool
-    last_seen: float
-
-
-@dataclass
-class ConsumerInfo:
-    consumer_id: str
-    group: str
-    host: str
-    remote_host: str
-    over_tls: bool
-    consume_type: str
-    topics: frozenset[str]
-    conditions: dict[str, frozenset[str]]
-    session_key: str = ""
-    source_count: int = META_VALUE_UNDEFINED
-    node_id: int = META_VALUE_UNDEFINED
-    select_big: bool = True
-    lst_assigned_time: int = META_VALUE_UNDEFINED
-    topic_meta_info_id: int = META_VALUE_UNDEFINED
-    csm_from_max_ctrl_id: int = META_VALUE_UNDEFINED
-
-
-@dataclass
-class GroupInfo:
-    name: str
-    consume_type: str
-    topics: frozenset[str]
-    conditions: dict[str, frozenset[str]]
-    consumers: dict[str, ConsumerInfo] = field(default_factory=dict)
-    not_allocated: bool = True
-    session_key: str = ""
-    source_count: int = META_VALUE_UNDEFINED
-    select_big: bool = True
-    balanced: bool = False
-    cur_client_rate: int = META_VALUE_UNDEFINED
-    topic_meta_id: int = META_VALUE_UNDEFINED
-    topic_meta: dict[str, str] = field(default_factory=dict)
 
 
 class Master:
@@ -195,11 +95,8 @@ class Master:
         self.auth = MasterAuthenticator(config.auth_enabled, config.auth_users)
         self.tokens = VisitTokenManager(config.visit_token_period_ms)
         self.balancer = ServerBalancer()
-        self.producers: dict[str, ProducerInfo] = {}
-        self.groups: dict[str, GroupInfo] = {}
-        #: consumer heartbeat records keyed ``consumerId@group`` (HeartbeatManager), value = last seen.
-        self._consumer_hb: dict[str, float] = {}
-        self._offline_brokers: set[int] = set()
+        self.state = GroupRegistry()
+        self.topology = Topology(meta, config.default_max_msg_size)
         self._tasks: list[asyncio.Task[None]] = []
         self._last_meta_id = 0
 
@@ -217,22 +114,31 @@ class Master:
 
     def set_broker_online(self, broker_id: int, online: bool) -> None:
         """Mark a broker (un)available: offline brokers publish and serve no partitions."""
-        if online:
-            self._offline_brokers.discard(broker_id)
-        else:
-            self._offline_brokers.add(broker_id)
+        self.topology.set_online(broker_id, online)
+
+    def broker_seen(self, entry: BrokerEntry) -> None:
+        self.topology.broker_seen(entry)
+
+    def broker_online(self, broker_id: int) -> bool:
+        return self.topology.online(broker_id)
+
+    def broker_infos(self, tls: bool) -> list[str]:
+        return self.topology.broker_infos(tls)
+
+    def topic_infos(self, topics: Iterable[str]) -> list[str]:
+        return self.topology.topic_infos(topics)
 
     def handlers(self) -> dict[int, Handler]:
         return {
-            1: self.producer_register,
-            2: self.producer_heartbeat,
-            3: self.producer_close,
-            4: self.consumer_register,
-            5: self.consumer_heartbeat,
-            6: self.consumer_close,
-            20: self.consumer_register_v2,
-            21: self.consumer_heartbeat_v2,
-            22: self.consumer_get_part_meta,
+            Method.MASTER_PRODUCER_REGISTER: self.producer_register,
+            Method.MASTER_PRODUCER_HEARTBEAT: self.producer_heartbeat,
+            Method.MASTER_PRODUCER_CLOSE: self.producer_close,
+            Method.MASTER_CONSUMER_REGISTER: self.consumer_register,
+            Method.MASTER_CONSUMER_HEARTBEAT: self.consumer_heartbeat,
+            Method.MASTER_CONSUMER_CLOSE: self.consumer_close,
+            Method.MASTER_CONSUMER_REGISTER_V2: self.consumer_register_v2,
+            Method.MASTER_CONSUMER_HEARTBEAT_V2: self.consumer_heartbeat_v2,
+            Method.MASTER_CONSUMER_GET_PART_META: self.consumer_get_part_meta,
         }
 
     async def start(self) -> None:
@@ -269,6 +175,7 @@ class Master:
                 self.config.consumer_heartbeat_timeout_ms,
                 self.config.producer_heartbeat_timeout_ms,
                 self.config.visit_token_period_ms,
+                self.config.broker_heartbeat_timeout_ms,
             )
             / 4000,
         )
@@ -283,149 +190,73 @@ class Master:
 
     def expire(self, now: float) -> None:
         """Drop producers and consumers whose heartbeats stopped (30 s by default, §5.1/§5.4)."""
-        p_limit = self.config.producer_heartbeat_timeout_ms / 1000
-        for pid, info in list(self.producers.items()):
-            if now - info.last_seen > p_limit:
-                log.info("[Producer Timeout] %s", pid)
-                del self.producers[pid]
-        c_limit = self.config.consumer_heartbeat_timeout_ms / 1000
-        for key, seen in list(self._consumer_hb.items()):
-            if now - seen > c_limit:
-                log.info("[Consumer Timeout] %s", key)
-                cid, _, group = key.partition("@")
-                self._release_consumer(cid, group)
+        for pid in self.state.expired_producers(now, self.config.producer_heartbeat_timeout_ms / 1000):
+            log.info("[Producer Timeout] %s", pid)
+            del self.state.producers[pid]
+        for cid, group in self.state.expired_consumers(now, self.config.consumer_heartbeat_timeout_ms / 1000):
+            log.info("[Consumer Timeout] %s@%s", cid, group)
+            self._release_consumer(cid, group)
+        self.topology.expire_brokers(now, self.config.broker_heartbeat_timeout_ms / 1000)
 
-    def balance_round(self) -> int:
-        """Run one balance round now (also done every ``balance_period_ms``); returns its rebalanceId."""
+    def balance_round(self, only: Iterable[str] | None = None) -> int:
+        """Run one balance round now (also done every ``balance_period_ms``); returns its rebalanceId.
+
+        ``only`` limits the round to some groups (a new group's first balance); it still takes the
+        next rebalanceId of the master-wide counter, as every real round does."""
         server_groups: dict[str, tuple[list[str], list[Partition]]] = {}
-        for g in self.groups.values():
+        chosen = self.state.groups.values() if only is None else [
+            self.state.groups[n] for n in only if n in self.state.groups
+        ]
+        for g in chosen:
             if g.consume_type == CONSUME_CLIENT_REB:
                 self._fresh_topic_meta(g)
                 continue
             members = list(g.consumers)
-            server_groups[g.name] = (members, self._subscribable_partitions(g.topics))
-        rid = self.balancer.run_round(server_groups)
+            server_groups[g.name] = (members, self.topology.subscribable_partitions(g.topics))
+        rid = self.balancer.run_round(server_groups, partial=only is not None)
         broker_count = max(1, len(self.meta.brokers))
         for name, (members, _parts) in server_groups.items():
-            g = self.groups[name]
+            g = self.state.groups[name]
             if members and not g.balanced:
                 g.balanced = True
                 g.cur_client_rate = broker_count // len(members)
         return rid
 
-    # ---- helpers: brokers, topics
+    def _first_balance(self, group: str) -> None:
+        """A new group's first balance: at once (default), after a delay, or at the next periodic round
+        like the real master (``first_balance_delay_ms`` < 0). The events still reach the consumer on
+        its heartbeat answers, as the real master delivers them (captures s2/s3): the client sends its
+        first heartbeat right after registering, so "at once" means within about a second."""
+        delay = self.config.first_balance_delay_ms
+        if delay < 0:
+            return
+        if delay == 0:
+            self.balance_round(only=[group])
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # handlers called directly (no loop): the periodic round will do it
+            return
+        loop.call_later(delay / 1000, self._delayed_first_balance, group)
 
-    def _broker_online(self, broker_id: int) -> bool:
-        return broker_id in self.meta.brokers and broker_id not in self._offline_brokers
+    def _delayed_first_balance(self, group: str) -> None:
+        g = self.state.groups.get(group)
+        if g is None or g.balanced or not self._tasks:  # gone, already balanced, or master stopped
+            return
+        try:
+            self.balance_round(only=[group])
+        except Exception:  # a timer callback must not die silently
+            log.exception("first balance of group %s failed", group)
 
-    def broker_infos(self, tls: bool) -> list[str]:
-        """All configured brokers, ``id:host:port`` or ``id:host: `` for the default port (§4.1)."""
-        out = []
-        for bid in sorted(self.meta.brokers):
-            b = self.meta.brokers[bid]
-            if tls:
-                port = b.tls_port if b.tls_port is not None else DEFAULT_BROKER_TLS_PORT
-                default = DEFAULT_BROKER_TLS_PORT
-            else:
-                port, default = b.port, DEFAULT_BROKER_PORT
-            out.append(f"{bid}:{b.host}:{' ' if port == default else port}")
-        return out
-
-    def _broker_port(self, broker_id: int, tls: bool) -> tuple[str, int]:
-        b = self.meta.brokers[broker_id]
-        if tls:
-            return b.host, b.tls_port if b.tls_port is not None else DEFAULT_BROKER_TLS_PORT
-        return b.host, b.port
-
-    def _topic_brokers(self, conf: TopicConf) -> list[int]:
-        """Brokers a topic is deployed on: every broker of this one-store-per-broker cluster."""
-        return sorted(self.meta.brokers)
-
-    def topic_infos(self, topics: Iterable[str]) -> list[str]:
-        """Producer topicInfos for the published topics that have publishable partitions (§4.2)."""
-        default = self.config.default_max_msg_size
-        out = []
-        for name in sorted(set(topics)):
-            conf = self.meta.get(name)
-            if conf is None or conf.closed or not conf.accept_publish:
-                continue
-            items = [
-                f"{bid}{ATTR_SEP}{conf.num_partitions}{ATTR_SEP}{conf.num_stores}"
-                for bid in self._topic_brokers(conf)
-                if self._broker_online(bid)
-            ]
-            if not items:
-                continue
-            size = conf.effective_max_msg_size(default)
-            # capture s1/s6b: the size segment is empty for default-size topics
-            size_text = "" if size == default else str(size)
-            out.append(f"{name}{SEGMENT_SEP}{ARRAY_SEP.join(items)}{SEGMENT_SEP}{size_text}")
-        return out
-
-    def _subscribable_partitions(self, topics: Iterable[str]) -> list[Partition]:
-        parts: list[Partition] = []
-        for name in sorted(topics):
-            conf = self.meta.get(name)
-            if conf is None or conf.closed or not conf.accept_subscribe:
-                continue
-            for bid in self._topic_brokers(conf):
-                if not self._broker_online(bid):
-                    continue
-                host, port = self._broker_port(bid, False)
-                parts.extend(Partition(bid, host, port, name, pid) for pid in conf.partition_ids())
-        return parts
-
-    def _topic_meta(self, topics: Iterable[str]) -> dict[str, str]:
-        """Client-balance ``topic#bid:stores:parts:status`` per topic (§4.2, capture s5)."""
-        result = {}
-        for name in sorted(topics):
-            conf = self.meta.get(name)
-            if conf is None:
-                continue
-            items = []
-            for bid in self._topic_brokers(conf):
-                status = int(self._broker_online(bid) and conf.accept_subscribe and not conf.closed)
-                items.append(f"{bid}:{conf.num_stores}:{conf.num_partitions}:{status}")
-            if items:
-                result[name] = f"{name}{SEGMENT_SEP}{ARRAY_SEP.join(items)}"
-        return result
+    # ---- client-balance topic meta
 
     def _fresh_topic_meta(self, g: GroupInfo) -> None:
-        new = self._topic_meta(g.topics)
+        new = self.topology.topic_meta(g.topics)
         if new and new != g.topic_meta:
             g.topic_meta = new
             now = _now_ms()
             self._last_meta_id = now if now > self._last_meta_id else self._last_meta_id + 1
             g.topic_meta_id = self._last_meta_id
-
-    def _deployed(self, name: str) -> bool:
-        return self.meta.get(name) is not None
-
-    def _partition_from_key(self, broker_id: int, topic: str, partition_id: int) -> Partition | None:
-        if broker_id not in self.meta.brokers:
-            return None
-        host, port = self._broker_port(broker_id, False)
-        return Partition(broker_id, host, port, topic, partition_id)
-
-    def _parse_part_sub_info(self, items: Iterable[str]) -> list[Partition]:
-        """V2 ``partSubInfo`` ``topic#brokerId:partitionId,...`` -> partitions (unknown brokers skipped)."""
-        parts = []
-        for item in items:
-            seg = item.split(SEGMENT_SEP)
-            if len(seg) < 2 or not seg[0].strip():
-                continue
-            for kv in seg[1].split(ARRAY_SEP):
-                bits = kv.split(ATTR_SEP)
-                if len(bits) != 2:
-                    continue
-                try:
-                    bid, pid = int(bits[0]), int(bits[1])
-                except ValueError:
-                    continue
-                p = self._partition_from_key(bid, seg[0].strip(), pid)
-                if p is not None:
-                    parts.append(p)
-        return parts
 
     # ---- helpers: common answer parts
 
@@ -465,7 +296,7 @@ class Master:
     def _sub_info(self, consumer: ConsumerInfo, p: Partition) -> str:
         host, port = p.host, p.port
         if p.broker_id in self.meta.brokers:
-            host, port = self._broker_port(p.broker_id, consumer.over_tls)
+            host, port = self.topology.broker_port(p.broker_id, consumer.over_tls)
         return (
             f"{consumer.consumer_id}@{consumer.group}#{p.broker_id}:{host}:{port}#{p.topic}:{p.partition_id}"
         )
@@ -475,22 +306,22 @@ class Master:
     def _producer_params(self, req: Any, *, allow_token: bool) -> tuple[Any, str, str, set[str]]:
         """Checks 1-4 of §7.2 shared by producer register and heartbeat, in the real master's order."""
         auth = self._auth(req, allow_token=allow_token)
-        pid = _check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-        host = _check_string("hostName", req.hostName, META_MAX_CLIENT_HOSTNAME_LENGTH)
-        return auth, pid, host, _check_producer_topics(req.topicList)
+        pid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
+        host = check_string("hostName", req.hostName, META_MAX_CLIENT_HOSTNAME_LENGTH)
+        return auth, pid, host, check_producer_topics(req.topicList)
 
     def producer_register(self, req: master_pb.RegisterRequestP2M, ctx: RpcContext) -> Message:
         resp = master_pb.RegisterResponseM2P(success=False, brokerCheckSum=-1)
         try:
             auth, pid, host, topics = self._producer_params(req, allow_token=False)
-        except _BadParam as exc:
+        except BadParam as exc:
             resp.errCode, resp.errMsg = exc.code, exc.message
             return resp
         self._check_standby(pid, ctx)
-        self.producers[pid] = ProducerInfo(pid, host, topics, ctx.tls, time.monotonic())
+        self.state.producers[pid] = ProducerInfo(pid, host, topics, ctx.tls, time.monotonic())
         log.info("[Producer Register] %s, isOverTLS=%s", pid, ctx.tls)
         resp.brokerCheckSum = self.meta.broker_checksum
-        resp.brokerInfos.extend(self.broker_infos(ctx.tls))
+        resp.brokerInfos.extend(self.topology.broker_infos(ctx.tls))
         resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
         resp.appdConfig.CopyFrom(self._approved_config(req))
         resp.success, resp.errCode, resp.errMsg = True, ErrorCode.SUCCESS, OK_MSG
@@ -500,11 +331,11 @@ class Master:
         resp = master_pb.HeartResponseM2P(success=False, brokerCheckSum=-1)
         try:
             auth, pid, host, topics = self._producer_params(req, allow_token=True)
-        except _BadParam as exc:
+        except BadParam as exc:
             resp.errCode, resp.errMsg = exc.code, exc.message
             return resp
         self._check_standby(pid, ctx)
-        info = self.producers.get(pid)
+        info = self.state.producers.get(pid)
         if info is None:
             resp.errCode = ErrorCode.HB_NO_NODE
             resp.errMsg = f"Invalid node id:{pid}, you have to append node first!"
@@ -515,8 +346,8 @@ class Master:
         resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
         resp.brokerCheckSum = checksum
         if req.brokerCheckSum != checksum:
-            resp.brokerInfos.extend(self.broker_infos(ctx.tls))
-        resp.topicInfos.extend(self.topic_infos(topics))
+            resp.brokerInfos.extend(self.topology.broker_infos(ctx.tls))
+        resp.topicInfos.extend(self.topology.topic_infos(topics))
         resp.appdConfig.CopyFrom(self._approved_config(req))
         resp.success, resp.errCode, resp.errMsg = True, ErrorCode.SUCCESS, OK_MSG
         return resp
@@ -525,12 +356,12 @@ class Master:
         resp = master_pb.CloseResponseM2P(success=False)
         try:
             self._auth(req, allow_token=False)
-            pid = _check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-        except _BadParam as exc:
+            pid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
+        except BadParam as exc:
             resp.errCode, resp.errMsg = exc.code, exc.message
             return resp
         self._check_standby(pid, ctx)
-        if self.producers.pop(pid, None) is not None:
+        if self.state.producers.pop(pid, None) is not None:
             log.info("[Producer Closed] %s, isOverTLS=%s", pid, ctx.tls)
         resp.success, resp.errCode, resp.errMsg = True, ErrorCode.SUCCESS, OK_MSG
         return resp
@@ -539,153 +370,30 @@ class Master:
         cert = req.authInfo if req.HasField("authInfo") else master_pb.MasterCertificateInfo()
         result = self.auth.check(cert, allow_token=allow_token)
         if not result.ok:
-            raise _BadParam(result.err_code, result.message)
+            raise BadParam(result.err_code, result.message)
         return result
 
-    # ---- consumer, server balance (methods 4-6)
 
     def _check_consumer_topics(self, topic_list: Iterable[str]) -> frozenset[str]:
         items = list(topic_list)
         if not items:
-            raise _BadParam(ErrorCode.BAD_REQUEST, "Request miss necessary subscribed topicList data!")
+            raise BadParam(ErrorCode.BAD_REQUEST, "Request miss necessary subscribed topicList data!")
         topics = {t.strip() for t in items if t.strip()}
         if not topics:
-            raise _BadParam(ErrorCode.BAD_REQUEST, "Request subscribed topicList data must not Blank!")
+            raise BadParam(ErrorCode.BAD_REQUEST, "Request subscribed topicList data must not Blank!")
         if len(topics) > META_MAX_BOOKED_TOPIC_COUNT:
-            raise _BadParam(
+            raise BadParam(
                 ErrorCode.BAD_REQUEST,
                 f"Subscribed topicList size over max value, allowed max count is {META_MAX_BOOKED_TOPIC_COUNT}",
             )
-        missing = [t for t in topics if not self._deployed(t)]
+        missing = [t for t in topics if not self.topology.deployed(t)]
         if missing:
             # capture s6b: the set is printed inside its own brackets: "[[x]]"
-            raise _BadParam(
+            raise BadParam(
                 ErrorCode.TOPIC_NOT_DEPLOYED, f"Requested topic [{java_set(missing)}] not deployed!"
             )
         return frozenset(topics)
 
-    @staticmethod
-    def _check_required_partitions(topics: frozenset[str], text: str) -> None:
-        """Bound consumption ``requiredPartition`` syntax (PBParameterUtils.checkConsumerOffsetSetInfo)."""
-        if not text.strip():
-            return
-        for item in text.strip().split(ARRAY_SEP):
-            kv = item.split("=")
-            fmt = f"[Parameter error] unformatted Partition-Offset value : {item} must be aa:bbb:ccc=val1,ddd:eee:ff=val2"
-            if len(kv) == 1:
-                raise _BadParam(ErrorCode.BAD_REQUEST, fmt)
-            key = kv[0].strip().split(ATTR_SEP)
-            if len(key) != 3:
-                raise _BadParam(ErrorCode.BAD_REQUEST, fmt)
-            if key[1].strip() not in topics:
-                raise _BadParam(
-                    ErrorCode.BAD_REQUEST,
-                    f"[Parameter error] wrong offset reset for unsubscribed topic: reset item is {item}, "
-                    f"request topicList are {java_set(topics)}",
-                )
-            try:
-                int(kv[1].strip())
-            except ValueError:
-                raise _BadParam(
-                    ErrorCode.BAD_REQUEST, f"[Parameter error] required long type value of {item}' Offset!"
-                ) from None
-
-    @staticmethod
-    def _check_filter_topics(
-        consumer_id: str, topics: frozenset[str], conds: dict[str, frozenset[str]]
-    ) -> None:
-        stray = [t for t in conds if t not in topics]
-        if stray:
-            raise _BadParam(ErrorCode.BAD_REQUEST, f"Filter's Topic not subscribed :{java_set(stray)}")
-
-    def _add_consumer(self, info: ConsumerInfo) -> GroupInfo:
-        """ConsumerInfoHolder.addConsumer: the first member fixes the group; later ones must match."""
-        g = self.groups.get(info.group)
-        if g is None or not g.consumers:
-            g = GroupInfo(info.group, info.consume_type, info.topics, dict(info.conditions))
-            if info.consume_type == CONSUME_BOUND:
-                g.session_key, g.source_count, g.select_big = (
-                    info.session_key,
-                    info.source_count,
-                    info.select_big,
-                )
-            elif info.consume_type == CONSUME_CLIENT_REB:
-                g.source_count = info.source_count
-            self.groups[info.group] = g
-            g.consumers[info.consumer_id] = info
-            return g
-        self._valid_consumer(g, info)
-        g.consumers[info.consumer_id] = info  # a re-register of a member updates it
-        return g
-
-    @staticmethod
-    def _valid_consumer(g: GroupInfo, c: ConsumerInfo) -> None:
-        """ConsumeGroupInfo.validConsumerInfo texts (424-430)."""
-        head = f"[Inconsistency subscribe] {c.consumer_id}"
-        if c.consume_type != g.consume_type:
-            raise _BadParam(
-                ErrorCode.CLIENT_INCONSISTENT_CONSUMETYPE,
-                f"{head} using {c.consume_type} subscribe is inconsistency with other consumers using "
-                f"{g.consume_type} subscribe in the group",
-            )
-        if g.topics and g.topics != c.topics:
-            raise _BadParam(
-                ErrorCode.CLIENT_INCONSISTENT_TOPICSET,
-                f"{head} subscribed topics {java_set(c.topics)} is inconsistency with other consumers in the "
-                f"group, existedTopics: {java_set(g.topics)}",
-            )
-        if not g.conditions:
-            if c.conditions:
-                raise _BadParam(
-                    ErrorCode.CLIENT_INCONSISTENT_FILTERSET,
-                    f"{head} subscribe with filter condition {java_conditions(c.conditions)} is inconsistency "
-                    "with other consumers in the group: topic without conditions",
-                )
-        elif not c.conditions:
-            raise _BadParam(
-                ErrorCode.CLIENT_INCONSISTENT_FILTERSET,
-                f"{head} subscribe without filter condition  is inconsistency with other consumers in the "
-                f"group, existed topic conditions is {java_conditions(g.conditions)}",
-            )
-        elif g.conditions != c.conditions:
-            raise _BadParam(
-                ErrorCode.CLIENT_INCONSISTENT_FILTERSET,
-                f"{head} subscribe with filter condition {java_conditions(c.conditions)} is inconsistency with "
-                f"other consumers in the group, existed topic conditions is {java_conditions(g.conditions)}",
-            )
-        if g.consume_type == CONSUME_BOUND:
-            if g.session_key != c.session_key:
-                raise _BadParam(
-                    ErrorCode.CLIENT_INCONSISTENT_SESSIONKEY,
-                    f"{head}'s sessionKey is inconsistency with other consumers in the group, required is "
-                    f"{g.session_key}, request is {c.session_key}",
-                )
-            if g.select_big != c.select_big:
-                raise _BadParam(
-                    ErrorCode.CLIENT_INCONSISTENT_SELECTBIG,
-                    f"{head}'s isSelectBig is inconsistency with other consumers in the group, required is "
-                    f"{str(g.select_big).lower()}, request is {str(c.select_big).lower()}",
-                )
-            if g.source_count != c.source_count:
-                raise _BadParam(
-                    ErrorCode.CLIENT_INCONSISTENT_SOURCECOUNT,
-                    f"{head}'s sourceCount is inconsistency with other consumers in the group, required is "
-                    f"{g.source_count}, request is {c.source_count}",
-                )
-        elif g.consume_type == CONSUME_CLIENT_REB and g.source_count > 0:
-            if g.source_count != c.source_count:
-                raise _BadParam(
-                    ErrorCode.CLIENT_INCONSISTENT_SOURCECOUNT,
-                    f"{head}'s sourceCount is inconsistency with other consumers in the group, required is "
-                    f"{g.source_count}, request is {c.source_count}",
-                )
-            for other in g.consumers.values():
-                if other.node_id == c.node_id and other.consumer_id != c.consumer_id:
-                    raise _BadParam(
-                        ErrorCode.CLIENT_DUPLICATE_INDEXID,
-                        f"{head}'s nodeId value({c.node_id}) is occupied by {other.consumer_id}'s nodeId "
-                        f"value({other.node_id}) in the group!",
-                    )
 
     def _parse_sub_infos(self, items: Iterable[str]) -> list[Partition]:
         """Reported subscribeInfo strings -> partitions; a malformed one fails the call like Java."""
@@ -695,23 +403,23 @@ class Master:
         resp = master_pb.RegisterResponseM2C(success=False)
         try:
             auth = self._auth(req, allow_token=False)
-            cid = _check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            host = _check_string("hostName", req.hostName, META_MAX_CLIENT_HOSTNAME_LENGTH)
-            group = _check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
+            cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
+            host = check_string("hostName", req.hostName, META_MAX_CLIENT_HOSTNAME_LENGTH)
+            group = check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
             topics = self._check_consumer_topics(req.topicList)
-            conds = _parse_conditions(req.topicCondition)
+            conds = parse_conditions(req.topicCondition)
             bound = req.HasField("requireBound") and req.requireBound
             if bound:
-                self._check_required_partitions(topics, req.requiredPartition)
+                check_required_partitions(topics, req.requiredPartition)
                 if not req.sessionKey.strip():
-                    raise _BadParam(ErrorCode.BAD_REQUEST, "[Parameter error] blank value of sessionKey!")
+                    raise BadParam(ErrorCode.BAD_REQUEST, "[Parameter error] blank value of sessionKey!")
                 if not req.HasField("totalCount") or req.totalCount <= 0:
-                    raise _BadParam(
+                    raise BadParam(
                         ErrorCode.BAD_REQUEST, "[Parameter error] totalSourceCount must over zero!"
                     )
             reported = self._parse_sub_infos(req.subscribeInfo)
             self._check_standby(cid, ctx)
-            self._check_filter_topics(cid, topics, conds)
+            check_filter_topics(cid, topics, conds)
             info = ConsumerInfo(
                 cid,
                 group,
@@ -725,16 +433,18 @@ class Master:
                 source_count=req.totalCount if req.HasField("totalCount") else -1,
                 select_big=not req.HasField("selectBig") or req.selectBig,
             )
-            g = self._add_consumer(info)
-        except _BadParam as exc:
+            g, new_group = self.state.add_consumer(info)
+        except BadParam as exc:
             resp.errCode, resp.errMsg = exc.code, exc.message
             return resp
         if reported or (req.HasField("notAllocated") and not req.notAllocated):
             g.not_allocated = False
         if reported:
             self.balancer.set_record(cid, reported)
-        self._consumer_hb[f"{cid}@{group}"] = time.monotonic()
+        self.state.seen(cid, group)
         log.info("[Consumer Register] %s, isOverTLS=%s", cid, ctx.tls)
+        if new_group:
+            self._first_balance(group)
         if req.HasField("defFlowCheckId") or req.HasField("groupFlowCheckId"):
             self._set_flow_fields(resp)
         resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
@@ -742,31 +452,16 @@ class Master:
         resp.success, resp.errCode, resp.errMsg = True, ErrorCode.SUCCESS, OK_MSG
         return resp
 
-    def _heartbeat_lookup(self, cid: str, group: str) -> GroupInfo:
-        g = self.groups.get(group)
-        if g is None:
-            raise _BadParam(ErrorCode.HB_NO_NODE, f"Not found groupName {group} in holder!")
-        return g
-
-    def _touch_consumer(self, cid: str, group: str) -> None:
-        key = f"{cid}@{group}"
-        if key not in self._consumer_hb:
-            raise _BadParam(
-                ErrorCode.HB_NO_NODE,
-                f"Update consumer node exception:Invalid node id:{key}, you have to append node first!",
-            )
-        self._consumer_hb[key] = time.monotonic()
-
     def consumer_heartbeat(self, req: master_pb.HeartRequestC2M, ctx: RpcContext) -> Message:
         resp = master_pb.HeartResponseM2C(success=False)
         try:
             auth = self._auth(req, allow_token=True)
-            cid = _check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            group = _check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
+            cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
+            group = check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
             self._check_standby(cid, ctx)
-            g = self._heartbeat_lookup(cid, group)
-            self._touch_consumer(cid, group)
-        except _BadParam as exc:
+            g = self.state.lookup_group(group)
+            self.state.touch_consumer(cid, group)
+        except BadParam as exc:
             resp.errCode, resp.errMsg = exc.code, exc.message
             return resp
         members = list(g.consumers)
@@ -798,9 +493,9 @@ class Master:
         resp = master_pb.CloseResponseM2C(success=False)
         try:
             self._auth(req, allow_token=True)
-            cid = _check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            group = _check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
-        except _BadParam as exc:
+            cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
+            group = check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
+        except BadParam as exc:
             resp.errCode, resp.errMsg = exc.code, exc.message
             return resp
         self._check_standby(cid, ctx)
@@ -809,33 +504,23 @@ class Master:
         resp.success, resp.errCode, resp.errMsg = True, ErrorCode.SUCCESS, OK_MSG
         return resp
 
-    def _release_consumer(self, cid: str, group: str) -> None:
-        """Close or timeout: forget the member, its record and events; drop an empty group."""
-        self._consumer_hb.pop(f"{cid}@{group}", None)
-        g = self.groups.get(group)
-        if g is not None:
-            g.consumers.pop(cid, None)
-            if not g.consumers:
-                del self.groups[group]
-        self.balancer.remove_consumer(cid)
-
     # ---- consumer, client balance (methods 20-22)
 
     def consumer_register_v2(self, req: master_pb.RegisterRequestC2MV2, ctx: RpcContext) -> Message:
         resp = master_pb.RegisterResponseM2CV2()
         try:
             auth = self._auth(req, allow_token=False)
-            cid = _check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            host = _check_string("hostName", req.hostName, META_MAX_CLIENT_HOSTNAME_LENGTH)
-            group = _check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
+            cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
+            host = check_string("hostName", req.hostName, META_MAX_CLIENT_HOSTNAME_LENGTH)
+            group = check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
             topics = self._check_consumer_topics(req.topicList)
-            conds = _parse_conditions(req.topicCondition)
+            conds = parse_conditions(req.topicCondition)
             if req.sourceCount > 0 and not 0 <= req.nodeId <= req.sourceCount - 1:
-                raise _BadParam(
+                raise BadParam(
                     ErrorCode.BAD_REQUEST, "Request nodeId value must be between in [0, sourceCount-1]!"
                 )
             self._check_standby(cid, ctx)
-            self._check_filter_topics(cid, topics, conds)
+            check_filter_topics(cid, topics, conds)
             sub = req.subRepInfo
             info = ConsumerInfo(
                 cid,
@@ -855,40 +540,33 @@ class Master:
                 if req.HasField("subRepInfo")
                 else META_VALUE_UNDEFINED,
             )
-            self._add_consumer(info)
-        except _BadParam as exc:
+            self.state.add_consumer(info)
+        except BadParam as exc:
             resp.errCode, resp.errMsg = exc.code, exc.message
             return resp
-        self._consumer_hb[f"{cid}@{group}"] = time.monotonic()
-        self.balancer.set_record(cid, self._parse_part_sub_info(sub.partSubInfo) if sub.reportSubInfo else [])
+        self.state.seen(cid, group)
+        self.balancer.set_record(cid, self.topology.parse_part_sub_info(sub.partSubInfo) if sub.reportSubInfo else [])
         log.info("[Consumer Register] %s, isOverTLS=%s (client-balance)", cid, ctx.tls)
         checksum = self.meta.broker_checksum
         resp.brokerConfigId = checksum
         client_id = sub.brokerConfigId if req.HasField("subRepInfo") else META_VALUE_UNDEFINED
         if client_id != checksum:
-            resp.brokerConfigList.extend(self.broker_infos(ctx.tls))
+            resp.brokerConfigList.extend(self.topology.broker_infos(ctx.tls))
         resp.opsTaskInfo.SetInParent()  # capture s5: always present, empty without flow control
         resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
         resp.errCode, resp.errMsg = ErrorCode.SUCCESS, OK_MSG
         return resp
 
-    def _v2_lookup(self, cid: str, group: str) -> tuple[GroupInfo, ConsumerInfo]:
-        g = self._heartbeat_lookup(cid, group)
-        consumer = g.consumers.get(cid)
-        if consumer is None:
-            raise _BadParam(ErrorCode.HB_NO_NODE, f"Not found client {cid} in group({group})")
-        return g, consumer
-
     def consumer_heartbeat_v2(self, req: master_pb.HeartRequestC2MV2, ctx: RpcContext) -> Message:
         resp = master_pb.HeartResponseM2CV2()
         try:
             auth = self._auth(req, allow_token=True)
-            cid = _check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            group = _check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
+            cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
+            group = check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
             self._check_standby(cid, ctx)
-            g, consumer = self._v2_lookup(cid, group)
-            self._touch_consumer(cid, group)
-        except _BadParam as exc:
+            g, consumer = self.state.lookup_member(cid, group)
+            self.state.touch_consumer(cid, group)
+        except BadParam as exc:
             resp.errCode, resp.errMsg = exc.code, exc.message
             return resp
         sub = req.subRepInfo
@@ -898,11 +576,11 @@ class Master:
         )
         consumer.topic_meta_info_id = sub.topicMetaInfoId if has_sub else META_VALUE_UNDEFINED
         if sub.reportSubInfo:
-            self.balancer.set_record(cid, self._parse_part_sub_info(sub.partSubInfo))
+            self.balancer.set_record(cid, self.topology.parse_part_sub_info(sub.partSubInfo))
         checksum = self.meta.broker_checksum
         resp.brokerConfigId = checksum
         if (sub.brokerConfigId if has_sub else META_VALUE_UNDEFINED) != checksum:
-            resp.brokerConfigList.extend(self.broker_infos(ctx.tls))
+            resp.brokerConfigList.extend(self.topology.broker_infos(ctx.tls))
         if (
             consumer.lst_assigned_time >= 0
             and self.balancer.record(cid)
@@ -922,12 +600,12 @@ class Master:
         resp = master_pb.GetPartMetaResponseM2C()
         try:
             self._auth(req, allow_token=True)
-            cid = _check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            group = _check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
+            cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
+            group = check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
             self._check_standby(cid, ctx)
-            g, _consumer = self._v2_lookup(cid, group)
-            self._touch_consumer(cid, group)
-        except _BadParam as exc:
+            g, _consumer = self.state.lookup_member(cid, group)
+            self.state.touch_consumer(cid, group)
+        except BadParam as exc:
             resp.errCode, resp.errMsg = exc.code, exc.message
             return resp
         if g.topic_meta_id == META_VALUE_UNDEFINED:
@@ -938,64 +616,28 @@ class Master:
         checksum = self.meta.broker_checksum
         resp.brokerConfigId = checksum
         if req.brokerConfigId != checksum:
-            resp.brokerConfigList.extend(self.broker_infos(ctx.tls))
+            resp.brokerConfigList.extend(self.topology.broker_infos(ctx.tls))
         resp.errCode, resp.errMsg = ErrorCode.SUCCESS, OK_MSG
         return resp
 
-    # ---- admin views
+    def _release_consumer(self, cid: str, group: str) -> None:
+        """Close or timeout: forget the member, its record and events; drop an empty group."""
+        self.state.release_consumer(cid, group)
+        self.balancer.remove_consumer(cid)
+
+    # ---- admin views (master_views.py)
+
+    @property
+    def groups(self) -> dict[str, GroupInfo]:
+        return self.state.groups
+
+    @property
+    def producers(self) -> dict[str, ProducerInfo]:
+        return self.state.producers
 
     def group_names(self) -> list[str]:
-        return sorted(self.groups)
+        return master_views.group_names(self.state)
 
     def group_detail(self, group: str) -> dict[str, Any]:
         """``admin_query_consume_group_detail`` JSON for one group (captures s2/s3/s5 ``admin_api``)."""
-        g = self.groups.get(group)
-        out: dict[str, Any] = {"result": True, "errCode": 0, "errMsg": "OK"}
-        if g is None:
-            out.update(count=0, topicSet=[], consumeGroup=group)
-            out["re-rebalance"] = {}
-            out.update(
-                isBandConsume=CONSUME_UNBOUND, rebInfo={"isRebalanced": False}, filterConds={}, data=[]
-            )
-            return out
-        out.update(count=len(g.consumers), topicSet=sorted(g.topics), consumeGroup=group)
-        out["re-rebalance"] = {}
-        out["isBandConsume"] = g.consume_type
-        if g.consume_type == CONSUME_CLIENT_REB:
-            out["topicMetaId"] = g.topic_meta_id
-            out["metaDetails"] = list(g.topic_meta.values())
-            out["rebInfo"] = {"isRebalanced": False}
-        elif g.balanced:
-            out["rebInfo"] = {
-                "isRebalanced": True,
-                "checkPasted": True,
-                "defBClientRate": DEF_BROKER_CLIENT_RATE,
-                "confBClientRate": META_VALUE_UNDEFINED,
-                "curBClientRate": g.cur_client_rate,
-            }
-        else:
-            out["rebInfo"] = {"isRebalanced": False}
-        out["filterConds"] = {t: sorted(v) for t, v in sorted(g.conditions.items())}
-        data = []
-        for c in g.consumers.values():
-            item: dict[str, Any] = {
-                "consumerId": c.consumer_id,
-                "receivedFrom": c.remote_host,
-                "isOverTLS": c.over_tls,
-            }
-            if g.consume_type == CONSUME_CLIENT_REB:
-                item["sourceCount"] = c.source_count
-                item["nodeId"] = c.node_id
-            parts = self.balancer.record(c.consumer_id)
-            item["parCount"] = len(parts)
-            item["parInfo"] = [
-                {
-                    "partId": p.partition_id,
-                    "brokerAddr": f"{p.broker_id}:{p.host}:{p.port}",
-                    "topicName": p.topic,
-                }
-                for p in parts
-            ]
-            data.append(item)
-        out["data"] = data
-        return out
+        return master_views.group_detail(self.state, self.balancer, group)

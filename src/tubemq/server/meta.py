@@ -38,7 +38,7 @@ def _now_ms() -> int:
 
 @dataclass
 class TopicConf:
-    """One topic deployment on the (single) broker."""
+    """One topic deployment: the same partitions/stores on each broker of ``broker_ids``."""
 
     name: str
     num_partitions: int = 3
@@ -48,6 +48,11 @@ class TopicConf:
     accept_subscribe: bool = True
     closed: bool = False
     create_time_ms: int = field(default_factory=_now_ms)
+    #: Brokers the topic is deployed on (admin ``brokerId=1,2,3``); None = every broker of the cluster.
+    broker_ids: list[int] | None = None
+
+    def on_broker(self, broker_id: int) -> bool:
+        return self.broker_ids is None or broker_id in self.broker_ids
 
     def partition_ids(self) -> list[int]:
         """All partition ids: ``store * 10000 + local`` (§4.10)."""
@@ -90,6 +95,11 @@ def _check_topic_fields(changes: dict[str, Any]) -> None:
         _check_int("num_stores", changes["num_stores"], 1, MAX_STORES)
     if changes.get("max_msg_size") is not None:
         _check_int("max_msg_size", changes["max_msg_size"], C.MIN_MAX_MSG_SIZE, C.MAX_MAX_MSG_SIZE)
+    ids = changes.get("broker_ids")
+    if ids is not None and (
+        not isinstance(ids, list) or not ids or not all(isinstance(b, int) and not isinstance(b, bool) for b in ids)
+    ):
+        raise ConfigError("broker_ids", f"must be None or a non-empty list of broker ids, got {ids!r}")
     for name in ("accept_publish", "accept_subscribe", "closed"):
         if name in changes and not isinstance(changes[name], bool):
             raise ConfigError(name, f"must be a bool, got {changes[name]!r}")
@@ -122,6 +132,8 @@ class MetaStore:
         self.config_id: int = C.META_VALUE_UNDEFINED
         #: Called (without arguments) after every topic change.
         self.on_change: list[Callable[[], None]] = []
+        #: Counts topic changes in this process (broker processes echo the version they applied).
+        self.version = 0
         self._load()
 
     # ---- persistence
@@ -154,6 +166,7 @@ class MetaStore:
             pass
 
     def _changed(self) -> None:
+        self.version += 1
         self._save()
         for cb in list(self.on_change):
             try:
@@ -172,9 +185,12 @@ class MetaStore:
         *,
         accept_publish: bool = True,
         accept_subscribe: bool = True,
+        broker_ids: list[int] | None = None,
     ) -> TopicConf:
         """Add a topic; ConfigError on a bad name or value or when it already exists."""
         validate_topic_name(name)
+        if broker_ids is not None:
+            broker_ids = sorted(set(broker_ids)) if isinstance(broker_ids, (list, tuple, set)) else broker_ids
         _check_topic_fields(
             {
                 "num_partitions": partitions,
@@ -182,6 +198,7 @@ class MetaStore:
                 "max_msg_size": max_msg_size,
                 "accept_publish": accept_publish,
                 "accept_subscribe": accept_subscribe,
+                "broker_ids": broker_ids,
             }
         )
         with self._lock:
@@ -194,6 +211,7 @@ class MetaStore:
                 max_msg_size=max_msg_size,
                 accept_publish=accept_publish,
                 accept_subscribe=accept_subscribe,
+                broker_ids=broker_ids,
             )
             self._topics[name] = conf
             self._changed()
@@ -209,7 +227,9 @@ class MetaStore:
 
     def update_topic(self, name: str, **changes: Any) -> TopicConf:
         """Change fields of a topic (e.g. ``closed=True``, ``max_msg_size=...``)."""
-        allowed = {"num_partitions", "num_stores", "max_msg_size", "accept_publish", "accept_subscribe", "closed"}
+        allowed = {
+            "num_partitions", "num_stores", "max_msg_size", "accept_publish", "accept_subscribe", "closed", "broker_ids"
+        }
         for k in changes:
             if k not in allowed:
                 raise ConfigError(k, "not a changeable topic field")
@@ -222,6 +242,16 @@ class MetaStore:
             self._topics[name] = new
             self._changed()
             return new
+
+    def sync_topics(self, topics: list[TopicConf]) -> bool:
+        """A broker process takes the master's topic set as it is (heartbeat answer); True if changed."""
+        new = {t.name: t for t in topics}
+        with self._lock:
+            if new == self._topics:
+                return False
+            self._topics = new
+            self._changed()
+            return True
 
     def get(self, name: str) -> TopicConf | None:
         return self._topics.get(name)

@@ -1,0 +1,212 @@
+"""How a broker in another process joins an embedded master: an embedded-only admin call.
+
+The real broker registers with the master over MasterService methods 7-9 (``RegisterRequestB2M``,
+``HeartRequestB2M``, ``CloseRequestB2M``, PROTOCOL.md §3.6), whose messages carry the broker's whole
+configuration and checksums; this library does not implement them (its protobuf set has no broker<->
+master messages), so a real TubeMQ broker cannot join the embedded master, nor an embedded broker a
+real master. Instead a broker process calls the master's admin HTTP API every
+``broker_heartbeat_period_ms``::
+
+    GET /webapi.htm?type=op_modify&method=embedded_broker_heartbeat&brokerId=2&brokerIp=127.0.0.1
+        &brokerPort=8124[&brokerTLSPort=...][&confModAuthToken=...]
+
+and the answer carries the master's topic deployments (``data``, TopicConf JSON), their version
+(``metaVersion``, echoed by the broker's next call so the master knows what each broker applied) and
+whether that master is a standby. ``method=embedded_broker_status`` (op_query) lists the brokers with
+``online`` and ``synced`` (has applied the master's current topic set). The master marks a broker that missed ``broker_heartbeat_timeout_ms`` offline:
+its partitions leave the producers' topicInfos and the consumers' assignments until it is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+from .meta import BrokerEntry, MetaStore, TopicConf
+
+log = logging.getLogger("tubemq.server.registration")
+
+METHOD = "embedded_broker_heartbeat"
+STATUS_METHOD = "embedded_broker_status"
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+CALL_TIMEOUT_S = 5.0
+
+
+class AdminCallError(Exception):
+    """The master's admin API could not be called or refused the call."""
+
+
+class BrokerTable:
+    """The master side: which topic version each broker process applied."""
+
+    def __init__(
+        self,
+        meta: MetaStore,
+        broker_seen: Callable[[BrokerEntry], None],
+        standby: Callable[[], bool],
+        online: Callable[[int], bool],
+    ) -> None:
+        self.meta = meta
+        self.broker_seen = broker_seen
+        self.standby = standby
+        self.online = online
+        self.applied: dict[int, int] = {}
+
+    def status(self, params: dict[str, str]) -> dict[str, Any]:
+        data = [
+            {
+                "brokerId": bid,
+                "brokerIp": b.host,
+                "brokerPort": b.port,
+                "online": self.online(bid),
+                "synced": bid not in self.applied or self.applied[bid] == self.meta.version,
+            }
+            for bid, b in sorted(self.meta.brokers.items())
+        ]
+        return {
+            "result": True,
+            "errCode": 0,
+            "errMsg": "OK",
+            "masterStandby": self.standby(),
+            "count": len(data),
+            "data": data,
+        }
+
+    def heartbeat(self, params: dict[str, str]) -> dict[str, Any]:
+        try:
+            bid = int(params.get("brokerId", ""))
+            host = params.get("brokerIp", "").strip()
+            port = int(params.get("brokerPort", ""))
+            tls_text = params.get("brokerTLSPort", "").strip()
+            tls_port = int(tls_text) if tls_text else None
+        except ValueError:
+            return {"result": False, "errCode": 400, "errMsg": "brokerId, brokerIp and brokerPort are required"}
+        if bid < 0 or not host or not 0 < port < 65536:
+            return {"result": False, "errCode": 400, "errMsg": f"bad broker record {bid}:{host}:{port}"}
+        try:
+            self.applied[bid] = int(params.get("metaVersion", "-1"))
+        except ValueError:
+            self.applied[bid] = -1
+        self.broker_seen(BrokerEntry(bid, host, port, tls_port))
+        return {
+            "result": True,
+            "errCode": 0,
+            "errMsg": "OK",
+            "standby": self.standby(),
+            "metaVersion": self.meta.version,
+            "data": [t.to_json() for t in self.meta.topics()],
+        }
+
+
+async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
+    """One admin API call over a plain asyncio connection (bounded answer, bounded time)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise AdminCallError(f"admin URL must be http://HOST:PORT/..., got {url!r}")
+    port = parts.port or 80
+    target = (parts.path or "/webapi.htm") + "?" + urllib.parse.urlencode(params)
+
+    async def call() -> bytes:
+        reader, writer = await asyncio.open_connection(parts.hostname, port)
+        try:
+            writer.write(
+                f"GET {target} HTTP/1.1\r\nHost: {parts.hostname}:{port}\r\nConnection: close\r\n\r\n".encode()
+            )
+            await writer.drain()
+            data = await reader.read(MAX_ANSWER_BYTES + 1)
+            chunks = [data]
+            total = len(data)
+            while data and total <= MAX_ANSWER_BYTES:
+                data = await reader.read(MAX_ANSWER_BYTES + 1 - total)
+                chunks.append(data)
+                total += len(data)
+            if total > MAX_ANSWER_BYTES:
+                raise AdminCallError(f"answer of {url} larger than {MAX_ANSWER_BYTES} bytes")
+            return b"".join(chunks)
+        finally:
+            writer.close()
+
+    try:
+        raw = await asyncio.wait_for(call(), timeout)
+    except (OSError, asyncio.TimeoutError) as exc:
+        raise AdminCallError(f"admin call to {url} failed: {exc!r}") from None
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0]
+    if b" 200 " not in status + b" ":
+        raise AdminCallError(f"admin call to {url} answered {status.decode('latin-1')!r}")
+    try:
+        answer: dict[str, Any] = json.loads(body)
+    except ValueError as exc:
+        raise AdminCallError(f"admin call to {url}: not JSON ({exc})") from None
+    return answer
+
+
+class BrokerRegistrar:
+    """The broker-process side: heartbeat every master, take topics from the active one."""
+
+    def __init__(
+        self,
+        admin_urls: list[str],
+        entry: Callable[[], BrokerEntry],
+        meta: MetaStore,
+        period_s: float,
+        token: str | None = None,
+    ) -> None:
+        self.admin_urls = admin_urls
+        self.entry = entry
+        self.meta = meta
+        self.period_s = period_s
+        self.token = token
+        self.last_ok: dict[str, float] = {}
+        self.registered = asyncio.Event()
+        self._failures: dict[str, int] = {}
+        #: admin URL -> the master's metaVersion this broker applied last (echoed back)
+        self._applied: dict[str, int] = {}
+
+    def _params(self, url: str) -> dict[str, str]:
+        e = self.entry()
+        params = {
+            "type": "op_modify",
+            "method": METHOD,
+            "brokerId": str(e.broker_id),
+            "brokerIp": e.host,
+            "brokerPort": str(e.port),
+            "metaVersion": str(self._applied.get(url, -1)),
+        }
+        if e.tls_port is not None:
+            params["brokerTLSPort"] = str(e.tls_port)
+        if self.token:
+            params["confModAuthToken"] = self.token
+        return params
+
+    async def beat_once(self) -> None:
+        for url in self.admin_urls:
+            try:
+                answer = await admin_get(url, self._params(url))
+                if not answer.get("result"):
+                    raise AdminCallError(f"{url} refused the broker: {answer.get('errMsg')}")
+            except AdminCallError as exc:
+                n = self._failures[url] = self._failures.get(url, 0) + 1
+                (log.warning if n in (1, 10) or n % 100 == 0 else log.debug)("broker heartbeat: %s", exc)
+                continue
+            self._failures[url] = 0
+            self.last_ok[url] = time.monotonic()
+            if not answer.get("standby"):  # a standby master's topic set may be stale: keep ours
+                topics = [TopicConf.from_json(t) for t in answer.get("data", [])]
+                if self.meta.sync_topics(topics):
+                    log.info("topic deployments from %s: %s", url, [t.name for t in topics])
+                self.registered.set()
+            self._applied[url] = int(answer.get("metaVersion", -1))
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.beat_once()
+            except Exception:  # one bad answer must not stop the registration for good
+                log.exception("broker heartbeat round failed")
+            await asyncio.sleep(self.period_s)
