@@ -20,8 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 #: What the sdist is made of (MANIFEST.in decides what goes in); build leftovers stay behind.
-SOURCE_ITEMS = ["src", "proto", "scripts", "tests", "docs", "setup.py", "pyproject.toml", "MANIFEST.in",
-                "README.md", "LICENSE"]
+SOURCE_ITEMS = ["src", "proto", "scripts", "tests", "docs", "examples", ".ci", "setup.py", "pyproject.toml",
+                "MANIFEST.in", "README.md", "LICENSE"]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.so", "*.pyd", "build", "dist", "*.egg-info", ".hypothesis",
                                 ".pytest_cache", ".benchmarks", "spark-warehouse", "metastore_db")
 

@@ -11,8 +11,8 @@ from _pkgtools import IGNORE, REPO, SOURCE_ITEMS, run
 
 
 @pytest.fixture(scope="session")
-def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sdist built from a copy of this checkout (so no build files land in the tree)."""
+def source_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of this checkout's sources, so no build files land in the tree."""
     src = tmp_path_factory.mktemp("source") / "tubemq"
     src.mkdir()
     for item in SOURCE_ITEMS:
@@ -21,9 +21,15 @@ def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copytree(p, src / item, ignore=IGNORE)
         elif p.exists():
             shutil.copy2(p, src / item)
+    return src
+
+
+@pytest.fixture(scope="session")
+def sdist(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist built from the copy."""
     out = tmp_path_factory.mktemp("sdist")
     r = run([sys.executable, "-c", "import sys; from setuptools import build_meta as b; b.build_sdist(sys.argv[1])",
-             out], cwd=src, timeout=300)
+             out], cwd=source_tree, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     (built,) = out.glob("tubemq-*.tar.gz")
     return built
