@@ -1,4 +1,4 @@
-"""Flow-control rule parsing and pacing (PROTOCOL.md §5.2.8, vector flow_control_rule_example)."""
+"""Flow-control rule parsing and pacing (docs/PROTOCOL.md §5.2.8, vector flow_control_rule_example)."""
 
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ STATE_INTS = ECHOED_IDS | {
     "minLimitTime",
 }
 STATUS_NAMES = {0: "SUCCESS", 1: "ERROR", 2: "FATAL"}
-#: Index offsets (28 bytes per message, PROTOCOL.md §4.10) follow from what the replay wrote (topics
+#: Index offsets (28 bytes per message, docs/PROTOCOL.md §4.10) follow from what the replay wrote (topics
 #: created empty, cap_err preloaded as recorded), so they are compared exactly: where a read starts
 #: (currOffset), what it reports as max (maxOffset: the files' max for filtered reads, s6c 924 of 1148)
 #: and where appends land.

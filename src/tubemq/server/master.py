@@ -1,6 +1,6 @@
 """The embedded master: producer/consumer sessions, server-side balancing, client-balance meta.
 
-Handlers answer like the real ``TMaster`` (captures s1, s2, s3, s5, s6b win over PROTOCOL.md):
+Handlers answer like the real ``TMaster`` (captures s1, s2, s3, s5, s6b win over docs/PROTOCOL.md):
 
 * validation order and texts of §7.1/§7.2; the StandbyException is raised after the parameter checks
   of each call (for consumer register after the topic checks, as ``TMaster.consumerRegisterC2M`` does:
