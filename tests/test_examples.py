@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _java import java_missing
 
 import tubemq
 
@@ -106,19 +106,7 @@ def test_asyncio_pipeline(tube: Any) -> None:
     assert all(isinstance(e["enriched_at"], int) for e in out)
 
 
-def _java_missing() -> str | None:
-    java_home = os.environ.get("JAVA_HOME")
-    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
-    if not java or not os.path.exists(java):
-        return "Java is not installed"
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        return "pyspark is not installed"
-    return None
-
-
-needs_spark = pytest.mark.skipif(_java_missing() is not None, reason=str(_java_missing()))
+needs_spark = pytest.mark.skipif(java_missing() is not None, reason=str(java_missing()))
 
 
 @pytest.mark.spark

@@ -1,7 +1,7 @@
 """Typed exceptions. Every failure the library raises derives from :class:`TubeMQError`.
 
 Server answers carrying an error code become :class:`ServerError` subclasses (``.code`` and the
-server's ``.message``); :func:`error_for_code` maps every code of PROTOCOL.md §6.1 to its class, so
+server's ``.message``); :func:`error_for_code` maps every code of docs/PROTOCOL.md §6.1 to its class, so
 callers can catch by meaning (``except PartitionOccupiedError``) or by number (``e.code == 410``).
 """
 

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -59,5 +61,17 @@ def wait_for(cond: Callable[[], Any], timeout: float, interval: float = 0.05, wh
         time.sleep(interval)
 
 
+#: Windows has no SIGINT/SIGTERM/SIGKILL for a child process: ``send_signal(SIGINT)`` raises, CTRL_C_EVENT
+#: reaches every process on the console (pytest too) and ``terminate()``/``kill()`` are TerminateProcess,
+#: which no handler sees. Tests of the signal paths run on POSIX only and say so when skipped.
+POSIX_SIGNALS = sys.platform != "win32"
+needs_posix_signals = pytest.mark.skipif(
+    not POSIX_SIGNALS, reason="POSIX signals (SIGINT/SIGTERM/SIGKILL to a child process) are not supported on Windows"
+)
+
+
 def interrupt(proc: subprocess.Popen[bytes]) -> None:
+    """Ctrl-C for a child process (SIGINT); only in tests marked ``needs_posix_signals``."""
+    if not POSIX_SIGNALS:
+        raise RuntimeError("interrupt() needs POSIX signals: mark the test with needs_posix_signals")
     proc.send_signal(signal.SIGINT)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from .conftest import CLI_SERVER
-from .helpers import cli_env, dead_port, run_cli, wait_for
+from .helpers import cli_env, dead_port, interrupt, needs_posix_signals, run_cli, wait_for
 
 
 def _create_topic(cluster: Any, name: str, partitions: int = 1) -> None:
@@ -140,6 +140,7 @@ def test_topic_admin_token(tmp_path: Path) -> None:
         assert b"s3cret" not in r.stderr
 
 
+@needs_posix_signals
 def test_sigint_during_produce_loses_nothing_acknowledged(cluster: Any, tmp_path: Path) -> None:
     """Lines stream in through stdin; Ctrl-C mid-stream; every acknowledged line must be in the topic."""
     _create_topic(cluster, "cli_sigint", partitions=2)
@@ -179,7 +180,7 @@ def test_sigint_during_produce_loses_nothing_acknowledged(cluster: Any, tmp_path
             return any(unit in ("k", "M") and float(n) >= 2 for n, unit in counts)
 
         wait_for(progressed, 90, what="progress with >1k acknowledged messages")
-        proc.send_signal(2)  # SIGINT, as Ctrl-C
+        interrupt(proc)  # SIGINT, as Ctrl-C
         stdout, _ = proc.communicate(timeout=90)
     finally:
         stop_writing.set()
@@ -229,6 +230,7 @@ def test_demo_end_to_end() -> None:
     assert "no --master given" in r.stderr.decode()
 
 
+@needs_posix_signals
 def test_serve_foreground_and_sigterm(tmp_path: Path) -> None:
     mport, bport, aport = dead_port(), dead_port(), dead_port()
     proc = subprocess.Popen(
@@ -290,6 +292,7 @@ def test_authentication_options(tmp_path: Path) -> None:
         assert out.read_bytes() == b"top secret\n"
 
 
+@needs_posix_signals
 def test_killed_demo_leaves_no_server_behind() -> None:
     """The temporary server is a child process; it must go away (with its data) even after kill -9."""
     import os

@@ -5,32 +5,17 @@ The Cython parameter is skipped only when TUBEMQ_NO_EXTENSIONS=1; otherwise a mi
 
 from __future__ import annotations
 
-import json
 import os
-import pathlib
 from types import ModuleType
 from typing import Any
 
 import pytest
+from _data import load_json
 
 from tubemq import _codec_py
 
 NO_EXT = os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")
 
-#: The shared protocol folder (vectors.json, java_golden_frames.json); TUBEMQ_PROTOCOL_DIR overrides it.
-PROTOCOL_DIR = pathlib.Path(
-    os.environ.get("TUBEMQ_PROTOCOL_DIR", pathlib.Path(__file__).resolve().parents[3] / "shared" / "protocol")
-)
-#: Copies committed next to the tests, so the suite also runs where ../shared does not exist (CI, wheels).
-LOCAL_DATA = pathlib.Path(__file__).resolve().parent / "data"
-
-
-def load_json(name: str) -> Any:
-    for folder in (PROTOCOL_DIR, LOCAL_DATA):
-        path = folder / name
-        if path.exists():
-            return json.loads(path.read_text(encoding="utf-8"))
-    raise FileNotFoundError(f"{name} not found in {PROTOCOL_DIR} or {LOCAL_DATA}")
 
 
 def _cython() -> ModuleType:

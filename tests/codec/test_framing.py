@@ -93,7 +93,7 @@ def test_serial_wraps_to_uint32(impl: ModuleType) -> None:
 
 
 def test_decoder_accepts_non_java_block_layouts(impl: ModuleType) -> None:
-    """Receivers must not rely on block boundaries (PROTOCOL.md §1.3): small, odd and empty blocks."""
+    """Receivers must not rely on block boundaries (docs/PROTOCOL.md §1.3): small, odd and empty blocks."""
     blocks = [b"ab", b"", b"c" * 9000, b"d"]
     frame = _header(9, len(blocks)) + b"".join(struct.pack(">I", len(b)) + b for b in blocks)
     assert impl.FrameDecoder().feed(frame) == [(9, b"".join(blocks))]

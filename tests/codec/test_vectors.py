@@ -197,7 +197,7 @@ def test_attribute_payload_encoding(impl: ModuleType, vectors: dict[str, Any]) -
         assert impl.crc32(payload) == case["crc32_masked"]
         if case["attribute"] == "":
             # Java sets flag 1 for a blank attribute without writing a header (its consumers then drop
-            # the message, PROTOCOL.md §4.7); we set the bit only when a header is written.
+            # the message, docs/PROTOCOL.md §4.7); we set the bit only when a header is written.
             assert impl.payload_flag(case["attribute"]) == 0
         else:
             assert impl.payload_flag(case["attribute"]) == case["flag"]

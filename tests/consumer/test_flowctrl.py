@@ -1,16 +1,13 @@
-"""Flow-control rule parsing and pacing (PROTOCOL.md §5.2.8, vector flow_control_rule_example)."""
+"""Flow-control rule parsing and pacing (docs/PROTOCOL.md §5.2.8, vector flow_control_rule_example)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from _data import vector
 
 from tubemq.consumer.flowctrl import FlowControl, parse_rules
 from tubemq.protocol import master_pb
 
-VECTORS = Path("/work/shared/protocol/vectors.json")
 EXAMPLE = (
     '[{"type":0,"rule":[{"start":"08:00","end":"17:59","dltInM":1024,"limitInM":20,"freqInMs":1000}]},'
     '{"type":1,"rule":[{"zeroCnt":3,"freqInMs":300},{"zeroCnt":8,"freqInMs":1000}]},'
@@ -19,13 +16,7 @@ EXAMPLE = (
 
 
 def test_parse_example_rules() -> None:
-    if VECTORS.exists():
-        doc = json.loads(VECTORS.read_text())
-        vs = doc["vectors"] if isinstance(doc, dict) and "vectors" in doc else doc
-        items = vs if isinstance(vs, list) else list(vs.values())
-        vec = [v for v in items if v.get("name") == "flow_control_rule_example"]
-        if vec:
-            assert vec[0]["inputs"]["json"] == EXAMPLE
+    assert vector("flow_control_rule_example")["inputs"]["json"] == EXAMPLE
     rules = parse_rules(EXAMPLE)
     assert rules.empty_rules == ((3, 300), (8, 1000))
     assert rules.filter_rule == (0, 100, 400)

@@ -2,17 +2,15 @@
 
 Every request our consumers send during real runs against the embedded server is recorded, decoded,
 and its field-presence shape (names of the fields on the wire, nested for sub-messages) compared with
-the shapes of the Java client's requests in /work/shared/protocol/captures.
+the shapes of the Java client's requests in tests/data/captures.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _data import load_capture
 
 import tubemq
 from tubemq.consumer import BoundConsumer
@@ -23,7 +21,6 @@ from tubemq.protocol import broker_pb, master_pb
 from ._produce import produce
 from .conftest import FAST_CLIENT, drain, wait_for
 
-CAPTURES = Path(os.environ.get("TUBEMQ_CAPTURES", "/work/shared/protocol/captures"))
 FILES = ["s2_consumer_pull.json", "s3_rebalance.json", "s4_filter.json", "s5_client_balance.json"]
 
 MASTER = {
@@ -83,7 +80,7 @@ def shape_of_msg(msg: Any, prefix: str = "") -> frozenset[str]:
 def capture_shapes() -> dict[str, set[frozenset[str]]]:
     shapes: dict[str, set[frozenset[str]]] = {}
     for name in FILES:
-        doc = json.loads((CAPTURES / name).read_text())
+        doc = load_capture(name)
         for f in doc["frames"]:
             if f["direction"] not in ("c2m", "c2b"):
                 continue
@@ -121,7 +118,6 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
     return sent
 
 
-@pytest.mark.skipif(not CAPTURES.exists(), reason="protocol captures not available")
 def test_requests_match_java_field_presence(cluster: Any, recorder: list[tuple[str, Any]]) -> None:
     cluster.create_topic("shape", partitions=2)
     cluster.create_topic("shapef", partitions=1)

@@ -15,19 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any
+
+from _data import load_capture
 
 from tubemq import codec
 from tubemq.protocol import broker_pb, master_pb
-
-CAPTURES = Path(os.environ.get("TUBEMQ_CAPTURES", "/work/shared/protocol/captures"))
 
 #: method -> (request class, response class)
 MESSAGES: dict[int, tuple[Any, Any]] = {
@@ -100,7 +97,7 @@ class Capture:
 
 @cache
 def load(name: str) -> Capture:
-    doc = json.loads((CAPTURES / f"{name}.json").read_text())
+    doc = load_capture(name)
     frames = []
     for f in doc["frames"]:
         dec = f.get("decoded", {})

@@ -11,13 +11,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import pytest
-
 import tubemq
 from tubemq.protocol.constants import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, Method, ServiceType
 
 from .replay import (
-    CAPTURES,
     Deadline,
     ReplayServer,
     Seen,
@@ -29,8 +26,6 @@ from .replay import (
     run,
     shape,
 )
-
-pytestmark = pytest.mark.skipif(not CAPTURES.exists(), reason="protocol captures not available")
 
 JAVA_IP = "192.0.2.2"
 MASTER_CONFIG_ID = 1795303356321  # brokerConfigId of the real master in s5

@@ -11,15 +11,14 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from _data import load_json
 
 from tubemq import codec
 from tubemq.consumer.flowctrl import FlowControl
 from tubemq.errors import RemoteError, StandbyError
 from tubemq.net.connection import unwrap_response
 
-from .replay import CAPTURES, MESSAGES, answer, decode_answer, load
-
-pytestmark = pytest.mark.skipif(not CAPTURES.exists(), reason="protocol captures not available")
+from .replay import MESSAGES, answer, decode_answer, load
 
 ALL = ["s1_producer", "s2_consumer_pull", "s3_rebalance", "s4_filter", "s5_client_balance", "s6a_errors_send",
        "s6b_errors_master", "s6c_errors_consumer_broker", "s6d_errors_transport"]
@@ -198,9 +197,8 @@ def _body(f) -> bytes:  # noqa: ANN001 - test helper
 @pytest.mark.parametrize("name", ["frame_standby_exception_response", "frame_standby_exception_response_protocol_v2"])
 def test_standby_exception_is_recognised_by_substring(name: str) -> None:
     """No standby in the captures: the spec's vectors (protocolVer 3 and the rewritten 2 prefix)."""
-    import json
 
-    vectors = json.loads((CAPTURES.parent / "vectors.json").read_text())["vectors"]
+    vectors = load_json("vectors.json")["vectors"]
     vec = next(v for v in vectors if v["name"] == name)
     payload = codec.FrameDecoder().feed(bytes.fromhex(vec["expected"]["frame_hex"]))[0][1]
     with pytest.raises(StandbyError) as info:

@@ -7,15 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tubemq.protocol.constants import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, Method
 
 from .consumer_replay import ConsumerReplay
-from .replay import CAPTURES, Deadline, answer, load, run
+from .replay import Deadline, answer, load, run
 from .test_consumer_vs_capture import _consume, _start
-
-pytestmark = pytest.mark.skipif(not CAPTURES.exists(), reason="protocol captures not available")
 
 
 def _pids(infos: Any) -> list[int]:

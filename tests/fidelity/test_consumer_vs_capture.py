@@ -14,15 +14,11 @@ import hashlib
 import time
 from typing import Any
 
-import pytest
-
 import tubemq
 from tubemq.protocol.constants import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, Method, ServiceType
 
 from .consumer_replay import ConsumerReplay
-from .replay import CAPTURES, Deadline, ReplayServer, diff, java_dict, load, run, shape
-
-pytestmark = pytest.mark.skipif(not CAPTURES.exists(), reason="protocol captures not available")
+from .replay import Deadline, ReplayServer, diff, java_dict, load, run, shape
 
 JAVA_IP = "192.0.2.2"
 FAST: dict[str, Any] = {

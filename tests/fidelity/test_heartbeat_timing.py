@@ -11,17 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 import tubemq
 from tubemq.protocol.constants import Method
 
 from .consumer_replay import ConsumerReplay
-from .replay import CAPTURES, Deadline, ReplayServer, load, run
+from .replay import Deadline, ReplayServer, load, run
 from .test_bound_vs_capture import BoundReplay
 from .test_producer_vs_capture import _servers
-
-pytestmark = pytest.mark.skipif(not CAPTURES.exists(), reason="protocol captures not available")
 
 JAVA_IP = "192.0.2.2"
 PERIOD_MS = 60000  # far beyond every deadline below

@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 import tubemq
 from tubemq.protocol.constants import Method, ServiceType
 
-from .replay import CAPTURES, Deadline, ReplayServer, Sequence, answer, diff, java_dict, load, run, shape
-
-pytestmark = pytest.mark.skipif(not CAPTURES.exists(), reason="protocol captures not available")
+from .replay import Deadline, ReplayServer, Sequence, answer, diff, java_dict, load, run, shape
 
 JAVA_IP = "192.0.2.2"  # the Java client's address label in s1 (sentAddr -1073741310, hostName)
 

@@ -13,20 +13,18 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
 import pytest
+from _data import load_json
 
 import tubemq
 from tubemq.errors import TubeMQConnectionError, TubeMQTimeoutError
 from tubemq.producer import SendResult
 from tubemq.protocol.constants import Method
 
-from .replay import CAPTURES, Deadline, ReplayServer, Sequence, answer, load, run, with_serial
-
-pytestmark = pytest.mark.skipif(not CAPTURES.exists(), reason="protocol captures not available")
+from .replay import Deadline, ReplayServer, Sequence, answer, load, run, with_serial
 
 JAVA_IP = "192.0.2.2"
 FAST: dict[str, Any] = {"heartbeat_period_ms": 100, "register_retry_wait_ms": 100, "pool": "private",
@@ -34,7 +32,7 @@ FAST: dict[str, Any] = {"heartbeat_period_ms": 100, "register_retry_wait_ms": 10
 
 
 def _standby_frame() -> bytes:
-    vectors = json.loads((CAPTURES.parent / "vectors.json").read_text())["vectors"]
+    vectors = load_json("vectors.json")["vectors"]
     vec = next(v for v in vectors if v["name"] == "frame_standby_exception_response")
     return bytes.fromhex(vec["expected"]["frame_hex"])
 

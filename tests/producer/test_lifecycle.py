@@ -3,13 +3,12 @@ broker loss, close with sends in flight, no heartbeat after close."""
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
+from _data import load_capture
 
 import tubemq
 from tubemq import codec
@@ -17,7 +16,6 @@ from tubemq.errors import ClientClosedError, TubeMQError
 from tubemq.protocol import broker_pb, master_pb
 from tubemq.server import EmbeddedCluster
 
-CAPTURE = Path("/work/shared/protocol/captures/s1_producer.json")
 FAST_SERVER = {
     "balance_period_ms": 200,
     "consumer_heartbeat_timeout_ms": 6000,
@@ -48,7 +46,7 @@ def _protobuf_frame(serial: int, service_type: int, method: int, body: bytes, ti
 def _java_shapes() -> dict[str, set[str]]:
     """Field presence of the Java client's requests in the real capture (s1)."""
     shapes: dict[str, set[str]] = {}
-    frames = json.loads(CAPTURE.read_text())["frames"]
+    frames = load_capture("s1_producer")["frames"]
     for f in frames:
         if f["direction"] in ("c2m", "c2b"):
             name = f["decoded"]["method_name"]
@@ -57,7 +55,6 @@ def _java_shapes() -> dict[str, set[str]]:
     return shapes
 
 
-@pytest.mark.skipif(not CAPTURE.exists(), reason="capture corpus not available")
 def test_requests_match_java_field_presence(cluster, relay, monkeypatch) -> None:
     cluster.create_topic("cap_main", partitions=3)
     r = relay(cluster.master_address)

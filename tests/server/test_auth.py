@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from _data import vector
 
 from tubemq.protocol import master_pb
 from tubemq.protocol.constants import ErrorCode
@@ -21,21 +21,13 @@ from tubemq.server.auth import (
     auth_signature,
 )
 
-VECTORS = Path("/work/shared/protocol/vectors.json")
-
 
 def test_signature_matches_golden_vector() -> None:
     assert auth_signature("admin", "secret", 1700000000000, 123456789) == "TUKLpKqdL99rgSYZ2nqBwALIpU0%3D"
 
 
-@pytest.mark.skipif(not VECTORS.exists(), reason="shared vectors not present")
 def test_signature_vector_file() -> None:
-    data = json.loads(VECTORS.read_text())
-    vecs = data["vectors"]
-    items = vecs.items() if isinstance(vecs, dict) else ((v.get("name"), v) for v in vecs)
-    found = [v for name, v in items if name == "auth_signature"]
-    assert found, "auth_signature vector missing"
-    text = json.dumps(found[0])
+    text = json.dumps(vector("auth_signature"))
     assert "TUKLpKqdL99rgSYZ2nqBwALIpU0%3D" in text
 
 

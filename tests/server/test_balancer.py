@@ -1,4 +1,4 @@
-"""Unit tests of the server-side balancing rules (PROTOCOL.md §5.4) without sockets."""
+"""Unit tests of the server-side balancing rules (docs/PROTOCOL.md §5.4) without sockets."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Replay every client request of the real-server captures against the embedded cluster.
 
-Source: /work/shared/protocol/captures/*.json (real Apache InLong TubeMQ master + broker, see its README).
+Source: tests/data/captures/*.json (real Apache InLong TubeMQ master + broker, see its README).
 All files are replayed, in capture order, against ONE embedded cluster with the capture topics
 (cap_main 3, cap_store2 2x2 stores, cap_rebal 3, cap_filter2 3, cap_err 3, cap_big 1 with 2 MiB), so the
 data the later scenarios read is the data the earlier ones wrote (s1 fills cap_main exactly as the real
@@ -36,23 +36,21 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import re
 import socket
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _data import load_capture
 from google.protobuf.message import Message
 
 from tubemq import codec
 from tubemq.protocol import broker_pb, master_pb
 
-CAPTURES = Path("/work/shared/protocol/captures")
 ORDER = [
     "s1_producer",
     "s2_consumer_pull",
@@ -74,7 +72,6 @@ TOPICS = [
 ]
 REAL_BROKER_PORT = 8123
 
-pytestmark = pytest.mark.skipif(not CAPTURES.is_dir(), reason="capture corpus not present")
 
 #: (file, conn_id, serial, occurrence) -> why this answer is not compared.
 KNOWN_DIFFERENCES: dict[tuple[str, int, int], str] = {
@@ -129,7 +126,7 @@ STATE_INTS = ECHOED_IDS | {
     "minLimitTime",
 }
 STATUS_NAMES = {0: "SUCCESS", 1: "ERROR", 2: "FATAL"}
-#: Index offsets (28 bytes per message, PROTOCOL.md §4.10) follow from what the replay wrote (topics
+#: Index offsets (28 bytes per message, docs/PROTOCOL.md §4.10) follow from what the replay wrote (topics
 #: created empty, cap_err preloaded as recorded), so they are compared exactly: where a read starts
 #: (currOffset), what it reports as max (maxOffset: the files' max for filtered reads, s6c 924 of 1148)
 #: and where appends land.
@@ -598,7 +595,7 @@ def replay_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[O
         _flush_caches(cluster, ("cap_err",))
         for name in ORDER:
             _flush_caches(cluster, TIMER_FLUSHES.get(name, ()))
-            data = json.loads((CAPTURES / f"{name}.json").read_text())
+            data = load_capture(name)
             try:
                 results[name] = Replayer(name, data, cluster, ids).run()
             except Exception as exc:  # keep replaying the other files; this one fails its test
@@ -618,7 +615,7 @@ def test_replay_matches_real_server(replay_results: dict[str, list[Outcome]], na
 def test_replay_covers_every_request(replay_results: dict[str, list[Outcome]]) -> None:
     """Every parsed client request of every file was replayed; skips are the documented ones only."""
     for name in ORDER:
-        data = json.loads((CAPTURES / f"{name}.json").read_text())
+        data = load_capture(name)
         requests = [
             f
             for f in data["frames"]

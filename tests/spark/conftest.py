@@ -2,20 +2,19 @@
 
 Both are session-scoped because starting them dominates the run time (a JVM, a TubeMQ server);
 every test creates its own topics, so tests stay independent. Everything binds to 127.0.0.1.
-The tests are skipped, with the reason, only when no Java runtime is installed.
+The tests are skipped, with the reason, only when no Java 17+ runtime is installed (tests/_java.py).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _java import java_missing
 
 #: Fast balancing like tests/conftest.py FAST_SERVER, but the real (30 s) heartbeat and registration
 #: timeouts: the source's clients heartbeat every 13 s (the Java default) and Spark tasks and the
@@ -26,19 +25,6 @@ import pytest
 #: so the tests keep the plain options users write. tests/spark/test_task.py does run the read task
 #: against FAST_SERVER with ``tubemq.heartbeat_period_ms``.
 SPARK_SERVER: dict[str, Any] = {"balance_period_ms": 200}
-
-
-def java_missing() -> str | None:
-    """Why Spark cannot start here, or None when a working ``java`` is found."""
-    java_home = os.environ.get("JAVA_HOME")
-    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
-    if not java or not os.path.exists(java):
-        return "Java is not installed (Spark needs a JRE 17+ on PATH or JAVA_HOME)"
-    try:
-        subprocess.run([java, "-version"], capture_output=True, timeout=30, check=True)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"Java at {java} does not run: {exc}"
-    return None
 
 
 @pytest.fixture(scope="session")

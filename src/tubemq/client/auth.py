@@ -1,4 +1,4 @@
-"""Client side of TubeMQ authentication (PROTOCOL.md §8): signatures and the tokens built from them.
+"""Client side of TubeMQ authentication (docs/PROTOCOL.md §8): signatures and the tokens built from them.
 
 Only used when the client is configured with a user name; passwords never reach a log line.
 """

@@ -1,4 +1,4 @@
-"""Client identity strings (PROTOCOL.md §4.5): local IPv4, producer and consumer ids.
+"""Client identity strings (docs/PROTOCOL.md §4.5): local IPv4, producer and consumer ids.
 
 The ids follow the Java layout (``<ip>-<pid>-<time>-<rand>-<version>``) with a ``py`` marker so an
 operator can tell Python clients apart in the master's admin pages.

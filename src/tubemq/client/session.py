@@ -1,4 +1,4 @@
-"""Shared machinery of a client's session with the master (PROTOCOL.md §5.0, §5.1, §5.2, §8).
+"""Shared machinery of a client's session with the master (docs/PROTOCOL.md §5.0, §5.1, §5.2, §8).
 
 :class:`MasterSessionBase` owns what producer and consumer sessions have in common: the connection
 pool and master fail-over invoker, registration with retries and back-off, the periodic heartbeat

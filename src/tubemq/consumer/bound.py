@@ -1,7 +1,7 @@
 """Client-side balance and bound consumption: ``BoundConsumer`` (sync) and its asyncio twin.
 
 The application (e.g. the Spark source) decides which partitions to read and from which offsets:
-the master only keeps the group membership (V2 methods 20-22, PROTOCOL.md §3.5, §5.5); partitions
+the master only keeps the group membership (V2 methods 20-22, docs/PROTOCOL.md §3.5, §5.5); partitions
 are registered at the brokers directly (opType 31 with ``currOffset`` as bootstrap offset, §5.2.6).
 The request shapes follow the Java ClientBalanceConsumer (captures/s5_client_balance.json): client id
 with ``-Balance-``; V2 register with ``subRepInfo{brokerConfigId −2, topicMetaInfoId −2,

@@ -1,6 +1,6 @@
 """``ConsumerConfig``: consumer settings on top of :class:`tubemq.config.ClientConfig`.
 
-Defaults are the Java client's (PROTOCOL.md §5.7) unless a field says otherwise; every ``*_ms`` name
+Defaults are the Java client's (docs/PROTOCOL.md §5.7) unless a field says otherwise; every ``*_ms`` name
 maps to a Java ``TubeClientConfig``/``ConsumerConfig`` setting where one exists.
 """
 

@@ -7,7 +7,7 @@ batch at a time (the broker keeps a single in-flight delta per partition, §5.3)
 fetched-but-not-yet-taken batches is bounded: a worker reserves buffer space *before* it fetches, so
 a slow application never makes the consumer hold more than ``prefetch`` batches in memory.
 
-Result handling follows PROTOCOL.md §5.2.7 (waits per error code) and §5.2.8 (flow control).
+Result handling follows docs/PROTOCOL.md §5.2.7 (waits per error code) and §5.2.8 (flow control).
 """
 
 from __future__ import annotations

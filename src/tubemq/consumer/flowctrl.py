@@ -1,4 +1,4 @@
-"""Consumer-side flow control (PROTOCOL.md §5.2.8): the master's rule sets and the fetch pacing they imply.
+"""Consumer-side flow control (docs/PROTOCOL.md §5.2.8): the master's rule sets and the fetch pacing they imply.
 
 The master sends two rule sets (cluster default and group), each identified by an id; −2 and ``" "``
 mean "no rules". A rule set is JSON: ``[{"type": t, "rule": [...]}, ...]`` with

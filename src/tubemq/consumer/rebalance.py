@@ -3,7 +3,7 @@
 Why this module exists: the Go client lost rebalance events (a second event overwrote the first) and the
 Java client clears its event queue after taking one. Here events are queued in arrival order and never
 overwritten or dropped; every processed event is queued again as a result and reported (status DONE) on
-the next master heartbeat (PROTOCOL.md §5.2.2 - §5.2.4).
+the next master heartbeat (docs/PROTOCOL.md §5.2.2 - §5.2.4).
 
 Every partition the consumer knows about has exactly one :class:`PartitionSlot` with an explicit
 :class:`PartitionState`::

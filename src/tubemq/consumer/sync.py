@@ -39,7 +39,7 @@ def thread_hook(fn: Hook | None) -> Hook | None:
 
 
 class Consumer:
-    """A server-balanced TubeMQ consumer (PROTOCOL.md §5.2).
+    """A server-balanced TubeMQ consumer (docs/PROTOCOL.md §5.2).
 
     ``Consumer("host:8715", group="g", topics=["t"] or {"t": {"stream-1"}}, consume_from="earliest")``;
     any :class:`~tubemq.consumer.config.ConsumerConfig` field may be passed as a keyword, or

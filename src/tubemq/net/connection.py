@@ -1,4 +1,4 @@
-"""One multiplexed TCP (or TLS) connection to a master or broker (PROTOCOL.md §1, §2).
+"""One multiplexed TCP (or TLS) connection to a master or broker (docs/PROTOCOL.md §1, §2).
 
 Why a custom asyncio Protocol instead of streams: the hot send path must cost one syscall per *batch*
 of pipelined requests and no task per request. Frames queued during one event-loop iteration are

@@ -1,4 +1,4 @@
-"""Master RPCs with the Java client's fail-over (PROTOCOL.md §5.0, RpcServiceFailoverInvoker).
+"""Master RPCs with the Java client's fail-over (docs/PROTOCOL.md §5.0, RpcServiceFailoverInvoker).
 
 The master list is de-duplicated and sorted; calls go to the current master; a StandbyException, a
 FATAL answer, an I/O error or a timeout closes that connection and moves to the next master, up to

@@ -1,4 +1,4 @@
-"""The producer's master session (PROTOCOL.md §3.3, §5.1): register, heartbeat, publish, close.
+"""The producer's master session (docs/PROTOCOL.md §3.3, §5.1): register, heartbeat, publish, close.
 
 Request shapes follow the real Java client exactly (captures/s1_producer.json): register carries
 clientId, brokerCheckSum (-1 at first), hostName, jdkVersion and appdConfig{configId}, topicList only

@@ -1,4 +1,4 @@
-"""Every wire constant of the TubeMQ protocol in one place (PROTOCOL.md §1, §2, §4.0, §5, §6).
+"""Every wire constant of the TubeMQ protocol in one place (docs/PROTOCOL.md §1, §2, §4.0, §5, §6).
 
 Nothing here does I/O; the codec, the client and the embedded server all import from this module so
 that a number is written down exactly once.

@@ -1,4 +1,4 @@
-"""Master-side authentication (PROTOCOL.md §8) and the visit-token manager.
+"""Master-side authentication (docs/PROTOCOL.md §8) and the visit-token manager.
 
 * ``auth_signature``: re-exported from ``tubemq.protocol.auth`` (the §8.1 signature).
 * ``MasterAuthenticator``: the check of ``MasterCertificateInfo`` that the real master's

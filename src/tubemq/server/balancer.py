@@ -1,4 +1,4 @@
-"""Server-side consumer balancing (PROTOCOL.md §5.4), as pure logic without sockets or clocks.
+"""Server-side consumer balancing (docs/PROTOCOL.md §5.4), as pure logic without sockets or clocks.
 
 The real master (``TMaster.balance``/``processRebalance``, ``ConsumerEventManager``) works like this,
 and so does this module:

@@ -1,6 +1,6 @@
 """The embedded broker: send, consumer register/unregister, heartbeat, getMessage, commit.
 
-Answers follow the real broker (PROTOCOL.md §5.3, §5.2.6, §7.3) and where they differ the captures
+Answers follow the real broker (docs/PROTOCOL.md §5.3, §5.2.6, §7.3) and where they differ the captures
 (s2, s3, s4, s5, s6a, s6c): error texts, validation order, which optional fields are present, the
 three "no data" 404 answers, ``currOffset = -1`` on a successful unregister, partition ids checked
 only by ``id % 10000`` (id 10000 on a one-store topic goes to a separate store index), checksum

@@ -1,7 +1,7 @@
 """Configuration of the embedded TubeMQ server (master + broker in one process).
 
 One flat dataclass so that ``EmbeddedCluster(data_dir, **fields)`` and ``tubemq serve`` share the same
-names; defaults follow the real servers (PROTOCOL.md §5.7) except where a test-friendly value is
+names; defaults follow the real servers (docs/PROTOCOL.md §5.7) except where a test-friendly value is
 documented on the field.
 """
 

@@ -4,7 +4,7 @@ Laid out like nsqd: the handlers live here, the group/session state and its rule
 the cluster's shape (brokers, deployments, brokerInfos/topicInfos) in ``topology.py``, the balancing
 logic in ``balancer.py``, the admin JSON views in ``master_views.py``.
 
-Handlers answer like the real ``TMaster`` (captures s1, s2, s3, s5, s6b win over PROTOCOL.md):
+Handlers answer like the real ``TMaster`` (captures s1, s2, s3, s5, s6b win over docs/PROTOCOL.md):
 
 * validation order and texts of §7.1/§7.2; the StandbyException is raised after the parameter checks
   of each call (for consumer register after the topic checks, as ``TMaster.consumerRegisterC2M`` does:

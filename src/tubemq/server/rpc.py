@@ -1,4 +1,4 @@
-"""RPC server plumbing shared by the embedded master and broker (PROTOCOL.md §1, §2; captures s6a/b/d).
+"""RPC server plumbing shared by the embedded master and broker (docs/PROTOCOL.md §1, §2; captures s6a/b/d).
 
 Why an asyncio ``Protocol`` and not streams: the broker's send path must stay lean (tens of thousands of
 requests per second on one core), so frames of one TCP read are decoded, dispatched and answered in one

@@ -1,4 +1,4 @@
-"""Broker storage: per (topic, store index) append-only data + index segments (PROTOCOL.md §4.9, §4.10).
+"""Broker storage: per (topic, store index) append-only data + index segments (docs/PROTOCOL.md §4.9, §4.10).
 
 Why this layout:
 
