@@ -1,7 +1,7 @@
 """How a broker in another process joins an embedded master: an embedded-only admin call.
 
 The real broker registers with the master over MasterService methods 7-9 (``RegisterRequestB2M``,
-``HeartRequestB2M``, ``CloseRequestB2M``, PROTOCOL.md §3.6), whose messages carry the broker's whole
+``HeartRequestB2M``, ``CloseRequestB2M``, docs/PROTOCOL.md §3.6), whose messages carry the broker's whole
 configuration and checksums; this library does not implement them (its protobuf set has no broker<->
 master messages), so a real TubeMQ broker cannot join the embedded master, nor an embedded broker a
 real master. Instead a broker process calls the master's admin HTTP API every
