@@ -10,6 +10,8 @@ from setuptools import Extension, setup
 
 PYX = "src/tubemq/_codec.pyx"
 C_FILE = "src/tubemq/_codec.c"
+INLONG_PYX = "src/tubemq/_inlongmsg.pyx"
+INLONG_C = "src/tubemq/_inlongmsg.c"
 
 
 def extensions():
@@ -21,11 +23,13 @@ def extensions():
         cythonize = None
     if cythonize is not None and os.path.exists(PYX):
         return cythonize(
-            [Extension("tubemq._codec", [PYX])],
+            [Extension("tubemq._codec", [PYX]), Extension("tubemq._inlongmsg", [INLONG_PYX])],
             compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
         )
     if os.path.exists(C_FILE):
-        return [Extension("tubemq._codec", [C_FILE])]
+        return [Extension("tubemq._codec", [C_FILE])] + (
+            [Extension("tubemq._inlongmsg", [INLONG_C])] if os.path.exists(INLONG_C) else []
+        )
     return []
 
 

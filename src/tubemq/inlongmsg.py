@@ -144,7 +144,7 @@ def decode_message(msg: Any) -> InLongMsg:
     return decode(msg.data)
 
 
-def _decode_v3(data: bytes) -> InLongMsg:
+def _decode_v3(data: bytes | bytearray) -> InLongMsg:
     """v3 ("mix attr"): each group holds records of (message, private attr) pairs; key = common & private."""
     version, create_time, msg_count, groups = _impl.read_groups(data)
     keyed: dict[str, list[bytes]] = {}
@@ -164,7 +164,7 @@ def _decode_v3(data: bytes) -> InLongMsg:
 # ---- v4 (binary message)
 
 
-def _decode_v4(data: bytes) -> InLongMsg:
+def _decode_v4(data: bytes | bytearray) -> InLongMsg:
     n = len(data) - 4  # BIN_MSG between the two magics
     if n < BIN_MSG_OVERHEAD:
         raise InLongMsgError(f"v4 container of {len(data)} bytes: binary message truncated "
