@@ -297,6 +297,7 @@ cdef class BuilderBase:
     cdef list _attrs
     cdef list _payloads  # bytearray per group: ([int32 len][body])*
     cdef list _counts
+    cdef list _costs     # per group: Java's size estimate of one add minus the body length
 
     def __init__(self, int version=1, compress=True, capacity=4096):
         if version not in (1, 2, 3, 4):  # Java's v0 (and unknown) build returns null
@@ -308,6 +309,7 @@ cdef class BuilderBase:
         self._attrs = []
         self._payloads = []
         self._counts = []
+        self._costs = []
         self.msg_count = 0
         self._size = 4 + 4 + 8 + (4 if version == 2 else 0)
 
@@ -328,15 +330,23 @@ cdef class BuilderBase:
         cdef int version = self.version
         if version == 4:
             raise ValueError("a v4 container holds one binary message: use add_binary()")
-        cdef _View v = _View(body)
-        cdef Py_ssize_t n = v.n, pos = 0, items = 0, old, gi
+        cdef Py_buffer view
+        PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+        try:
+            return self._add(attr, <const uint8_t*>view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef object _add(self, str attr, const uint8_t* p, Py_ssize_t n):
+        cdef int version = self.version
+        cdef Py_ssize_t pos = 0, items = 0, old, gi
         cdef int32_t ln
         cdef Py_ssize_t added = 1
         if version == 3:
             while pos < n:
                 if n - pos < 4:
                     raise ValueError(f"v3 record: {n - pos} stray bytes where a 4-byte length belongs")
-                ln = rd_i32(v.p + pos)
+                ln = rd_i32(p + pos)
                 pos += 4
                 if ln < 0 or ln > n - pos:
                     raise ValueError(f"v3 record: item length {ln} but {n - pos} bytes are left")
@@ -352,6 +362,7 @@ cdef class BuilderBase:
             self._attrs.append(attr)
             self._payloads.append(bytearray())
             self._counts.append(0)
+            self._costs.append(java_length(attr) + 7 + 4 + (4 if version == 2 else 0))
         else:
             gi = <object>hit
         payload = <bytearray>self._payloads[gi]
@@ -359,10 +370,10 @@ cdef class BuilderBase:
         PyByteArray_Resize(payload, old + 4 + n)
         cdef uint8_t* dst = <uint8_t*>PyByteArray_AS_STRING(payload) + old
         wr_i32(dst, n)
-        memcpy(dst + 4, v.p, n)
+        memcpy(dst + 4, p, n)
         self._counts[gi] = <Py_ssize_t>self._counts[gi] + 1
         self.msg_count += added
-        self._size += java_length(attr) + 7 + n + 4 + (4 if version == 2 else 0)
+        self._size += <Py_ssize_t>self._costs[gi] + n
         return self._size < self.capacity
 
     def build(self, int64_t create_time):

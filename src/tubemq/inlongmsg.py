@@ -184,33 +184,21 @@ def _decode_v4(data: bytes | bytearray) -> InLongMsg:
     (magic,) = _U16.unpack_from(data, body_end + 2 + attr_len)
     if magic != BIN_MSG_MAGIC:
         raise InLongMsgError(f"v4 binary message: end magic {magic:#06x}, expected {BIN_MSG_MAGIC:#06x}")
-    common: _JavaHashMap
-    if attr_len:
-        text = data[body_end + 2 : body_end + 2 + attr_len].decode("utf-8", "replace")
-        common = _JavaHashMap.copy_of(_guava_split(text))
-    else:
-        common = _JavaHashMap()
-    common.put("dt", str(dt * 1000))
     is_num = not ext_u & 0x4
-    if is_num:
-        common.put("groupId", str(gid))
-        common.put("streamId", str(sid))
-    common.put("cnt", str(cnt))
+    attr_raw = data[body_end + 2 : body_end + 2 + attr_len]
+    common_key, common_items = _v4_common(bytes(attr_raw), dt, gid, sid, cnt, is_num)
     if (msg_type & 0xE0) >> 5 == 1:
         owner: Any = _impl.snappy_uncompress(data, body_start, body_end)
         start, stop = 0, len(owner)
     else:
         owner, start, stop = data, body_start, body_end
     if not ext_u & 0x1:
-        attrs = [common.join()]
+        attrs = [common_key]
         groups = [_impl.split_items(owner, start, stop)]
     else:
         keyed: dict[str, list[bytes]] = {}
-        common_items = common.items()
         for msg, private in _impl.split_pairs(owner, start, stop):
-            m = _JavaHashMap.copy_of(_guava_split(private.decode("utf-8", "replace")))
-            m.put_all(common_items)
-            key = m.join()
+            key = _v4_private_key(private, common_key, common_items)
             bucket = keyed.get(key)
             if bucket is None:
                 keyed[key] = [msg]
@@ -218,6 +206,47 @@ def _decode_v4(data: bytes | bytearray) -> InLongMsg:
                 bucket.append(msg)
         attrs, groups = list(keyed), list(keyed.values())
     return InLongMsg(4, dt * 1000, cnt, -1, attrs, groups, None, is_num, bool(ext_u & 0x20))
+
+
+#: v4 attribute keys computed lately (the Java ``HashMap`` emulation is the slow part of a v4 decode).
+_V4_KEYS: dict[tuple[Any, ...], tuple[str, list[tuple[str, str]]]] = {}
+_V4_PRIVATE_KEYS: dict[tuple[bytes, str], str] = {}
+_KEY_CACHE_SIZE = 4096
+
+
+def _v4_common(attr: bytes, dt: int, gid: int, sid: int, cnt: int, is_num: bool) -> tuple[str, list[tuple[str, str]]]:
+    """The common attribute map of a BIN_MSG: (Java's key text, entries in Java's order)."""
+    cache_key = (attr, dt, gid, sid, cnt, is_num)
+    hit = _V4_KEYS.get(cache_key)
+    if hit is not None:
+        return hit
+    common = _JavaHashMap.copy_of(_guava_split(attr.decode("utf-8", "replace"))) if attr else _JavaHashMap()
+    common.put("dt", str(dt * 1000))
+    if is_num:
+        common.put("groupId", str(gid))
+        common.put("streamId", str(sid))
+    common.put("cnt", str(cnt))
+    items = common.items()
+    value = ("&".join(f"{k}={v}" for k, v in items), items)
+    if len(_V4_KEYS) >= _KEY_CACHE_SIZE:
+        _V4_KEYS.clear()
+    _V4_KEYS[cache_key] = value
+    return value
+
+
+def _v4_private_key(private: bytes, common_key: str, common_items: list[tuple[str, str]]) -> str:
+    """``join(HashMap(Guava(private)) + putAll(common))``: the key of one message with private attrs."""
+    cache_key = (private, common_key)
+    hit = _V4_PRIVATE_KEYS.get(cache_key)
+    if hit is not None:
+        return hit
+    m = _JavaHashMap.copy_of(_guava_split(private.decode("utf-8", "replace")))
+    m.put_all(common_items)
+    key = m.join()
+    if len(_V4_PRIVATE_KEYS) >= _KEY_CACHE_SIZE:
+        _V4_PRIVATE_KEYS.clear()
+    _V4_PRIVATE_KEYS[cache_key] = key
+    return key
 
 
 #: Guava's ``CharMatcher.whitespace()`` (what ``Splitter.trimResults()`` strips).
