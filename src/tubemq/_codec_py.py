@@ -10,9 +10,12 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import DecodeError, FrameError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .inlongmsg import InLongMsg
 
 implementation = "python"
 
@@ -189,6 +192,12 @@ class Message:
     @property
     def value(self) -> bytes:
         return self.data
+
+    def inlongmsg(self) -> InLongMsg:
+        """Decode ``data`` as an InLong container (:func:`tubemq.inlongmsg.decode`)."""
+        from .inlongmsg import decode
+
+        return decode(self.data)
 
     def __repr__(self) -> str:
         return (

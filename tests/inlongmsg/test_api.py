@@ -226,3 +226,17 @@ def test_format_attr_round_trips(api: ModuleType) -> None:
     assert api.parse_attr(api.format_attr(attrs)) == attrs
     with pytest.raises(ValueError):
         api.format_attr({"a&b": "1"})
+
+
+@pytest.mark.parametrize("codec_name", ["_codec", "_codec_py"])
+def test_message_inlongmsg(api: ModuleType, codec_name: str) -> None:
+    import importlib
+
+    codec = importlib.import_module(f"tubemq.{codec_name}")
+    b = api.InLongMsgBuilder(1)
+    b.add("groupId=g&streamId=s", b"payload")
+    msg = codec.Message("topic", b.build(1))
+    assert msg.inlongmsg().bodies("groupId=g&streamId=s") == [b"payload"]
+    assert api.decode_message(msg).attrs == ("groupId=g&streamId=s",)
+    with pytest.raises(InLongMsgError):
+        codec.Message("topic", b"plain text").inlongmsg()
