@@ -10,11 +10,12 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any, NamedTuple
 
 from .errors import DecodeError, FrameError
 
-if TYPE_CHECKING:  # pragma: no cover
+if _TYPE_CHECKING:  # pragma: no cover
     from .inlongmsg import InLongMsg
 
 implementation = "python"
