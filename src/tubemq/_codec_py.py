@@ -10,13 +10,9 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any, NamedTuple
 
 from .errors import DecodeError, FrameError
-
-if _TYPE_CHECKING:  # pragma: no cover
-    from .inlongmsg import InLongMsg
 
 implementation = "python"
 
@@ -194,7 +190,7 @@ class Message:
     def value(self) -> bytes:
         return self.data
 
-    def inlongmsg(self) -> InLongMsg:
+    def inlongmsg(self) -> Any:  # tubemq.inlongmsg.InLongMsg (not imported: it imports the codec)
         """Decode ``data`` as an InLong container (:func:`tubemq.inlongmsg.decode`)."""
         from .inlongmsg import decode
 
