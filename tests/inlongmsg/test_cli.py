@@ -27,7 +27,7 @@ def cli_cluster(tmp_path: Path) -> Iterator[Any]:
 def _consume_messages(master: str, topic: str, group: str, want: int) -> list[bytes]:
     got: list[bytes] = []
     with tubemq.Consumer(master, group=group, topics=[topic], consume_from="earliest",
-                         iter_timeout_ms=15000) as consumer:
+                         iter_timeout_ms=60000) as consumer:
         for msg in consumer:
             got.append(bytes(msg.data))
             if len(got) >= want:

@@ -90,7 +90,7 @@ def test_write_packs_rows_into_containers(spark: Any, tube: Any, topic_name: str
     seen: list[tuple[str, bytes]] = []
     messages = 0
     with tubemq.Consumer(tube.master_address, group=f"{topic_name}_chk", topics=[topic_name],
-                         consume_from="earliest", iter_timeout_ms=10000) as consumer:
+                         consume_from="earliest", iter_timeout_ms=60000) as consumer:
         for msg in consumer:
             m = decode(msg.data)
             messages += 1
