@@ -24,12 +24,12 @@ def cli_cluster(tmp_path: Path) -> Iterator[Any]:
         yield c
 
 
-def _consume_messages(master: str, topic: str, group: str, want: int) -> list[bytes]:
-    got: list[bytes] = []
+def _consume_messages(master: str, topic: str, group: str, want: int) -> list[Any]:
+    got: list[Any] = []
     with tubemq.Consumer(master, group=group, topics=[topic], consume_from="earliest",
                          iter_timeout_ms=60000) as consumer:
         for msg in consumer:
-            got.append(bytes(msg.data))
+            got.append(msg)
             if len(got) >= want:
                 break
     return got
@@ -77,8 +77,9 @@ def test_produce_format_inlongmsg(cli_cluster: Any) -> None:
     containers = summary["acknowledged"]
     assert 5 < containers < 50 and summary["failed"] == 0 and summary["skipped_empty"] == 1
     records: list[bytes] = []
-    for data in _consume_messages(cli_cluster.master_address, "inl_produce", "g_check", containers):
-        m = decode(data)
+    for msg in _consume_messages(cli_cluster.master_address, "inl_produce", "g_check", containers):
+        assert msg.stream_id == "s"  # the InLong streamId, as DataProxy sets it
+        m = msg.inlongmsg()
         assert m.version == 1 and m.attrs == ("groupId=g&streamId=s",)
         records += m.bodies("groupId=g&streamId=s")
     assert [x.decode() for x in records] == lines

@@ -1,7 +1,7 @@
 """``--format inlongmsg`` of ``tubemq produce`` and ``tubemq consume``: InLong containers on the command line.
 
 ``produce`` packs input lines into InLongMsg containers (one attribute string for all of them,
-``--attrs``), starting a new container whenever the builder reports it reached ``--capacity``: each
+``--attrs``; its ``streamId`` becomes the TubeMQ stream id, as DataProxy does), starting a new container whenever the builder reports it reached ``--capacity``: each
 container is one TubeMQ message. ``consume`` decodes every message and writes one JSON line per
 record (see :func:`records_to_json`).
 """
@@ -56,6 +56,10 @@ def pack_containers(
     from ..inlongmsg import InLongMsgBuilder
 
     attr = args.attrs or ""
+    # like DataProxy: the container's TubeMQ stream id is its InLong streamId (unless --stream-id is given)
+    from ..inlongmsg import parse_attr
+
+    inlong_stream = parse_attr(attr).get("streamId") or None
 
     def new() -> InLongMsgBuilder:
         return InLongMsgBuilder(args.inlong_version, compress=args.snappy, capacity=args.capacity)
@@ -63,9 +67,9 @@ def pack_containers(
     builder = new()
     meta: tuple[dict[str, str], str | None] | None = None
     for data, attributes, stream_id in records:
-        meta = (attributes, stream_id)
+        meta = (attributes, stream_id or inlong_stream)
         if not builder.add(attr, data):
-            yield builder.build(), attributes, stream_id
+            yield builder.build(), meta[0], meta[1]
             builder = new()
     if builder.msg_count and meta is not None:
         yield builder.build(), meta[0], meta[1]
