@@ -255,34 +255,25 @@ def read_groups(object buf):
 
 
 def decode_default(object buf):
-    """A whole v0-v2 container: ``(version, create_time, msg_count, attrs, bodies, attr_msg_counts)``."""
+    """A whole v0-v2 container: ``(version, create_time, msg_count, attr_count, bodies, attr_msg_counts)``."""
     cdef _View v = _View(buf)
     cdef _View pv
     cdef tuple head = _read_groups(buf, v)
     cdef int version = head[0]
     if version == 3:
         raise InLongMsgError("a v3 container's groups hold records, not bodies")
-    cdef dict index = {}
-    cdef list attrs = [], bodies = [], counts = []
-    cdef list items
-    cdef Py_ssize_t start, stop
-    cdef PyObject* hit
-    for attr, cnt, owner, start, stop in <list>head[3]:
+    cdef dict bodies = {}, counts = {}
+    cdef list groups = <list>head[3]
+    cdef tuple g
+    for g in groups:
+        owner = g[2]
         if owner is buf:
-            items = _split(v.p, start, stop)
+            bodies[g[0]] = _split(v.p, g[3], g[4])
         else:
             pv = _View(owner)
-            items = _split(pv.p, start, stop)
-        hit = PyDict_GetItem(index, attr)
-        if hit == NULL:
-            index[attr] = len(attrs)
-            attrs.append(attr)
-            bodies.append(items)
-            counts.append(cnt)
-        else:
-            bodies[<object>hit] = items
-            counts[<object>hit] = cnt
-    return version, head[1], head[2], attrs, bodies, counts
+            bodies[g[0]] = _split(pv.p, g[3], g[4])
+        counts[g[0]] = g[1]
+    return version, head[1], head[2], len(groups), bodies, counts
 
 
 cdef class BuilderBase:

@@ -260,30 +260,21 @@ def read_groups(buf: Any) -> tuple[int, int, int, list[tuple[str, int, Any, int,
     return version, create_time, msg_count, groups
 
 
-def decode_default(buf: Any) -> tuple[int, int, int, list[str], list[list[bytes]], list[int]]:
-    """A whole v0-v2 container: ``(version, create_time, msg_count, attrs, bodies, attr_msg_counts)``.
+def decode_default(buf: Any) -> tuple[int, int, int, int, dict[str, list[bytes]], dict[str, int]]:
+    """A whole v0-v2 container: ``(version, create_time, msg_count, attr_count, bodies, attr_msg_counts)``.
 
-    A repeated attr replaces the earlier group's data but keeps its place, as Java's ``LinkedHashMap``.
+    ``bodies`` maps each attr to its bodies in wire order of first appearance; a repeated attr replaces
+    the earlier group's data but keeps its place, as Java's ``LinkedHashMap``.
     """
     version, create_time, msg_count, groups = read_groups(buf)
     if version == 3:
         raise InLongMsgError("a v3 container's groups hold records, not bodies")
-    index: dict[str, int] = {}
-    attrs: list[str] = []
-    bodies: list[list[bytes]] = []
-    counts: list[int] = []
+    bodies: dict[str, list[bytes]] = {}
+    counts: dict[str, int] = {}
     for attr, cnt, owner, start, stop in groups:
-        items = split_items(owner, start, stop)
-        i = index.get(attr)
-        if i is None:
-            index[attr] = len(attrs)
-            attrs.append(attr)
-            bodies.append(items)
-            counts.append(cnt)
-        else:
-            bodies[i] = items
-            counts[i] = cnt
-    return version, create_time, msg_count, attrs, bodies, counts
+        bodies[attr] = split_items(owner, start, stop)
+        counts[attr] = cnt
+    return version, create_time, msg_count, len(groups), bodies, counts
 
 
 # ---- builder core (v1-v3)

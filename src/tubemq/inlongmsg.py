@@ -63,8 +63,6 @@ _BIN_HEADER = struct.Struct(">iBhhhihii")  # total_len type gid sid ext dt cnt u
 _U16 = struct.Struct(">H")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-#: Offset of the group count in a v0/v1/v2 header.
-_ATTR_COUNT_AT = {0: 2, 1: 10, 2: 14}
 
 
 class InLongMsg:
@@ -79,7 +77,7 @@ class InLongMsg:
                  "attrs", "_bodies", "_counts")
 
     def __init__(self, version: int, create_time: int, msg_count: int, attr_count: int,
-                 attrs: list[str], bodies: list[list[bytes]], counts: list[int] | None = None,
+                 groups: dict[str, list[bytes]], counts: dict[str, int] | None = None,
                  is_num_group_id: bool = False, is_support_lf: bool = False) -> None:
         self.version = version
         #: Milliseconds (``build(create_time)`` for v1-v3, the BIN_MSG data time x 1000 for v4, -1 for v0).
@@ -90,9 +88,9 @@ class InLongMsg:
         self.attr_count = attr_count
         self.is_num_group_id = is_num_group_id
         self.is_support_lf = is_support_lf
-        self.attrs: tuple[str, ...] = tuple(attrs)
-        self._bodies = dict(zip(self.attrs, bodies, strict=True))
-        self._counts = dict(zip(self.attrs, counts, strict=True)) if counts else {}
+        self.attrs: tuple[str, ...] = tuple(groups)
+        self._bodies = groups
+        self._counts = counts or {}
 
     def bodies(self, attr: str) -> list[bytes]:
         """The bodies stored under ``attr``, in order (KeyError if the container has no such attr)."""
@@ -133,10 +131,8 @@ def decode(data: bytes | bytearray | memoryview) -> InLongMsg:
         return _decode_v4(data)
     if version == 3:
         return _decode_v3(data)
-    version, create_time, msg_count, attrs, bodies, counts = _impl.decode_default(data)
-    (attr_count,) = _I32.unpack_from(data, _ATTR_COUNT_AT[version])
-    return InLongMsg(version, create_time, msg_count, attr_count, attrs, bodies,
-                     counts if version == 2 else None)
+    version, create_time, msg_count, attr_count, groups, counts = _impl.decode_default(data)
+    return InLongMsg(version, create_time, msg_count, attr_count, groups, counts if version == 2 else None)
 
 
 def decode_message(msg: Any) -> InLongMsg:
@@ -158,7 +154,7 @@ def _decode_v3(data: bytes | bytearray) -> InLongMsg:
                 else:
                     bucket.append(msg)
     (attr_count,) = _I32.unpack_from(data, 14)
-    return InLongMsg(version, create_time, msg_count, attr_count, list(keyed), list(keyed.values()))
+    return InLongMsg(version, create_time, msg_count, attr_count, keyed)
 
 
 # ---- v4 (binary message)
@@ -187,16 +183,16 @@ def _decode_v4(data: bytes | bytearray) -> InLongMsg:
     is_num = not ext_u & 0x4
     attr_raw = data[body_end + 2 : body_end + 2 + attr_len]
     common_key, common_items = _v4_common(bytes(attr_raw), dt, gid, sid, cnt, is_num)
+    keyed: dict[str, list[bytes]]
     if (msg_type & 0xE0) >> 5 == 1:
         owner: Any = _impl.snappy_uncompress(data, body_start, body_end)
         start, stop = 0, len(owner)
     else:
         owner, start, stop = data, body_start, body_end
     if not ext_u & 0x1:
-        attrs = [common_key]
-        groups = [_impl.split_items(owner, start, stop)]
+        keyed = {common_key: _impl.split_items(owner, start, stop)}
     else:
-        keyed: dict[str, list[bytes]] = {}
+        keyed = {}
         for msg, private in _impl.split_pairs(owner, start, stop):
             key = _v4_private_key(private, common_key, common_items)
             bucket = keyed.get(key)
@@ -204,8 +200,7 @@ def _decode_v4(data: bytes | bytearray) -> InLongMsg:
                 keyed[key] = [msg]
             else:
                 bucket.append(msg)
-        attrs, groups = list(keyed), list(keyed.values())
-    return InLongMsg(4, dt * 1000, cnt, -1, attrs, groups, None, is_num, bool(ext_u & 0x20))
+    return InLongMsg(4, dt * 1000, cnt, -1, keyed, None, is_num, bool(ext_u & 0x20))
 
 
 #: v4 attribute keys computed lately (the Java ``HashMap`` emulation is the slow part of a v4 decode).
