@@ -232,6 +232,10 @@ def test_format_attr_round_trips(api: ModuleType) -> None:
 def test_message_inlongmsg(api: ModuleType, codec_name: str) -> None:
     import importlib
 
+    from .conftest import NO_EXT
+
+    if NO_EXT and codec_name == "_codec":
+        pytest.skip("TUBEMQ_NO_EXTENSIONS=1")
     codec = importlib.import_module(f"tubemq.{codec_name}")
     b = api.InLongMsgBuilder(1)
     b.add("groupId=g&streamId=s", b"payload")
