@@ -207,6 +207,8 @@ def _decode_v4(data: bytes | bytearray) -> InLongMsg:
 _V4_KEYS: dict[tuple[Any, ...], tuple[str, list[tuple[str, str]]]] = {}
 _V4_PRIVATE_KEYS: dict[tuple[bytes, str], str] = {}
 _KEY_CACHE_SIZE = 4096
+#: Longer attribute texts are not cached (bounds the caches to a few MB).
+_KEY_CACHE_MAX_TEXT = 512
 
 
 def _v4_common(attr: bytes, dt: int, gid: int, sid: int, cnt: int, is_num: bool) -> tuple[str, list[tuple[str, str]]]:
@@ -223,9 +225,10 @@ def _v4_common(attr: bytes, dt: int, gid: int, sid: int, cnt: int, is_num: bool)
     common.put("cnt", str(cnt))
     items = common.items()
     value = ("&".join(f"{k}={v}" for k, v in items), items)
-    if len(_V4_KEYS) >= _KEY_CACHE_SIZE:
-        _V4_KEYS.clear()
-    _V4_KEYS[cache_key] = value
+    if len(attr) <= _KEY_CACHE_MAX_TEXT:
+        if len(_V4_KEYS) >= _KEY_CACHE_SIZE:
+            _V4_KEYS.clear()
+        _V4_KEYS[cache_key] = value
     return value
 
 
@@ -238,9 +241,10 @@ def _v4_private_key(private: bytes, common_key: str, common_items: list[tuple[st
     m = _JavaHashMap.copy_of(_guava_split(private.decode("utf-8", "replace")))
     m.put_all(common_items)
     key = m.join()
-    if len(_V4_PRIVATE_KEYS) >= _KEY_CACHE_SIZE:
-        _V4_PRIVATE_KEYS.clear()
-    _V4_PRIVATE_KEYS[cache_key] = key
+    if len(private) + len(common_key) <= _KEY_CACHE_MAX_TEXT:
+        if len(_V4_PRIVATE_KEYS) >= _KEY_CACHE_SIZE:
+            _V4_PRIVATE_KEYS.clear()
+        _V4_PRIVATE_KEYS[cache_key] = key
     return key
 
 
