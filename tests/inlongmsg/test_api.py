@@ -244,3 +244,25 @@ def test_message_inlongmsg(api: ModuleType, codec_name: str) -> None:
     assert api.decode_message(msg).attrs == ("groupId=g&streamId=s",)
     with pytest.raises(InLongMsgError):
         codec.Message("topic", b"plain text").inlongmsg()
+
+
+def test_most_compressible_snappy_is_within_the_bound(api: ModuleType) -> None:
+    """4 MB of zeros: the densest valid snappy (21.3x) still decodes under the 22x bound."""
+    b = api.InLongMsgBuilder(1, compress=True, capacity=1 << 30)
+    b.add("a=1", bytes(4_000_000))
+    data = b.build(1)
+    assert len(data) * 20 < 4_000_000
+    assert api.decode(data).bodies("a=1") == [bytes(4_000_000)]
+
+
+def test_v2_duplicate_attr_replaces_data_keeps_place(api: ModuleType) -> None:
+    """Java's LinkedHashMap: a repeated attr on the wire replaces the earlier group's data, same position."""
+    def group(attr: bytes, cnt: int, payload: bytes) -> bytes:
+        return len(attr).to_bytes(2, "big") + attr + cnt.to_bytes(4, "big") + (len(payload) + 1).to_bytes(
+            4, "big") + b"\x00" + payload
+
+    data = (b"\x0f\x02" + (9).to_bytes(8, "big") + (3).to_bytes(4, "big") + (3).to_bytes(4, "big")
+            + group(b"a=1", 1, _item(b"old")) + group(b"b=2", 1, _item(b"bee")) + group(b"a=1", 1, _item(b"new"))
+            + b"\x0f\x02")
+    m = api.decode(data)
+    assert m.attrs == ("a=1", "b=2") and m.bodies("a=1") == [b"new"] and m.attr_count == 3
