@@ -98,7 +98,8 @@ class InLongMsg:
 
     def attr_msg_count(self, attr: str) -> int:
         """The per-group message count a v2 container stores (0 for the other versions, like Java)."""
-        self._bodies[attr]
+        if attr not in self._bodies:
+            raise KeyError(attr)
         return self._counts.get(attr, 0)
 
     def __iter__(self) -> Iterator[tuple[str, bytes]]:
