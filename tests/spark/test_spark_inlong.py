@@ -120,3 +120,26 @@ def test_options_are_checked(spark: Any, tube: Any, topic_name: str) -> None:
     with pytest.raises(Exception, match="body"):
         (df.write.format("tubemq").option("tubemq.master", tube.master_address).option("topic", topic_name)
          .option("valueFormat", "inlongmsg").mode("append").save())
+
+
+def test_streaming_read_explodes_containers(spark: Any, tube: Any, topic_name: str, tmp_path: Any) -> None:
+    tube.create_topic(topic_name, partitions=1)
+    b = InLongMsgBuilder(version=1, compress=False)
+    for i in range(25):
+        b.add(f"groupId=g&streamId=s&dt={DT_MS}", b"s-%d" % i)
+    with tubemq.Producer(tube.master_address) as producer:
+        producer.send(topic_name, b.build())
+    df = (spark.readStream.format("tubemq").option("tubemq.master", tube.master_address)
+          .option("subscribe", topic_name).option("startingOffsets", "earliest")
+          .option("valueFormat", "inlongmsg").load()
+          .selectExpr("cast(body as string) as b", "stream_id", "record_index"))
+    query = (df.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(120), "the availableNow query did not finish"
+    finally:
+        query.stop()
+    assert query.exception() is None
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted((r["record_index"], r["b"]) for r in rows) == [(i, f"s-{i}") for i in range(25)]
+    assert {r["stream_id"] for r in rows} == {"s"}
