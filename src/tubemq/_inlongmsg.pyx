@@ -137,16 +137,74 @@ def snappy_length(object buf, Py_ssize_t start, Py_ssize_t end):
     return _snappy_len(v.p, start, end)
 
 
+cdef int _unsnappy(const uint8_t* src, Py_ssize_t n, uint8_t* dst, Py_ssize_t size) noexcept nogil:
+    """Raw snappy block body (after the length preamble) into exactly ``size`` bytes: 0, or -1 if invalid."""
+    cdef Py_ssize_t ip = 0, op = 0, ln, off, k
+    cdef uint32_t tag, extra
+    while ip < n:
+        tag = src[ip]
+        ip += 1
+        if tag & 3 == 0:  # literal
+            ln = tag >> 2
+            if ln >= 60:
+                extra = ln - 59
+                if n - ip < extra:
+                    return -1
+                ln = 0
+                for k in range(<Py_ssize_t>extra):
+                    ln |= (<Py_ssize_t>src[ip + k]) << (8 * k)
+                ip += extra
+            ln += 1
+            if ln > n - ip or ln > size - op:
+                return -1
+            memcpy(dst + op, src + ip, ln)
+            ip += ln
+            op += ln
+            continue
+        if tag & 3 == 1:
+            if ip >= n:
+                return -1
+            ln = ((tag >> 2) & 7) + 4
+            off = ((<Py_ssize_t>(tag >> 5)) << 8) | src[ip]
+            ip += 1
+        elif tag & 3 == 2:
+            if n - ip < 2:
+                return -1
+            ln = (tag >> 2) + 1
+            off = src[ip] | (<Py_ssize_t>src[ip + 1] << 8)
+            ip += 2
+        else:
+            if n - ip < 4:
+                return -1
+            ln = (tag >> 2) + 1
+            off = (<Py_ssize_t>src[ip] | (<Py_ssize_t>src[ip + 1] << 8) | (<Py_ssize_t>src[ip + 2] << 16)
+                   | (<Py_ssize_t>src[ip + 3] << 24))
+            ip += 4
+        if off == 0 or off > op or ln > size - op:
+            return -1
+        if off >= ln:
+            memcpy(dst + op, dst + op - off, ln)
+        else:
+            for k in range(ln):
+                dst[op + k] = dst[op - off + k]
+        op += ln
+    return 0 if op == size else -1
+
+
 cdef object _uncompress(object buf, const uint8_t* p, Py_ssize_t start, Py_ssize_t end):
+    """The raw snappy block ``p[start:end]`` uncompressed (compiled decoder: no snappy package needed)."""
     cdef Py_ssize_t size = _snappy_len(p, start, end)
-    snappy = _snappy_module()
-    out = PyByteArray_FromStringAndSize(NULL, size)
-    try:
-        got = snappy.decompress_raw_into(memoryview(buf)[start:end], out)
-    except Exception as exc:
-        raise InLongMsgError(f"snappy block at offset {start}: {exc}") from None
-    if got != size:
-        raise InLongMsgError(f"snappy block at offset {start}: {got} bytes instead of the declared {size}")
+    cdef Py_ssize_t body = start
+    while p[body] & 0x80:  # skip the length preamble (validated above)
+        body += 1
+    body += 1
+    out = PyBytes_FromStringAndSize(NULL, size)
+    cdef uint8_t* dst = <uint8_t*>PyBytes_AS_STRING(out)
+    cdef int rc
+    with nogil:
+        rc = _unsnappy(p + body, end - body, dst, size)
+    if rc != 0:
+        raise InLongMsgError(f"snappy block at offset {start}: corrupt or truncated data")
     return out
 
 

@@ -7,6 +7,7 @@ bad snappy -- all raise :class:`tubemq.errors.InLongMsgError` instead of returni
 
 Memory is bounded by the input: bodies are copies of input slices, and a snappy block may declare
 at most ``SNAPPY_MAX_RATIO`` times its own size (no valid snappy block expands more than ~21.4x).
+Decoding snappy needs no package (cramjam is used when installed); building with compression does.
 """
 
 from __future__ import annotations
@@ -74,9 +75,15 @@ def snappy_length(buf: Any, start: int, end: int) -> int:
 
 
 def snappy_uncompress(buf: Any, start: int, end: int) -> bytes:
-    """Uncompress the raw snappy block ``buf[start:end]`` into exactly its declared length."""
+    """Uncompress the raw snappy block ``buf[start:end]`` into exactly its declared length.
+
+    Uses cramjam when installed, else :func:`unsnappy` (pure Python, slow but dependency-free).
+    """
     size = snappy_length(buf, start, end)
-    snappy = _snappy_module()
+    try:
+        snappy = _snappy_module()
+    except InLongMsgError:
+        return unsnappy(buf, start, end)
     out = bytearray(size)
     try:
         got = snappy.decompress_raw_into(bytes(buf[start:end]), out)
@@ -84,6 +91,59 @@ def snappy_uncompress(buf: Any, start: int, end: int) -> bytes:
         raise InLongMsgError(f"snappy block at offset {start}: {exc}") from None
     if got != size:
         raise InLongMsgError(f"snappy block at offset {start}: {got} bytes instead of the declared {size}")
+    return bytes(out)
+
+
+def unsnappy(buf: Any, start: int, end: int) -> bytes:
+    """Pure-Python raw snappy decoder (the format's literal and copy elements), strict about every length."""
+    size = snappy_length(buf, start, end)
+    ip = start
+    while buf[ip] & 0x80:
+        ip += 1
+    ip += 1
+    out = bytearray()
+    bad = InLongMsgError(f"snappy block at offset {start}: corrupt or truncated data")
+    while ip < end:
+        tag = buf[ip]
+        ip += 1
+        kind = tag & 3
+        if kind == 0:
+            ln = tag >> 2
+            if ln >= 60:
+                extra = ln - 59
+                if end - ip < extra:
+                    raise bad
+                ln = int.from_bytes(bytes(buf[ip : ip + extra]), "little")
+                ip += extra
+            ln += 1
+            if ln > end - ip or ln > size - len(out):
+                raise bad
+            out += buf[ip : ip + ln]
+            ip += ln
+            continue
+        if kind == 1:
+            if ip >= end:
+                raise bad
+            ln = ((tag >> 2) & 7) + 4
+            off = ((tag >> 5) << 8) | buf[ip]
+            ip += 1
+        else:
+            width = 2 if kind == 2 else 4
+            if end - ip < width:
+                raise bad
+            ln = (tag >> 2) + 1
+            off = int.from_bytes(bytes(buf[ip : ip + width]), "little")
+            ip += width
+        pos = len(out)
+        if off == 0 or off > pos or ln > size - pos:
+            raise bad
+        if off >= ln:
+            out += out[pos - off : pos - off + ln]
+        else:
+            for k in range(ln):
+                out.append(out[pos - off + k])
+    if len(out) != size:
+        raise bad
     return bytes(out)
 
 
