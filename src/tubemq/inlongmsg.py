@@ -13,7 +13,8 @@ class would return zero-padded bodies, accept a length running into the trailing
 silently. Decoding allocates at most the input size in body bytes (plus one Python object per body);
 a snappy block may declare at most 22x its own size (no valid block expands more).
 
-Snappy needs the optional ``cramjam`` package: ``pip install 'tubemq[inlong]'``.
+Decoding snappy needs nothing extra (a raw-snappy decoder is built in); building with ``compress=True``
+needs the optional ``cramjam`` package: ``pip install 'tubemq[inlong]'``.
 
 The hot paths are in the Cython module ``tubemq._inlongmsg``; the pure-Python twin
 ``tubemq._inlongmsg_py`` is used when :mod:`tubemq.codec` runs its twin (``TUBEMQ_NO_EXTENSIONS=1``)
