@@ -44,3 +44,19 @@ def test_v4_keys_match_java(api: ModuleType, case: dict[str, Any]) -> None:
     assert [[bytes(b).hex() for b in m.bodies(g["attr"])] for g in case["java"]] == [
         g["bodies_hex"] for g in case["java"]
     ]
+
+
+BUILDS = json.loads((DATA.parent / "build_java_crosscheck.json").read_text(encoding="utf-8"))
+
+
+def test_build_crosscheck_file() -> None:
+    assert BUILDS["format"] == "inlongmsg-build-java-crosscheck" and len(BUILDS["cases"]) == 150
+
+
+@pytest.mark.parametrize("case", BUILDS["cases"], ids=[f"build{i}" for i in range(len(BUILDS["cases"]))])
+def test_random_builds_match_java(api: ModuleType, case: dict[str, Any]) -> None:
+    """Random v1-v3 adds (non-ASCII, emoji, NUL and long attrs; small capacities): same add() results, same bytes."""
+    b = api.InLongMsgBuilder(case["version"], False, case["capacity"])
+    results = "".join("T" if b.add(op["attr"], bytes.fromhex(op["data_hex"])) else "F" for op in case["adds"])
+    assert results == case["java_add_results"]
+    assert b.build(case["createtime"]).hex() == case["java_hex"]
