@@ -1,7 +1,11 @@
-"""v4 attribute keys beyond the golden vectors: 120 random binary messages (up to 60 common keys, up to
+"""Random inputs beyond the golden vectors, as the unmodified upstream Java class handled them.
+
+v4 attribute keys: 120 random binary messages (up to 60 common keys, up to
 20 private keys per message) as decoded by the unmodified upstream Java class (recorded in
 tests/data/inlongmsg/v4_java_crosscheck.json). Java's ``HashMap`` order must match exactly, including
 table resizes the 9-key vectors never reach; Java's Guava errors (duplicate keys) must be our errors.
+Builds: 150 random raw v1-v3 builders (tests/data/inlongmsg/build_java_crosscheck.json) must return the
+same ``add()`` results and the same bytes.
 """
 
 from __future__ import annotations
