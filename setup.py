@@ -20,7 +20,7 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import CCompilerError, CompileError, ExecError, LinkError, PlatformError
 
 #: The compiled modules: ``tubemq.<name>`` built from ``src/tubemq/<name>.pyx`` (or the shipped ``.c``).
-EXTENSION_MODULES = ["_codec"]
+EXTENSION_MODULES = ["_codec", "_inlongmsg"]
 
 #: What a missing or broken compiler raises (distutils and setuptools names of the same errors).
 BUILD_ERRORS = (CCompilerError, CompileError, ExecError, LinkError, PlatformError, OSError, ValueError)

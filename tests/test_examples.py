@@ -67,7 +67,7 @@ def _drain(cluster: Any, topic: str, group: str, expected: int, timeout: float =
 
 def test_every_example_is_tested() -> None:
     tested = {"ingest_file.py", "consumer_group_worker.py", "asyncio_pipeline.py", "spark_batch_ingest.py",
-              "spark_streaming_parquet.py"}
+              "spark_streaming_parquet.py", "inlongmsg_asyncio.py"}
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -104,6 +104,22 @@ def test_asyncio_pipeline(tube: Any) -> None:
     out = [json.loads(m.data) for m in _drain(tube, "ex_enriched", "ex_check", 300)]
     assert sorted(e["order"] for e in out) == list(range(300))
     assert all(isinstance(e["enriched_at"], int) for e in out)
+
+
+def test_inlongmsg_asyncio(tube: Any) -> None:
+    from tubemq.inlongmsg import InLongMsgBuilder
+
+    tube.create_topic("ex_inlong", partitions=2)
+    b = InLongMsgBuilder(version=2, compress=False)  # a container built outside the example, plus junk
+    for i in range(10):
+        b.add("groupId=g&streamId=external", b"x%d" % i)
+    _fill(tube, "ex_inlong", [b.build(), b"not a container"])
+    r = _run("inlongmsg_asyncio.py", "--master", _dsn(tube), "--topic", "ex_inlong", "--group", "inl",
+             "--produce", "300", "--idle-timeout", "3")
+    assert "sent 300 records in" in r.stdout
+    assert "decoded 310 records from" in r.stdout and "(1 not InLong containers)" in r.stdout
+    for line in ("  external: 10", "  stream0: 100", "  stream1: 100", "  stream2: 100"):
+        assert line in r.stdout
 
 
 needs_spark = pytest.mark.skipif(java_missing() is not None, reason=str(java_missing()))

@@ -1309,6 +1309,12 @@ cdef class Message:
     def value(self):
         return self.data
 
+    def inlongmsg(self):
+        """Decode ``data`` as an InLong container (:func:`tubemq.inlongmsg.decode`)."""
+        from .inlongmsg import decode
+
+        return decode(self.data)
+
     def __repr__(self):
         return (
             f"Message(topic={self.topic!r}, partition={self.partition.key if self.partition else None!r}, "

@@ -190,6 +190,12 @@ class Message:
     def value(self) -> bytes:
         return self.data
 
+    def inlongmsg(self) -> Any:  # tubemq.inlongmsg.InLongMsg (not imported: it imports the codec)
+        """Decode ``data`` as an InLong container (:func:`tubemq.inlongmsg.decode`)."""
+        from .inlongmsg import decode
+
+        return decode(self.data)
+
     def __repr__(self) -> str:
         return (
             f"Message(topic={self.topic!r}, partition={self.partition.key if self.partition else None!r}, "

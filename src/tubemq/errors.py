@@ -32,6 +32,10 @@ class DecodeError(ProtocolError):
     """A payload or message that cannot be decoded (truncated protobuf, bad attribute header...)."""
 
 
+class InLongMsgError(DecodeError):
+    """A damaged InLongMsg (TDMsg) container, or snappy support missing (see :mod:`tubemq.inlongmsg`)."""
+
+
 class RemoteError(TubeMQError):
     """The server answered the RPC with an exception (RspExceptionBody, status ERROR or FATAL)."""
 

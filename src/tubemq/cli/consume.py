@@ -12,6 +12,7 @@ import sys
 import time
 from typing import IO, Any
 
+from . import inlong
 from .common import (
     CONSUMER_CLI_DEFAULTS,
     EXIT_USAGE,
@@ -48,8 +49,9 @@ def register(sub: Any) -> None:
         help="stop after this many seconds without a message once partitions are assigned (the first "
         "assignment may take up to a minute on a real master; default: run until Ctrl-C or --count)",
     )
-    p.add_argument("--format", "-f", choices=("raw", "json"), default="raw",
-                   help="raw: the message bytes + delimiter; json: one JSON object per message with metadata")
+    p.add_argument("--format", "-f", choices=("raw", "json", "inlongmsg"), default="raw",
+                   help="raw: the message bytes + delimiter; json: one JSON object per message with metadata; "
+                   "inlongmsg: decode InLong containers, one JSON object per record")
     p.add_argument("--delimiter", default="\\n", help="written after each raw message (default \\n)")
     p.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
     p.add_argument("--stream-id", action="append", default=None,
@@ -89,6 +91,19 @@ class IdleClock:
         return deadline - time.monotonic()
 
 
+def _write_inlong(out: IO[bytes], msg: Any) -> None:
+    """One JSON line per record; a message that is no InLong container is reported and skipped."""
+    from ..errors import InLongMsgError
+
+    try:
+        lines = inlong.records_to_json(msg)
+    except InLongMsgError as exc:
+        eprint(f"tubemq consume: skipping offset {msg.offset} of {msg.topic}: not an InLong container ({exc})")
+        return
+    for line in lines:
+        out.write(line.encode("utf-8") + b"\n")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.count is not None and args.count < 1:
         raise CliError("--count must be at least 1", EXIT_USAGE)
@@ -119,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
     nbytes = 0
     t0 = time.monotonic()
     as_json = args.format == "json"
+    as_inlong = args.format == "inlongmsg"
     try:
         with config_errors_are_usage():
             consumer = Consumer(target, group=args.group, topics=topics, consume_from=args.consume_from)
@@ -141,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
                             break
                         if as_json:
                             out.write(message_to_json(msg).encode("utf-8") + b"\n")
+                        elif as_inlong:
+                            _write_inlong(out, msg)
                         else:
                             out.write(msg.data)
                             out.write(delimiter)

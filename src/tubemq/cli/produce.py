@@ -3,7 +3,8 @@
 Formats: ``lines`` (one message per line, the newline removed; empty lines skipped), ``jsonl`` (the
 same, but each line must be valid JSON), ``envelope`` (JSON lines as written by ``tubemq consume
 --format json``: data/data_b64 + attributes + stream_id, so a topic round-trips through a file) and
-``raw`` (the whole input is one message). Ctrl-C stops reading, waits for what is in flight and
+``raw`` (the whole input is one message), ``inlongmsg`` (lines packed into InLong containers, see
+``tubemq.cli.inlong``). Ctrl-C stops reading, waits for what is in flight and
 reports acknowledged vs not (a second Ctrl-C abandons the wait).
 """
 
@@ -16,6 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any
 
+from . import inlong
 from .common import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -43,7 +45,7 @@ def register(sub: Any) -> None:
     p.add_argument("file", nargs="?", default="-", help="input file, or - for stdin (default)")
     p.add_argument("--topic", "-t", required=True)
     p.add_argument("--master", "-m", default=None, help="master HOST:PORT[,HOST:PORT] (default: local server)")
-    p.add_argument("--format", "-f", choices=("lines", "jsonl", "envelope", "raw"), default="lines")
+    p.add_argument("--format", "-f", choices=("lines", "jsonl", "envelope", "raw", "inlongmsg"), default="lines")
     p.add_argument("--delimiter", default="\\n", help="record separator for lines/jsonl (default \\n)")
     p.add_argument("--attr", "-a", action="append", metavar="KEY=VALUE", help="attribute on every message (repeat)")
     p.add_argument("--stream-id", default=None, help="stream id ($msgType$) of every message (consumer filters)")
@@ -56,6 +58,7 @@ def register(sub: Any) -> None:
     p.add_argument("-X", "--option", action="append", metavar="KEY=VALUE",
                    help="client option, e.g. -X rpc_timeout_ms=5000 -X retries=5 (any ProducerConfig field)")
     p.add_argument("--json-summary", action="store_true", help="print the summary as JSON on stdout")
+    inlong.add_produce_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -127,6 +130,10 @@ class _Counters:
 def _records(args: argparse.Namespace, stream: IO[bytes], delimiter: bytes, attrs: dict[str, str],
              counters: _Counters) -> Iterator[tuple[bytes, dict[str, str], str | None]]:
     """(data, attributes, stream_id) per message of the input, in input order."""
+    if args.format == "inlongmsg":
+        as_lines = argparse.Namespace(**{**vars(args), "format": "lines"})
+        yield from inlong.pack_containers(args, _records(as_lines, stream, delimiter, attrs, counters))
+        return
     if args.format == "raw":
         data = stream.read(MAX_LINE + 1)
         if len(data) > MAX_LINE:
@@ -169,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--inflight must be at least 1", EXIT_USAGE)
     if args.limit is not None and args.limit < 0:
         raise CliError("--limit must be >= 0", EXIT_USAGE)
+    inlong.check_produce_arguments(args)
     attrs = parse_attrs(args.attr)
     delimiter = _delimiter(args.delimiter)
     master = resolve_master(args.master)
@@ -189,7 +197,7 @@ def _produce(args: argparse.Namespace, target: str, stream: IO[bytes], delimiter
     total = None
     if args.format == "raw":
         total = 1
-    elif args.progress is not False:
+    elif args.progress is not False and args.format != "inlongmsg":  # containers: unknown in advance
         total = _count_records(args.file, delimiter)
     if total is not None and args.limit is not None:
         total = min(total, args.limit)

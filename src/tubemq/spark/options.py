@@ -53,6 +53,11 @@ MSG_TIME_ZONE = "msgTimeZone"
 TOPIC = "topic"
 STAMP_ATTRIBUTES = "stampAttributes"
 FLUSH_TIMEOUT_MS = "flushTimeoutMs"
+VALUE_FORMAT = "valueFormat"
+CAPACITY = "capacity"
+COMPRESS = "compress"
+#: ``valueFormat`` values: plain message bytes, or InLong containers exploded into records.
+VALUE_FORMATS = ("raw", "inlongmsg")
 
 CLIENT_PREFIX = "tubemq."
 
@@ -73,8 +78,9 @@ READ_OPTIONS = (
     COMMIT_OFFSETS_TO_GROUP,
     ARROW_BATCH_SIZE,
     MSG_TIME_ZONE,
+    VALUE_FORMAT,
 )
-WRITE_OPTIONS = (MASTER, TOPIC, STAMP_ATTRIBUTES, FLUSH_TIMEOUT_MS, MSG_TIME_ZONE)
+WRITE_OPTIONS = (MASTER, TOPIC, STAMP_ATTRIBUTES, FLUSH_TIMEOUT_MS, MSG_TIME_ZONE, VALUE_FORMAT, CAPACITY, COMPRESS)
 
 #: Options Spark or users commonly pass to every source/sink; never warned about.
 _SPARK_GENERIC = {"path", "paths", "checkpointlocation", "queryname", "__tubemq_test__"}
@@ -164,6 +170,8 @@ class ReadOptions:
     arrow_batch_size: int
     msg_time_zone: str | None
     client_options: Mapping[str, Any] = field(default_factory=dict)
+    #: ``raw``, or ``inlongmsg``: one row per record of each InLong container (tubemq.spark.inlong).
+    value_format: str = "raw"
 
     def topic_filters(self) -> dict[str, list[str]] | list[str]:
         """The ``topics`` argument for a consumer: a list, or a mapping when stream ids filter."""
@@ -188,6 +196,10 @@ class WriteOptions:
     flush_timeout_ms: int
     msg_time_zone: str | None
     client_options: Mapping[str, Any] = field(default_factory=dict)
+    #: ``inlongmsg``: rows are packed into InLong containers of about ``capacity`` bytes.
+    value_format: str = "raw"
+    capacity: int = 4096
+    compress: bool = False
 
 
 # ---- parsing
@@ -270,6 +282,7 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool | None = N
         arrow_batch_size=o.integer(ARROW_BATCH_SIZE, 10000, 1, 10_000_000) or 10000,
         msg_time_zone=_time_zone(o),
         client_options=_client_options(o, master, "consumer"),
+        value_format=_value_format(o),
     )
 
 
@@ -295,6 +308,9 @@ def parse_write_options(options: Mapping[str, Any]) -> WriteOptions:
         flush_timeout_ms=o.integer(FLUSH_TIMEOUT_MS, 120000, 1, 24 * 3600 * 1000) or 120000,
         msg_time_zone=_time_zone(o),
         client_options=_client_options(o, master, "producer"),
+        value_format=_value_format(o),
+        capacity=o.integer(CAPACITY, 4096, 1, 64 * 1024 * 1024) or 4096,
+        compress=o.boolean(COMPRESS, False),
     )
 
 
@@ -437,6 +453,13 @@ def _stream_id(text: str) -> str:
     if not text or any(c in text for c in ",=#:;'\" "):
         raise ConfigError(STREAM_IDS, f"bad stream id {text!r}")
     return text
+
+
+def _value_format(o: _Opts) -> str:
+    value = (o.string(VALUE_FORMAT, "raw") or "raw").lower()
+    if value not in VALUE_FORMATS:
+        raise ConfigError(VALUE_FORMAT, f"must be one of {', '.join(VALUE_FORMATS)} (got {value!r})")
+    return value
 
 
 def _time_zone(o: _Opts) -> str | None:

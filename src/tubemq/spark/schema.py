@@ -75,6 +75,12 @@ def ddl(include_attributes: bool) -> str:
 
 def read_schema(include_attributes: bool) -> StructType:
     """The Spark schema of the source (built without a JVM: DDL parsing would need one)."""
+    cols = list(BASE_COLUMNS) + ([ATTRIBUTES_COLUMN] if include_attributes else [])
+    return struct_of(cols)
+
+
+def struct_of(columns: Sequence[tuple[str, str]]) -> StructType:
+    """A nullable ``StructType`` from (name, simple type) pairs."""
     from pyspark.sql.types import (
         BinaryType,
         IntegerType,
@@ -92,11 +98,9 @@ def read_schema(include_attributes: bool) -> StructType:
         "int": IntegerType(),
         "bigint": LongType(),
         "timestamp": TimestampType(),
+        "map<string,string>": MapType(StringType(), StringType(), True),
     }
-    fields = [StructField(name, kinds[t], True) for name, t in BASE_COLUMNS]
-    if include_attributes:
-        fields.append(StructField("attributes", MapType(StringType(), StringType(), True), True))
-    return StructType(fields)
+    return StructType([StructField(name, kinds[t], True) for name, t in columns])
 
 
 def check_read_schema(schema: StructType, include_attributes: bool) -> None:

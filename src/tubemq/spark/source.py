@@ -18,7 +18,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ..errors import ConfigError
-from .options import parse_read_options, parse_write_options
+from . import inlong
+from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
 from .reader import TubeMQBatchReader
 from .schema import check_read_schema, check_write_schema, read_schema
 from .stream import TubeMQStreamReader
@@ -40,29 +41,44 @@ class TubeMQDataSource(DataSource):
 
     def schema(self) -> StructType:
         opts = parse_read_options(self.options, streaming=None)
+        if opts.value_format == "inlongmsg":
+            return inlong.read_schema()
         return read_schema(opts.include_attributes)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options, streaming=False)
-        check_read_schema(schema, opts.include_attributes)
+        _check_read_schema(schema, opts)
         return TubeMQBatchReader(opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_read_options(self.options, streaming=True)
-        check_read_schema(schema, opts.include_attributes)
+        _check_read_schema(schema, opts)
         return TubeMQStreamReader(opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _append_only(overwrite, "mode", ".mode('append')")
         opts = parse_write_options(self.options)
-        used = check_write_schema(schema, opts.topic)
+        used = _check_write_schema(schema, opts)
         return TubeMQBatchWriter(opts, used)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         _append_only(overwrite, "outputMode", ".outputMode('append')")
         opts = parse_write_options(self.options)
-        used = check_write_schema(schema, opts.topic)
+        used = _check_write_schema(schema, opts)
         return TubeMQStreamWriter(opts, used)
+
+
+def _check_read_schema(schema: StructType, opts: ReadOptions) -> None:
+    if opts.value_format == "inlongmsg":
+        inlong.check_read_schema(schema)
+    else:
+        check_read_schema(schema, opts.include_attributes)
+
+
+def _check_write_schema(schema: StructType, opts: WriteOptions) -> dict[str, str]:
+    if opts.value_format == "inlongmsg":
+        return inlong.check_write_schema(schema, opts.topic)
+    return check_write_schema(schema, opts.topic)
 
 
 def _append_only(overwrite: bool, option: str, fix: str) -> None:

@@ -193,7 +193,13 @@ class _Progress:
 
 def read_partition(opts: ReadOptions, schema: StructType, part: Any) -> Iterator[Any]:
     """The rows of ``part`` (a ``TubeMQInputPartition``) as Arrow record batches."""
-    builder = ArrowBuilder(arrow_schema_for(schema), opts.include_attributes, opts.msg_time_zone)
+    builder: Any
+    if opts.value_format == "inlongmsg":
+        from .inlong import InLongArrowBuilder
+
+        builder = InLongArrowBuilder(arrow_schema_for(schema))
+    else:
+        builder = ArrowBuilder(arrow_schema_for(schema), opts.include_attributes, opts.msg_time_zone)
     where = describe(part.topic, part.key, part.start, part.end)
     dedup = _Dedup()
     progress = _Progress(part.start)

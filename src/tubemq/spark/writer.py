@@ -117,6 +117,10 @@ def write_batches(
     opts: WriteOptions, used: dict[str, str], write_id: str, batches: Iterator[Any]
 ) -> TubeMQCommitMessage:
     """Send every row of ``batches``; return after all are acknowledged (executor side)."""
+    if opts.value_format == "inlongmsg":
+        from .inlong import write_batches as write_inlong
+
+        return write_inlong(opts, used, write_id, batches)
     from .. import Producer
 
     query, batch_id, task = _task_identity(write_id)
