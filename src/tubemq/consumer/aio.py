@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
-from ..errors import ClientClosedError
-from ..net.loop import close_when_forgotten
+from ..errors import ClientClosedError, TubeMQError
+from ..net.loop import close_when_forgotten, with_operation
 from .core import ConsumerCore, Hook
 from .fetch import Batch
 
@@ -92,7 +92,10 @@ class Consumer:
         closed by its finalizer: it unregisters its partitions instead of holding them until the
         master's heartbeat timeout.
         """
-        await self._core.start()
+        try:
+            await self._core.start()
+        except TubeMQError as exc:
+            raise with_operation(exc, f"consumer start (register with master {','.join(self.config.masters)})")  # noqa: B904 - cause set
         if self._finalizer is None:
             self._finalizer = close_when_forgotten(self, self._core.close, self._release_loop)
         return self

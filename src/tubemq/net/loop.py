@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, TypeVar
 
-from ..errors import ClientClosedError, TubeMQError, TubeMQTimeoutError
+from ..errors import ClientClosedError, TubeMQConnectionError, TubeMQError, TubeMQTimeoutError
 
 log = logging.getLogger("tubemq.net.loop")
 
@@ -197,9 +197,22 @@ def _close_forgotten(loop: asyncio.AbstractEventLoop, close: Callable[[], Corout
                 pass
 
 
+def with_operation(exc: BaseException, operation: str) -> BaseException:
+    """A transport failure (timeout, connection) re-raised with the operation it broke, e.g.
+    ``producer start (register with master h:p): h:p: no answer ...``; other errors unchanged."""
+    if not isinstance(exc, (TubeMQTimeoutError, TubeMQConnectionError)):
+        return exc
+    try:
+        fresh = type(exc)(f"{operation}: {exc}")
+    except TypeError:  # a subclass with another signature: keep it as it is
+        return exc
+    fresh.__cause__ = exc
+    return fresh
+
+
 def _name(obj: Any) -> str:
     """``Producer.start`` for a coroutine or function: what a timeout message names."""
     return str(getattr(obj, "__qualname__", None) or type(obj).__name__)
 
 
-__all__ = ["FORGOTTEN_CLOSE_WAIT", "LoopThread", "close_when_forgotten"]
+__all__ = ["FORGOTTEN_CLOSE_WAIT", "LoopThread", "close_when_forgotten", "with_operation"]

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..config import ProducerConfig
 from ..errors import ClientClosedError, TubeMQError, TubeMQTimeoutError
-from ..net.loop import close_when_forgotten
+from ..net.loop import close_when_forgotten, with_operation
 from .core import ProducerCore, SendBuffer, SendCallback, SendResult, check_callback, run_callback
 from .future import SendFuture
 
@@ -81,7 +81,10 @@ class Producer:
             self._start_lock = asyncio.Lock()
         async with self._start_lock:
             if not self._core.started:
-                await self._core.start()
+                try:
+                    await self._core.start()
+                except TubeMQError as exc:
+                    raise with_operation(exc, f"producer start (register with master {','.join(self.config.masters)})")  # noqa: B904 - cause set
                 self._buffer.loop = self._core.loop
                 self._finalizer = close_when_forgotten(self, self._core.close, self._release_loop)
         return self

@@ -27,6 +27,7 @@ from ...errors import (
 )
 from ...metrics import Metrics
 from ...net.health import SessionHealth
+from ...net.loop import with_operation
 from ...protocol import master_pb
 from ...protocol.constants import META_VALUE_UNDEFINED, ErrorCode, Method
 from ..core import BrokerClient, BrokerHeartbeats
@@ -106,7 +107,11 @@ class AsyncBoundConsumer:
             raise ClientClosedError("bound consumer is closed")
         if not self.started:
             self.started = True
-            await self.session.start(register_attempts=5)
+            try:
+                await self.session.start(register_attempts=5)
+            except TubeMQError as exc:
+                what = f"bound consumer start (register with master {','.join(self.config.masters)})"
+                raise with_operation(exc, what)  # noqa: B904 - the cause is set
             self.health.remember_pool()
             self._hb_task = asyncio.get_running_loop().create_task(self.heartbeats.run(lambda: self.closing))
         return self
