@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
@@ -22,9 +22,6 @@ from ..errors import ClientClosedError, TubeMQError
 from ..net.loop import close_when_forgotten, with_operation
 from .core import ConsumerCore, Hook
 from .fetch import Batch
-
-if TYPE_CHECKING:
-    from .bound.aio import AsyncBoundConsumer as BoundConsumer
 
 log = logging.getLogger("tubemq.consumer")
 
@@ -291,9 +288,4 @@ class Consumer:
         return f"<tubemq.aio.Consumer {self.config.group} {sorted(self.config.topics)} {state}>"
 
 
-def __getattr__(name: str) -> Any:
-    if name == "BoundConsumer":
-        from .bound.aio import AsyncBoundConsumer
-
-        return AsyncBoundConsumer
-    raise AttributeError(name)
+from .bound.aio import AsyncBoundConsumer as BoundConsumer  # noqa: E402 - re-export at the end: bound imports core
