@@ -12,6 +12,7 @@ import asyncio
 import logging
 import queue
 import threading
+from abc import abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -27,15 +28,24 @@ _CALL_WAIT = 5.0
 
 
 class AsyncClient(Protocol):
-    """What a :class:`Portal` needs of an asyncio client."""
+    """What a :class:`Portal` / :class:`Facade` needs of an asyncio client."""
 
     #: set by the portal before ``start()``: the finalizer releases the loop thread with it
     _release_loop: Callable[[], None] | None
 
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
     async def start(self) -> Any: ...
+
+    def metrics(self) -> dict[str, Any]: ...
 
 
 A = TypeVar("A", bound=AsyncClient)
+F = TypeVar("F", bound="Facade[Any]")
 
 
 class Portal(Generic[A]):
@@ -137,6 +147,45 @@ class Portal(Generic[A]):
             self.lt.stop()
 
 
+class Facade(Generic[A]):
+    """Base of the blocking clients: a :class:`Portal` to the asyncio client and the members that only
+    forward (identity, state, metrics, the context manager); subclasses forward the rest."""
+
+    _portal: Portal[A]
+    _aio: A
+
+    def _open(self, build: Callable[[], A], close: Callable[[A], Coroutine[Any, Any, Any]]) -> None:
+        self._portal = Portal(build, close)
+        self._aio = self._portal.client
+
+    @property
+    def client_id(self) -> str:
+        return self._aio.client_id
+
+    @property
+    def closed(self) -> bool:
+        return self._aio.closed
+
+    def metrics(self) -> dict[str, Any]:
+        """A plain-dict snapshot: counters, gauges, latency percentiles, master and per-broker health
+        (keys listed in README.md, "Metrics and logging"). Taken on the client's loop thread, where the
+        figures live, so it is consistent; works after ``close()`` too."""
+        return self._portal.call(self._aio.metrics)
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the asyncio client (each facade says how) and release the loop thread."""
+
+    def __enter__(self: F) -> F:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<tubemq.{type(self).__name__} {self.client_id} {'closed' if self.closed else 'open'}>"
+
+
 class Dispatcher:
     """One daemon thread that runs a client's blocking callbacks in order (a push listener): what
     ``runner`` means for :meth:`tubemq.aio.Consumer.subscribe` in the blocking API.
@@ -197,4 +246,4 @@ def to_thread(fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
     return run
 
 
-__all__ = ["AsyncClient", "Dispatcher", "Portal", "to_thread"]
+__all__ = ["AsyncClient", "Dispatcher", "Facade", "Portal", "to_thread"]

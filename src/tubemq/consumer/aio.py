@@ -57,6 +57,7 @@ class Consumer:
                                            **options)
         self._core = ConsumerCore(self.config, on_partitions_assigned=on_partitions_assigned,
                                   on_partitions_revoked=on_partitions_revoked)
+        self.client_id: str = self._core.client_id
         self._iter_batch: Batch | None = None
         self._iter_msgs: Iterator[Message] | None = None
         self._listener_task: asyncio.Task[None] | None = None
@@ -64,10 +65,6 @@ class Consumer:
         self._listener_thread: int | None = None  # the thread inside a blocking listener call, if any
         self._release_loop: Callable[[], None] | None = None  # a sync facade's loop-thread reference
         self._finalizer: Any = None
-
-    @property
-    def client_id(self) -> str:
-        return self._core.client_id
 
     @property
     def closed(self) -> bool:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._sync import Dispatcher, Portal, to_thread
+from .._sync import Dispatcher, Facade, to_thread
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
 from . import aio
@@ -23,7 +23,7 @@ from .fetch import Batch
 __all__ = ["Consumer"]
 
 
-class Consumer:
+class Consumer(Facade[aio.Consumer]):
     """A server-balanced TubeMQ consumer (PROTOCOL.md §5.2).
 
     ``Consumer("host:8715", group="g", topics=["t"] or {"t": {"stream-1"}}, consume_from="earliest")``;
@@ -37,33 +37,15 @@ class Consumer:
       ``resume()``.
     """
 
-    def __init__(
-        self,
-        master: str | list[str] | None = None,
-        group: str | None = None,
-        topics: Any = None,
-        *,
-        consume_from: str | None = None,
-        config: ConsumerConfig | None = None,
-        on_partitions_assigned: Hook | None = None,
-        on_partitions_revoked: Hook | None = None,
-        **options: Any,
-    ) -> None:
+    def __init__(self, master: str | list[str] | None = None, group: str | None = None, topics: Any = None, *,
+                 consume_from: str | None = None, config: ConsumerConfig | None = None,
+                 on_partitions_assigned: Hook | None = None, on_partitions_revoked: Hook | None = None,
+                 **options: Any) -> None:
         assigned, revoked = to_thread(on_partitions_assigned), to_thread(on_partitions_revoked)
-        self._portal = Portal(lambda: aio.Consumer(master, group, topics, consume_from=consume_from, config=config,
-                                                   on_partitions_assigned=assigned, on_partitions_revoked=revoked,
-                                                   **options), aio.Consumer.close)
-        self._aio = self._portal.client
+        self._open(lambda: aio.Consumer(master, group, topics, consume_from=consume_from, config=config,
+                                        on_partitions_assigned=assigned, on_partitions_revoked=revoked, **options),
+                   aio.Consumer.close)
         self.config: ConsumerConfig = self._aio.config
-
-    # ------------------------------------------------------------------ info
-    @property
-    def client_id(self) -> str:
-        return self._aio.client_id
-
-    @property
-    def closed(self) -> bool:
-        return self._aio.closed
 
     @property
     def _core(self) -> ConsumerCore:
@@ -73,12 +55,6 @@ class Consumer:
     def assignment(self) -> list[Partition]:
         """Partitions currently registered by this consumer."""
         return self._portal.call(self._aio.assignment)
-
-    def metrics(self) -> dict[str, Any]:
-        """A plain-dict snapshot: counters, gauges, fetch-latency percentiles, master and per-broker
-        health (keys listed in README.md, "Metrics and logging"). Taken on the client's loop thread,
-        where the figures live, so it is consistent; works after ``close()`` too."""
-        return self._portal.call(self._aio.metrics)
 
     # ------------------------------------------------------------------ pull
     def poll(self, timeout: float | None = 1.0) -> Batch | None:
@@ -140,12 +116,6 @@ class Consumer:
         wait = timeout if timeout is not None else cfg.shutdown_wait_ms / 1000.0 + 5.0
         self._portal.close(self._aio.close(timeout, caller_thread=threading.get_ident()),
                            timeout=wait + cfg.rpc_timeout_ms / 1000.0 * 2)
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"

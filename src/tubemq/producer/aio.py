@@ -45,15 +45,12 @@ class Producer:
             config = dataclasses.replace(config, **dict(options, **({"master": master} if master is not None else {})))
         self.config = config
         self._core = ProducerCore(config)
+        self.client_id: str = self._core.client_id
         self._buffer = SendBuffer(config.max_pending, config.max_block_ms / 1000.0)
         self._start_lock: asyncio.Lock | None = None
         self._closed = False
         self._release_loop: Callable[[], None] | None = None  # a sync facade's loop-thread reference
         self._finalizer: Any = None
-
-    @property
-    def client_id(self) -> str:
-        return self._core.client_id
 
     @property
     def closed(self) -> bool:

@@ -13,13 +13,13 @@ import concurrent.futures
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._sync import Portal
+from .._sync import Facade
 from ..config import ProducerConfig
 from . import aio
 from .core import SendCallback, SendResult
 
 
-class Producer:
+class Producer(Facade[aio.Producer]):
     """Publish messages to TubeMQ.
 
     ``Producer("h1:8715,h2:8715", rpc_timeout_ms=5000)`` or ``Producer(config=ProducerConfig(...))``
@@ -29,28 +29,13 @@ class Producer:
 
     def __init__(self, master: str | Iterable[str] | None = None, *, config: ProducerConfig | None = None,
                  **options: Any) -> None:
-        self._portal = Portal(lambda: aio.Producer(master, config=config, **options), _close_now)
-        self._aio = self._portal.client
+        self._open(lambda: aio.Producer(master, config=config, **options), _close_now)
         self.config: ProducerConfig = self._aio.config
-
-    @property
-    def client_id(self) -> str:
-        return self._aio.client_id
 
     @property
     def _core(self) -> Any:
         """The engine (for tests and debugging)."""
         return self._aio._core
-
-    @property
-    def closed(self) -> bool:
-        return self._aio.closed
-
-    def metrics(self) -> dict[str, Any]:
-        """A plain-dict snapshot: counters, gauges, send-latency percentiles, master and per-broker
-        health (keys listed in README.md, "Metrics and logging"). Taken on the client's loop thread,
-        where the figures live, so it is consistent; works after ``close()`` too."""
-        return self._portal.call(self._aio.metrics)
 
     def partitions(self, topic: str) -> list[Any]:
         """The partitions currently known for a published topic."""
@@ -91,14 +76,6 @@ class Producer:
         """Flush (up to ``timeout``, default the RPC timeout), fail the rest, deregister. Idempotent."""
         self._portal.close(self._aio.close(timeout))
 
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<tubemq.Producer {self.client_id} {'closed' if self.closed else 'open'}>"
 
 
 async def _close_now(client: aio.Producer) -> None:

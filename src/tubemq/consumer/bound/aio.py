@@ -137,6 +137,10 @@ class AsyncBoundConsumer:
             self.table.close()
             await self.session.close()
 
+    @property
+    def closed(self) -> bool:
+        return self.closing
+
     def attached(self) -> list[Partition]:
         """The partitions currently attached (registered at their brokers)."""
         return self.table.owned_partitions()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from typing import Any
 
-from ..._sync import Portal
+from ..._sync import Facade
 from ...codec import Message, Partition
 from ...config import ConsumerConfig
 from ..fetch import Batch
@@ -19,7 +19,7 @@ from .core import DEFAULT_FETCH_TIMEOUT, PartitionPosition, PartitionRef
 __all__ = ["BoundConsumer"]
 
 
-class BoundConsumer:
+class BoundConsumer(Facade[AsyncBoundConsumer]):
     """Client-side balance / bound consumption (blocking). The Spark source is built on this.
 
     ``BoundConsumer(master, group, topics)`` registers a client-balance member of ``group`` (V2);
@@ -32,25 +32,12 @@ class BoundConsumer:
     ``"brokerId:topic:partitionId"`` or partition strings.
     """
 
-    def __init__(
-        self,
-        master: str | list[str] | None = None,
-        group: str | None = None,
-        topics: Iterable[str] | Mapping[str, Iterable[str]] = (),
-        *,
-        config: ConsumerConfig | None = None,
-        source_count: int = 0,
-        node_id: int = 0,
-        **options: Any,
-    ) -> None:
-        self._portal = Portal(lambda: AsyncBoundConsumer(master, group, topics, config=config, source_count=source_count,
-                                                         node_id=node_id, **options), AsyncBoundConsumer.close)
-        self._aio = self._portal.client
+    def __init__(self, master: str | list[str] | None = None, group: str | None = None,
+                 topics: Iterable[str] | Mapping[str, Iterable[str]] = (), *, config: ConsumerConfig | None = None,
+                 source_count: int = 0, node_id: int = 0, **options: Any) -> None:
+        self._open(lambda: AsyncBoundConsumer(master, group, topics, config=config, source_count=source_count,
+                                              node_id=node_id, **options), AsyncBoundConsumer.close)
         self.config: ConsumerConfig = self._aio.config
-
-    @property
-    def client_id(self) -> str:
-        return self._aio.client_id
 
     @property
     def _core(self) -> AsyncBoundConsumer:
@@ -59,10 +46,6 @@ class BoundConsumer:
 
     def partitions(self, topic: str | None = None) -> list[Partition]:
         return self._portal.run(self._aio.partitions(topic))
-
-    def metrics(self) -> dict[str, Any]:
-        """A plain-dict snapshot taken on the client's loop thread (works after ``close()`` too)."""
-        return self._portal.call(self._aio.metrics)
 
     def attach(self, partition: PartitionRef, offset: int | None = None) -> PartitionPosition:
         return self._portal.run(self._aio.attach(partition, offset))
@@ -99,9 +82,3 @@ class BoundConsumer:
     def close(self) -> None:
         """Unregister every attached partition, then close to the master (bounded: 3 RPC timeouts)."""
         self._portal.close(self._aio.close(), timeout=self.config.rpc_timeout_ms / 1000.0 * 3)
-
-    def __enter__(self) -> BoundConsumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
