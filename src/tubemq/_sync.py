@@ -163,6 +163,11 @@ class Facade(Generic[A]):
         return self._aio.client_id
 
     @property
+    def _lt(self) -> LoopThread:
+        """The loop thread the client runs on (for tests and debugging)."""
+        return self._portal.lt
+
+    @property
     def closed(self) -> bool:
         return self._aio.closed
 

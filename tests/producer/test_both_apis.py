@@ -55,6 +55,13 @@ def test_send_send_async_callback_flush_close(cluster: Any, producer_api: Any, s
     assert got[0].attributes["k"] == "v" and got[0].stream_id == "s1"
 
 
+def test_asyncio_send_and_wait_is_send() -> None:
+    """aiokafka's name for "send and wait for the answer" works on the asyncio producer."""
+    import tubemq.aio
+
+    assert tubemq.aio.Producer.send_and_wait is tubemq.aio.Producer.send
+
+
 def test_wrong_data_type_is_a_type_error(cluster: Any, producer_api: Any) -> None:
     cluster.create_topic("both", partitions=1)
 
