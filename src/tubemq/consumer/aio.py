@@ -187,9 +187,9 @@ class Consumer:
             if core.paused:
                 await asyncio.sleep(_LISTENER_IDLE)
                 continue
-            if not core.started:
-                await self.start()
             try:
+                if not core.started:
+                    await self.start()
                 b = await core.poll(_POLL_RETRY)
             except ClientClosedError:
                 return

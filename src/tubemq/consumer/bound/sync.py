@@ -6,6 +6,7 @@ Everything happens in the asyncio class on the shared loop thread (:class:`~tube
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -69,8 +70,10 @@ class BoundConsumer(Facade[AsyncBoundConsumer]):
                    max_messages: int | None = None, timeout: float = 10.0) -> Iterator[Message]:
         """Blocking iterator over :meth:`AsyncBoundConsumer.read_range` (see there). Messages cross
         from the client's loop thread one fetched batch at a time and are yielded from it here."""
-        for messages in self.read_range_batches(partition, start, end, max_messages=max_messages, timeout=timeout):
-            yield from messages
+        with contextlib.closing(self.read_range_batches(
+                partition, start, end, max_messages=max_messages, timeout=timeout)) as batches:
+            for messages in batches:
+                yield from messages
 
     def read_range_batches(self, partition: PartitionRef, start: int, end: int | None = None, *,
                            max_messages: int | None = None, timeout: float = 10.0) -> Generator[list[Message], None, None]:
