@@ -9,12 +9,13 @@ thread (:class:`~tubemq.net.loop.LoopThread`) and run its coroutines there.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import queue
 import threading
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 from .errors import ClientClosedError, TubeMQTimeoutError
 from .net.loop import LoopThread
@@ -22,6 +23,7 @@ from .net.loop import LoopThread
 log = logging.getLogger("tubemq.client")
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: How long ``call()`` waits for a busy loop thread before running the function without it (s).
 _CALL_WAIT = 5.0
@@ -239,6 +241,18 @@ def _settle(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
         fut.set_exception(value)
 
 
+def blocking(method: Callable[Concatenate[A, P], Coroutine[Any, Any, T]]) -> Callable[Concatenate[Facade[A], P], T]:
+    """The blocking form of a coroutine method of the asyncio client, as a facade method:
+    ``attach = blocking(AsyncBoundConsumer.attach)`` runs ``await client.attach(...)`` on the loop thread
+    and returns its result (same signature and docstring, for type checkers and ``help()`` too)."""
+
+    @functools.wraps(method)
+    def run(self: Facade[A], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._portal.run(method(self._aio, *args, **kwargs))
+
+    return run
+
+
 def to_thread(fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
     """A blocking callback as a coroutine function run on a worker thread (an ``async`` one, or None,
     is returned as is): what the blocking API's rebalance hooks run as."""
@@ -251,4 +265,4 @@ def to_thread(fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
     return run
 
 
-__all__ = ["AsyncClient", "Dispatcher", "Facade", "Portal", "to_thread"]
+__all__ = ["AsyncClient", "Dispatcher", "Facade", "Portal", "blocking", "to_thread"]

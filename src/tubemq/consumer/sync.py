@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._sync import Dispatcher, Facade, to_thread
+from .._sync import Dispatcher, Facade, blocking, to_thread
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
 from . import aio
@@ -57,9 +57,7 @@ class Consumer(Facade[aio.Consumer]):
         return self._portal.call(self._aio.assignment)
 
     # ------------------------------------------------------------------ pull
-    def poll(self, timeout: float | None = 1.0) -> Batch | None:
-        """The next batch of messages, or None when none arrived within ``timeout`` seconds."""
-        return self._portal.run(self._aio.poll(timeout))
+    poll = blocking(aio.Consumer.poll)
 
     def confirm(self, batch: Batch, consumed: bool = True) -> bool:
         """Commit (``consumed=True``) or roll back ``batch``; False if the partition moved meanwhile."""

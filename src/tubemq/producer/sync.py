@@ -13,7 +13,7 @@ import concurrent.futures
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._sync import Facade
+from .._sync import Facade, blocking
 from ..config import ProducerConfig
 from . import aio
 from .core import SendCallback, SendResult
@@ -41,9 +41,7 @@ class Producer(Facade[aio.Producer]):
         """The partitions currently known for a published topic."""
         return self._aio.partitions(topic)
 
-    def publish(self, topics: str | Iterable[str]) -> set[str]:
-        """Declare topics (optional: ``send`` publishes unseen topics itself); returns those usable."""
-        return self._portal.run(self._aio.publish(topics))
+    publish = blocking(aio.Producer.publish)
 
     def send_async(self, topic: str, data: bytes, *, attributes: Mapping[str, Any] | None = None,
                    stream_id: str | None = None, msg_time: Any = None, key: Any = None,

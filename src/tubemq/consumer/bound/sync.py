@@ -10,12 +10,12 @@ import contextlib
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from typing import Any
 
-from ..._sync import Facade
+from ..._sync import Facade, blocking
 from ...codec import Message, Partition
 from ...config import ConsumerConfig
-from ..fetch import Batch
 from .aio import AsyncBoundConsumer
-from .core import DEFAULT_FETCH_TIMEOUT, PartitionPosition, PartitionRef
+from .core import BoundCore
+from .session import PartitionRef
 
 __all__ = ["BoundConsumer"]
 
@@ -41,27 +41,16 @@ class BoundConsumer(Facade[AsyncBoundConsumer]):
         self.config: ConsumerConfig = self._aio.config
 
     @property
-    def _core(self) -> AsyncBoundConsumer:
-        """The asyncio implementation (for tests and debugging)."""
-        return self._aio
+    def _core(self) -> BoundCore:
+        """The engine (for tests and debugging)."""
+        return self._aio._core
 
-    def partitions(self, topic: str | None = None) -> list[Partition]:
-        return self._portal.run(self._aio.partitions(topic))
-
-    def attach(self, partition: PartitionRef, offset: int | None = None) -> PartitionPosition:
-        return self._portal.run(self._aio.attach(partition, offset))
-
-    def fetch(self, partition: PartitionRef, timeout: float = DEFAULT_FETCH_TIMEOUT) -> Batch | None:
-        return self._portal.run(self._aio.fetch(partition, timeout))
-
-    def confirm(self, batch: Batch, consumed: bool = True) -> int:
-        return self._portal.run(self._aio.confirm(batch, consumed))
-
-    def offsets(self, partition: PartitionRef) -> PartitionPosition:
-        return self._portal.run(self._aio.offsets(partition))
-
-    def detach(self, partition: PartitionRef, commit: bool = False) -> None:
-        self._portal.run(self._aio.detach(partition, commit))
+    partitions = blocking(AsyncBoundConsumer.partitions)
+    attach = blocking(AsyncBoundConsumer.attach)
+    fetch = blocking(AsyncBoundConsumer.fetch)
+    confirm = blocking(AsyncBoundConsumer.confirm)
+    offsets = blocking(AsyncBoundConsumer.offsets)
+    detach = blocking(AsyncBoundConsumer.detach)
 
     def attached(self) -> list[Partition]:
         return self._portal.call(self._aio.attached)
