@@ -54,7 +54,7 @@ class Portal(Generic[A]):
     """A blocking handle on one asyncio client built and started on the shared loop thread.
 
     ``run(coro)`` waits for a coroutine of it; ``call(fn)`` runs a plain method on the loop thread;
-    ``batches(agen)`` iterates an async generator one item per hop; ``close(coro)`` runs the
+    ``iterate(agen)`` iterates an async generator one item per hop; ``close(coro)`` runs the
     client's close once and releases the loop thread (also when the close fails).
     """
 
