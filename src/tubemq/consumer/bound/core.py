@@ -385,15 +385,8 @@ class BoundCore:
         return curr
 
     # ------------------------------------------------------------------ bounded ranges
-    async def read_range(
-        self,
-        partition: PartitionRef,
-        start: int,
-        end: int | None = None,
-        *,
-        max_messages: int | None = None,
-        timeout: float = 10.0,
-    ) -> AsyncIterator[Message]:
+    async def read_range(self, partition: PartitionRef, start: int, end: int | None = None, *,
+                         max_messages: int | None = None, timeout: float = 10.0) -> AsyncIterator[Message]:
         """The messages stored in the partition at index offsets [start, end), in order.
 
         ``end`` None = the partition's max offset when the read starts. Deterministic: the same
@@ -409,15 +402,9 @@ class BoundCore:
                 for m in messages:
                     yield m
 
-    async def read_range_batches(
-        self,
-        partition: PartitionRef,
-        start: int,
-        end: int | None = None,
-        *,
-        max_messages: int | None = None,
-        timeout: float = 10.0,
-    ) -> AsyncGenerator[list[Message], None]:
+    async def read_range_batches(self, partition: PartitionRef, start: int, end: int | None = None, *,
+                                 max_messages: int | None = None,
+                                 timeout: float = 10.0) -> AsyncGenerator[list[Message], None]:
         """:meth:`read_range` one fetch at a time: non-empty lists of messages, in order.
 
         For callers that hand messages to another thread (the sync facade, the Spark read task):
