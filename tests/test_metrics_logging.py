@@ -64,8 +64,11 @@ _NO_HANDLERS_SCRIPT = textwrap.dedent(
                 await ap.send("logs", b"aio")
 
         asyncio.run(asyncio.wait_for(aio(), 30))
+    # only the NullHandler on "tubemq" (library convention: no "no handler" fallback output, no real output)
+    assert [type(h) for h in logging.getLogger("tubemq").handlers] == [logging.NullHandler]
     bad = {name: lg.handlers for name, lg in logging.root.manager.loggerDict.items()
-           if (name == "tubemq" or name.startswith("tubemq.")) and isinstance(lg, logging.Logger) and lg.handlers}
+           if (name == "tubemq" or name.startswith("tubemq.")) and isinstance(lg, logging.Logger)
+           and [h for h in lg.handlers if not isinstance(h, logging.NullHandler)]}
     assert not bad, f"handlers installed by the library: {bad}"
     assert logging.getLogger().handlers == root_before, "root logger handlers changed"
     names = [n for n in logging.root.manager.loggerDict if n.startswith("tubemq.")]

@@ -1,15 +1,26 @@
 """tubemq: a fast, wire-compatible Python SDK for Apache InLong TubeMQ.
 
 Public names are imported lazily so that ``import tubemq`` stays cheap and the codec can be used on
-its own.
+its own; type checkers see them through the ``TYPE_CHECKING`` imports below (real classes, not Any).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# a library never configures logging, but it must not print "No handlers could be found" either
+logging.getLogger("tubemq").addHandler(logging.NullHandler())
+
+if TYPE_CHECKING:
+    from . import aio, codec, errors, server
+    from .codec import BrokerInfo, Message, Partition
+    from .config import ClientConfig, ConsumerConfig, ProducerConfig
+    from .consumer import Batch, BoundConsumer, Consumer
+    from .producer import Producer, SendResult
 
 _LAZY = {
     "Producer": "tubemq.producer",
@@ -44,4 +55,7 @@ def __dir__() -> list[str]:
     return sorted(list(globals()) + list(_LAZY))
 
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [
+    "BoundConsumer", "BrokerInfo", "Batch", "ClientConfig", "Consumer", "ConsumerConfig", "Message", "Partition",
+    "Producer", "ProducerConfig", "SendResult", "__version__", "aio", "codec", "errors", "server",
+]

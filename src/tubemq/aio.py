@@ -1,24 +1,32 @@
-"""asyncio twins of the public clients: ``await producer.send(...)``, ``async for msg in consumer``."""
+"""asyncio twins of the public clients: ``await producer.send(...)``, ``async for msg in consumer``.
+
+Imported lazily (``import tubemq.aio`` loads no client code); type checkers see the real classes.
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .consumer.aio import Consumer
+    from .consumer.bound.aio import AsyncBoundConsumer as BoundConsumer
+    from .producer.aio import Producer
 
 _LAZY = {
-    "Producer": "tubemq.producer.aio",
-    "Consumer": "tubemq.consumer.aio",
-    "BoundConsumer": "tubemq.consumer.aio",
+    "Producer": ("tubemq.producer.aio", "Producer"),
+    "Consumer": ("tubemq.consumer.aio", "Consumer"),
+    "BoundConsumer": ("tubemq.consumer.bound.aio", "AsyncBoundConsumer"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
+    target = _LAZY.get(name)
+    if target is None:
         raise AttributeError(f"module 'tubemq.aio' has no attribute {name!r}")
-    value = getattr(importlib.import_module(mod), name)
+    value = getattr(importlib.import_module(target[0]), target[1])
     globals()[name] = value
     return value
 
 
-__all__ = list(_LAZY)
+__all__ = ["BoundConsumer", "Consumer", "Producer"]

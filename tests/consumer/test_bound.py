@@ -137,3 +137,36 @@ def test_async_bound_consumer(cluster: Any) -> None:
 
     got = asyncio.run(asyncio.wait_for(main(), 30))
     assert got == [b for b, _ in data[0]]
+
+
+@pytest.mark.parametrize("api", ["sync", "aio"])
+def test_forgotten_bound_consumer_detaches_and_leaves(cluster: Any, api: str) -> None:
+    """Dropped without close(): the finalizer unregisters the partition and leaves the group (it used
+    to keep heartbeating and holding the partition)."""
+    import gc
+    import time
+
+    cluster.create_topic("fgt", partitions=1)
+    send_raw(cluster.broker_address, "fgt", [(0, b"x", None, None)])
+
+    def members() -> int:
+        return int(cluster._call(lambda: cluster.server.master.group_detail("g_fgt")["count"]))
+
+    async def main() -> None:
+        if api == "sync":
+            bc: Any = await asyncio.to_thread(bound, cluster, "g_fgt", ["fgt"])
+            core = bc._core
+            await asyncio.to_thread(bc.attach, bc.partitions()[0], 0)
+        else:
+            bc = await tubemq.aio.BoundConsumer(cluster.master_address, "g_fgt", ["fgt"], **FAST_CLIENT).start()
+            core = bc._core
+            await bc.attach((await bc.partitions())[0], 0)
+        assert members() == 1 and len(core.attached()) == 1
+        del bc
+        gc.collect()
+        deadline = time.monotonic() + 10
+        while (members() or not core.closing or core.attached()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert core.closing and core.attached() == [] and members() == 0
+
+    asyncio.run(asyncio.wait_for(main(), 60))

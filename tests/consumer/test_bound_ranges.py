@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import tubemq
+from tubemq._sync import Portal
 from tubemq.consumer import BoundConsumer
 
 from ._produce import send_raw
@@ -132,14 +133,14 @@ def test_sync_read_range_crosses_threads_once_per_batch(cluster: Any, monkeypatc
     with bound(cluster, "g_xthr", ["xthr"]) as bc:
         p = bc.partitions()[0]
         calls = 0
-        real_run = bc._run
+        real_run = Portal.run
 
-        def counting_run(coro: Any) -> Any:
+        def counting_run(portal: Any, coro: Any, timeout: float | None = None) -> Any:
             nonlocal calls
             calls += 1
-            return real_run(coro)
+            return real_run(portal, coro, timeout)
 
-        monkeypatch.setattr(bc, "_run", counting_run)
+        monkeypatch.setattr(Portal, "run", counting_run)
         got = [m.data for m in bc.read_range(p, 0)]
         assert got == [b for _, b, _a, _t in items]
         # one hand-over per fetched batch (the broker's reads halve: 200, 100, 50, ... entries)

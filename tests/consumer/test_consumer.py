@@ -194,15 +194,15 @@ def test_killed_member_partitions_move_after_expiry(cluster: Any) -> None:
         held = victim.poll(2.0)  # fetched and never confirmed: must come back after the failure
         assert held is not None
         # kill it: no unregister, no close, no more heartbeats
-        victim._loop.run(_abort(victim))
+        victim._aio._finalizer.detach()  # a killed process runs no finalizer
+        victim._portal.run(_abort(victim))
         survivor = consumer(cluster, "g_kill", ["kill"])
         with survivor:
             got = drain(survivor, 20, timeout=40)
             assert sorted(m.data for m in got) == sorted(b"k%d" % i for i in range(20))
             assert sorted(p.partition_id for p in survivor.assignment()) == [0, 1]
     finally:
-        victim._closing = True
-        victim._loop.stop()
+        victim._portal.close(asyncio.sleep(0))  # only lets go of the loop thread
 
 
 async def _abort(c: tubemq.Consumer) -> None:

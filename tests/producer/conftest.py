@@ -306,3 +306,98 @@ def fake_cluster() -> Any:
     yield make
     for c in made:
         c.close()
+
+
+# ---------------------------------------------------------------------------------------------------
+# one set of behaviour tests for both APIs (like tests/codec/conftest.py runs every codec test twice)
+
+
+class SyncProducerApi:
+    """``tubemq.Producer`` seen from a coroutine: every blocking call runs on a worker thread."""
+
+    name = "sync"
+
+    def __init__(self, p: Any) -> None:
+        self.p = p
+
+    @classmethod
+    async def open(cls, master: str, **options: Any) -> SyncProducerApi:
+        import tubemq
+
+        return cls(await asyncio.to_thread(tubemq.Producer, master, **options))
+
+    @property
+    def core(self) -> Any:
+        return self.p._aio._core
+
+    async def send(self, topic: str, data: Any, **kw: Any) -> Any:
+        return await asyncio.to_thread(self.p.send, topic, data, **kw)
+
+    async def send_async(self, topic: str, data: Any, **kw: Any) -> asyncio.Future[Any]:
+        """The message's future (a concurrent one, wrapped to be awaited here)."""
+        fut = await asyncio.to_thread(self.p.send_async, topic, data, **kw)
+        return asyncio.wrap_future(fut)
+
+    async def flush(self, timeout: float = 10.0) -> int:
+        return int(await asyncio.to_thread(self.p.flush, timeout))
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.p.close)
+
+    async def __aenter__(self) -> SyncProducerApi:
+        await asyncio.to_thread(self.p.__enter__)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.p.__exit__, None, None, None)
+
+    def metrics(self) -> dict[str, Any]:
+        return dict(self.p.metrics())
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.p.closed)
+
+    def forget(self) -> None:
+        self.p = None
+
+
+class AioProducerApi(SyncProducerApi):
+    """``tubemq.aio.Producer`` on the test's own loop."""
+
+    name = "aio"
+
+    @classmethod
+    async def open(cls, master: str, **options: Any) -> SyncProducerApi:
+        import tubemq.aio
+
+        return cls(await tubemq.aio.Producer(master, **options).start())
+
+    @property
+    def core(self) -> Any:
+        return self.p._core
+
+    async def send(self, topic: str, data: Any, **kw: Any) -> Any:
+        return await self.p.send(topic, data, **kw)
+
+    async def send_async(self, topic: str, data: Any, **kw: Any) -> asyncio.Future[Any]:
+        return await self.p.send_async(topic, data, **kw)  # type: ignore[no-any-return]
+
+    async def flush(self, timeout: float = 10.0) -> int:
+        return int(await self.p.flush(timeout))
+
+    async def close(self) -> None:
+        await self.p.close()
+
+    async def __aenter__(self) -> SyncProducerApi:
+        await self.p.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.p.__aexit__(None, None, None)
+
+
+@pytest.fixture(params=[SyncProducerApi, AioProducerApi], ids=["sync", "aio"])
+def producer_api(request: Any) -> type[SyncProducerApi]:
+    """The blocking ``tubemq.Producer`` or ``tubemq.aio.Producer``, behind one awaitable interface."""
+    return request.param  # type: ignore[no-any-return]

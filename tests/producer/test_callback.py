@@ -44,7 +44,7 @@ def test_callback_once_per_message_before_flush_returns(cluster: Any) -> None:
         assert p.flush(30) == 0
         assert len(rec.calls) == 500  # every callback has run once flush() returned
         assert all(exc is None for _, exc, _ in rec.calls)
-        assert {t for _, _, t in rec.calls} == {p._lt.thread}  # on the client's loop thread
+        assert {t for _, _, t in rec.calls} == {p._portal.lt.thread}  # on the client's loop thread
         results = sorted((r.partition.partition_id, r.append_offset) for r, _, _ in rec.calls)
         assert results == sorted((f.result(0).partition.partition_id, f.result(0).append_offset) for f in futs)
         # the future resolves after its callback ran: a callback seeing its own future sees it pending

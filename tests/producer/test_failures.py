@@ -68,7 +68,7 @@ def test_503_shields_the_broker(fake_cluster) -> None:
         results = [p.send("demo", b"m%d" % i) for i in range(20)]
         assert all(r.partition.broker_id == 2 for r in results)
         assert len(a.sends) <= 1  # at most the one that answered 503; afterwards it is skipped
-        assert p._core.quality.is_shielded(1)
+        assert p._aio._core.quality.is_shielded(1)
     with tubemq.Producer(fc.master_list, retries=0, **FAST) as p:
         a.script = [503]
         a.sends.clear()
@@ -112,7 +112,7 @@ def test_standby_during_heartbeat_moves_to_the_next_master(fake_cluster, poll) -
     fc = fake_cluster(masters=2)
     with tubemq.Producer(fc.master_list, **FAST) as p:
         p.publish("demo")
-        session = p._core.session
+        session = p._aio._core.session
         first = session.current_master
         m_first = next(m for m in fc.masters if m.server.address == first)
         m_other = next(m for m in fc.masters if m is not m_first)

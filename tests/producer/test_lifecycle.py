@@ -77,7 +77,7 @@ def test_requests_match_java_field_presence(cluster, relay, monkeypatch) -> None
         p.send("cap_main", b"plain message #1")
         p.send("cap_main", b"attr message #5", attributes={"k": "v"}, stream_id="typeA", msg_time="202611221030")
         p.send("cap_main", b"attr message #6", attributes={"k3": "v3"}, stream_id="typeB")
-        visit_token = p._core.session.visit_token
+        visit_token = p._aio._core.session.visit_token
     reqs = [req for _, req in r.requests]
     assert [q.method for q in reqs[:2]] == [1, 2] and reqs[-1].method == 3
     for q in reqs:
@@ -126,7 +126,7 @@ def test_no_heartbeat_after_close(cluster, relay, poll) -> None:
     time.sleep(0.5)  # ten heartbeat periods: absence can only be observed over time
     assert len(r.requests) == seen
     assert r.methods()[-1] == 3  # the close request is the last thing the master saw
-    assert p._core.session._hb_task is None
+    assert p._aio._core.session._hb_task is None
 
 
 def test_heartbeats_skipped_until_publish(cluster, relay, poll) -> None:
@@ -159,8 +159,8 @@ def test_failover_standby_first_and_dead_address(tmp_path, relay) -> None:
         standby.set_standby(True)
         active.create_topic("demo", partitions=2)
         with tubemq.Producer(",".join([active_addr, dead_addr, standby_addr]), heartbeat_period_ms=100) as p:
-            assert p._core.session.invoker.addresses == [standby_addr, dead_addr, active_addr]
-            assert p._core.session.current_master == active_addr
+            assert p._aio._core.session.invoker.addresses == [standby_addr, dead_addr, active_addr]
+            assert p._aio._core.session.current_master == active_addr
             assert p.send("demo", b"via the active master").message_id > 0
 
 
@@ -175,7 +175,7 @@ def test_all_masters_down_raises_typed_error(tmp_path) -> None:
 def test_master_restart_mid_run(cluster, poll, stored) -> None:
     cluster.create_topic("demo", partitions=2)
     with tubemq.Producer(cluster.master_address, heartbeat_period_ms=100, register_retry_wait_ms=100) as p:
-        session = p._core.session
+        session = p._aio._core.session
         results = [p.send("demo", b"before")]
         stop = threading.Event()
         errors: list[BaseException] = []
@@ -308,7 +308,7 @@ def test_forgotten_producer_deregisters_when_collected(cluster, relay, poll) -> 
     r = relay(cluster.master_address)
     p = tubemq.Producer(r.address, heartbeat_period_ms=50)
     p.send("demo", b"x")
-    core = p._core
+    core = p._aio._core
     del p
     gc.collect()
     poll(lambda: core.closed and 3 in r.methods(), timeout=10)  # close request sent, heartbeat stopped

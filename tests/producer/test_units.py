@@ -40,8 +40,6 @@ def test_prepare_plain_and_attributes() -> None:
         ({"topic": "", "data": b"x"}, 441),
         ({"topic": None, "data": b"x"}, 441),
         ({"topic": "t", "data": b""}, 442),
-        ({"topic": "t", "data": "str"}, 400),
-        ({"topic": "t", "data": 5}, 400),
         ({"topic": "t", "data": b"x", "attributes": {"a=b": "c"}}, 400),
         ({"topic": "t", "data": b"x", "attributes": {"a": "c,d"}}, 400),
         ({"topic": "t", "data": b"x", "attributes": {"": "c"}}, 400),
@@ -57,6 +55,14 @@ def test_prepare_rejects_bad_input(kwargs, code) -> None:
         prepare_message(**kwargs)
     assert ei.value.code == code
     assert isinstance(ei.value, ValueError)  # also catchable as ValueError
+
+
+@pytest.mark.parametrize("data", ["str", 5, None, 1.5])
+def test_prepare_refuses_a_wrong_data_type_with_type_error(data: object) -> None:
+    """A str (or int...) is a programming error: TypeError naming the argument, not a 400 answer."""
+    with pytest.raises(TypeError, match="argument 'data' must be bytes-like, not " + type(data).__name__) as ei:
+        prepare_message("t", data)
+    assert not isinstance(ei.value, InvalidMessageError)
 
 
 def test_prepare_protocol_size_limit() -> None:

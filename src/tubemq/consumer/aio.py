@@ -1,23 +1,37 @@
-"""``tubemq.aio.Consumer``: the asyncio twin of :class:`tubemq.Consumer`, running in the caller's loop."""
+"""``tubemq.aio.Consumer``: the server-balanced consumer, the one implementation behind both APIs.
+
+Runs in the caller's event loop; :class:`tubemq.Consumer` runs it on the shared loop thread and only
+forwards. Iteration, the push listener (with its poll-failure logging and retry), pause/resume,
+closing and the finalizer of a forgotten consumer all live here.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from ..codec import Message, Partition
-from ..errors import ClientClosedError
-from .config import ConsumerConfig
+from ..config import ConsumerConfig
+from ..errors import ClientClosedError, TubeMQError
+from ..net.loop import close_when_forgotten, with_operation
 from .core import ConsumerCore, Hook
 from .fetch import Batch
 
 log = logging.getLogger("tubemq.consumer")
 
-__all__ = ["BoundConsumer", "Consumer"]  # noqa: F822 - BoundConsumer is lazy
+__all__ = ["BoundConsumer", "Consumer"]
+
+#: ``runner(fn, *args)``: where a blocking listener runs (the blocking API's dispatcher thread)
+Runner = Callable[..., Awaitable[Any]]
+#: pause between polls of a paused or failing push listener (seconds)
+_LISTENER_IDLE = 0.05
+_POLL_RETRY = 0.2
 
 
 class Consumer:
@@ -43,20 +57,21 @@ class Consumer:
                                            **options)
         self._core = ConsumerCore(self.config, on_partitions_assigned=on_partitions_assigned,
                                   on_partitions_revoked=on_partitions_revoked)
+        self.client_id: str = self._core.client_id
         self._iter_batch: Batch | None = None
-        self._iter_pos = 0
+        self._iter_msgs: Iterator[Message] | None = None
         self._listener_task: asyncio.Task[None] | None = None
-        self._paused = False
-
-    @property
-    def client_id(self) -> str:
-        return self._core.client_id
+        self._listener_runner: Any = None
+        self._listener_thread: int | None = None  # the thread inside a blocking listener call, if any
+        self._release_loop: Callable[[], None] | None = None  # a sync facade's loop-thread reference
+        self._finalizer: Any = None
 
     @property
     def closed(self) -> bool:
         return self._core.closing
 
     def assignment(self) -> list[Partition]:
+        """Partitions currently registered by this consumer."""
         return list(self._core.assignment())
 
     def metrics(self) -> dict[str, Any]:
@@ -65,7 +80,18 @@ class Consumer:
         return self._core.metrics.snapshot()
 
     async def start(self) -> Consumer:
-        await self._core.start()
+        """Register with the master (``async with`` calls it; the first ``poll`` too).
+
+        Once started, a consumer dropped without ``close()``, or still open at interpreter exit, is
+        closed by its finalizer: it unregisters its partitions instead of holding them until the
+        master's heartbeat timeout.
+        """
+        try:
+            await self._core.start()
+        except TubeMQError as exc:
+            raise with_operation(exc, f"consumer start (register with master {','.join(self.config.masters)})")  # noqa: B904 - cause set
+        if self._finalizer is None:
+            self._finalizer = close_when_forgotten(self, self._core.close, self._release_loop)
         return self
 
     async def __aenter__(self) -> Consumer:
@@ -74,7 +100,12 @@ class Consumer:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    # ------------------------------------------------------------------ pull
     async def poll(self, timeout: float | None = 1.0) -> Batch | None:
+        """The next batch of messages, or None when none arrived within ``timeout`` seconds (or the
+        consumer was closed meanwhile); ClientClosedError once closed."""
+        if self._core.closing:
+            raise ClientClosedError("consumer is closed")
         if not self._core.started:
             await self.start()
         try:
@@ -85,99 +116,173 @@ class Consumer:
             raise
 
     async def confirm(self, batch: Batch, consumed: bool = True) -> bool:
+        """Commit (``consumed=True``) or roll back ``batch``; False if the partition moved meanwhile."""
         if self._core.closing:
             return False
         return await self._core.confirm(batch, consumed)
 
+    # ------------------------------------------------------------------ iteration
     def __aiter__(self) -> Consumer:
         return self
 
     async def __anext__(self) -> Message:
-        deadline = None
-        if self.config.iter_timeout_ms > 0:
-            deadline = time.monotonic() + self.config.iter_timeout_ms / 1000.0
-        while True:
-            b = self._iter_batch
-            if b is not None:
-                if self._iter_pos < len(b.messages):
-                    self._iter_pos += 1
-                    return b.messages[self._iter_pos - 1]
-                self._iter_batch = None
-                if not self._core.closing:
-                    await self._core.confirm(b, True, local=True)
-            if self._core.closing:
+        msg = self._next_buffered()
+        while msg is None:
+            if await self._next_batch() is None:
                 raise StopAsyncIteration
-            wait = None if deadline is None else deadline - time.monotonic()
-            if wait is not None and wait <= 0:
-                raise StopAsyncIteration
-            batch = await self.poll(wait if wait is not None else 1.0)
-            if batch is not None:
-                self._iter_batch, self._iter_pos = batch, 0
-                if deadline is not None:
-                    deadline = time.monotonic() + self.config.iter_timeout_ms / 1000.0
+            msg = self._next_buffered()
+        return msg
 
+    def _next_buffered(self) -> Message | None:
+        """The next message of the batch being iterated (no I/O: both APIs call it directly)."""
+        msgs = self._iter_msgs
+        return None if msgs is None else next(msgs, None)
+
+    async def _next_batch(self) -> Batch | None:
+        """Iteration step: confirm the batch iterated to its end, then wait for the next one.
+
+        Each batch is confirmed (locally: the commit rides on the partition's next fetch) once all its
+        messages were iterated; breaking out of the loop leaves it unconfirmed (re-delivered later).
+        None ends the iteration: closed, or ``iter_timeout_ms`` without a message.
+        """
+        done, self._iter_batch, self._iter_msgs = self._iter_batch, None, None
+        core = self._core
+        if done is not None and not core.closing:
+            await core.confirm(done, True, local=True)
+        limit = self.config.iter_timeout_ms / 1000.0
+        deadline = time.monotonic() + limit if limit > 0 else None
+        while not core.closing:
+            wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            if wait <= 0:
+                return None
+            batch = await self.poll(wait)
+            if batch is not None:
+                self._iter_batch, self._iter_msgs = batch, iter(batch.messages)
+                return batch
+        return None
+
+    # ------------------------------------------------------------------ push
     def subscribe(self, listener: Callable[[Any], Any], *, batch: bool = False,
-                  rollback_on_error: bool = False) -> None:
-        """Push mode on a task of the running loop; ``listener`` may be a coroutine function."""
+                  rollback_on_error: bool = False, runner: Runner | None = None) -> None:
+        """Push mode: call ``listener(message)`` (or ``listener(batch)`` with ``batch=True``) for
+        everything fetched, from a task of the running loop; ``listener`` may be a coroutine function.
+
+        After the listener returns the batch is confirmed; if it raises, the error is logged and the
+        batch is confirmed anyway (Java default) unless ``rollback_on_error`` asks for re-delivery. A
+        failing poll is logged and retried. ``runner(fn, *args)`` (the blocking API passes its
+        dispatcher thread) runs the listener calls of one batch elsewhere.
+        """
+        if self._core.closing:
+            raise ClientClosedError("consumer is closed")
         if self._listener_task is not None:
             raise RuntimeError("a listener is already subscribed")
+        self._listener_runner = runner
         self._listener_task = asyncio.get_running_loop().create_task(
-            self._dispatch(listener, batch, rollback_on_error))
+            self._dispatch(listener, batch, rollback_on_error, runner), name=f"tubemq-listener-{self.config.group}")
 
-    async def _dispatch(self, listener: Callable[[Any], Any], per_batch: bool, rollback_on_error: bool) -> None:
-        while not self._core.closing:
-            if self._paused:
-                await asyncio.sleep(0.05)
+    async def _dispatch(self, listener: Callable[[Any], Any], per_batch: bool, rollback_on_error: bool,
+                        runner: Runner | None) -> None:
+        core = self._core
+        while not core.closing:
+            if core.paused:
+                await asyncio.sleep(_LISTENER_IDLE)
                 continue
-            b = await self.poll(0.2)
+            try:
+                if not core.started:
+                    await self.start()
+                b = await core.poll(_POLL_RETRY)
+            except ClientClosedError:
+                return
+            except Exception:
+                log.exception("push consumer %s: poll failed; retrying", core.client_id)
+                await asyncio.sleep(_POLL_RETRY)
+                continue
             if b is None:
                 continue
-            ok = True
+            items = [b] if per_batch else b.messages
             try:
-                for item in ([b] if per_batch else b.messages):
-                    if self._core.closing:
-                        ok = False
-                        break
-                    res = listener(item)
-                    if asyncio.iscoroutine(res):
-                        await res
-            except asyncio.CancelledError:
-                raise
+                if runner is None:
+                    ok = await self._call_each(listener, items)
+                else:
+                    ok = await runner(self._call_each_blocking, listener, items)
             except Exception:
                 log.exception("push consumer listener raised on %r", b)
                 ok = not rollback_on_error
-            if self._core.closing:
+            if core.closing:
+                return  # close rolls back whatever was not confirmed
+            try:
+                await core.confirm(b, ok, local=True)
+            except ClientClosedError:
                 return
-            await self._core.confirm(b, ok, local=True)
+
+    async def _call_each(self, listener: Callable[[Any], Any], items: list[Any]) -> bool:
+        """The listener on this loop (awaited when it is a coroutine function); False if closed midway."""
+        for item in items:
+            if self._core.closing:
+                return False
+            res = listener(item)
+            if inspect.isawaitable(res):
+                await res
+        return True
+
+    def _call_each_blocking(self, listener: Callable[[Any], Any], items: list[Any]) -> bool:
+        """The listener on the runner's thread; False if closed midway."""
+        self._listener_thread = threading.get_ident()
+        try:
+            for item in items:
+                if self._core.closing:
+                    return False
+                listener(item)
+            return True
+        finally:
+            self._listener_thread = None
 
     def pause(self) -> None:
-        self._paused = True
+        """Stop fetching and stop calling the listener until :meth:`resume`."""
         self._core.pause()
 
     def resume(self) -> None:
-        self._paused = False
         self._core.resume()
 
     @property
     def paused(self) -> bool:
-        return self._paused
+        return self._core.paused
 
-    async def close(self) -> None:
+    # ------------------------------------------------------------------ close
+    async def close(self, timeout: float | None = None, *, caller_thread: int | None = None) -> None:
+        """Unregister all partitions, close the master session, stop the listener. Idempotent.
+
+        Waits for a running listener call up to ``timeout`` (default ``shutdown_wait_ms``), except
+        when called from inside it (``caller_thread``: the blocking API passes its caller's thread);
+        once it returns no listener or hook is called any more.
+        """
+        core = self._core
+        if self._finalizer is not None:
+            self._finalizer.detach()
         task = self._listener_task
-        if task is not None and task is not asyncio.current_task():
-            self._core.closing = True
-            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                await asyncio.wait_for(asyncio.shield(task), self.config.shutdown_wait_ms / 1000.0)
-            task.cancel()
-        if self._core.started:
-            await self._core.close()
+        if task is not None:
+            core.closing = True
+            inside = task is asyncio.current_task() or (
+                caller_thread is not None and caller_thread == self._listener_thread)
+            if not inside:
+                wait = self.config.shutdown_wait_ms / 1000.0 if timeout is None else timeout
+                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(asyncio.shield(task), wait)
+                if not task.done():
+                    log.warning("push listener still running after %.1f s; closing anyway", wait)
+            if task is not asyncio.current_task():
+                task.cancel()
+            stop = getattr(self._listener_runner, "stop", None)
+            if stop is not None:
+                stop()
+        if core.started:
+            await core.close()
         else:
-            self._core.closing = self._core.closed = True
+            core.closing = core.closed = True
+
+    def __repr__(self) -> str:
+        state = "closed" if self._core.closing else "open"
+        return f"<tubemq.aio.Consumer {self.config.group} {sorted(self.config.topics)} {state}>"
 
 
-def __getattr__(name: str) -> Any:
-    if name == "BoundConsumer":
-        from .bound import AsyncBoundConsumer
-
-        return AsyncBoundConsumer
-    raise AttributeError(name)
+from .bound.aio import AsyncBoundConsumer as BoundConsumer  # noqa: E402 - re-export at the end: bound imports core

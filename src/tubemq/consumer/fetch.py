@@ -16,8 +16,8 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, overload
 
 from .. import codec
 from ..codec import Message, Partition
@@ -43,8 +43,8 @@ _OTHER_ERROR_WAIT = 0.3
 _LOST_CODES = frozenset({ErrorCode.HB_NO_NODE, ErrorCode.DUPLICATE_PARTITION, ErrorCode.CERTIFICATE_FAILURE})
 
 
-class Batch:
-    """The messages of one getMessage answer for one partition.
+class Batch(Sequence[Message]):
+    """The messages of one getMessage answer for one partition (a read-only sequence of them).
 
     ``start_offset`` is the broker offset the read started at, ``max_offset`` the partition's max
     offset at that time; ``next_offset`` is the committed offset after a confirm that went to the
@@ -97,6 +97,16 @@ class Batch:
 
     def __len__(self) -> int:
         return len(self.messages)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        """``batch[0]``, ``batch[-1]``, ``batch[2:5]`` (a list): a batch reads like the list it wraps."""
+        return self.messages[index]
 
     def __bool__(self) -> bool:
         return True  # an (unusual) empty batch is still a batch to confirm

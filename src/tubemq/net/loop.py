@@ -12,10 +12,11 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, TypeVar
 
-from ..errors import ClientClosedError, TubeMQTimeoutError
+from ..errors import ClientClosedError, TubeMQConnectionError, TubeMQError, TubeMQTimeoutError
 
 log = logging.getLogger("tubemq.net.loop")
 
@@ -105,20 +106,27 @@ class LoopThread:
         try:
             return fut.result(timeout)
         except concurrent.futures.TimeoutError as exc:
+            if isinstance(exc, TubeMQError):  # on 3.11+ fn's own TubeMQTimeoutError is one too
+                raise
             fut.cancel()
-            raise TubeMQTimeoutError(f"the event-loop thread did not run the call within {timeout:g} s") from exc
+            raise TubeMQTimeoutError(f"the event-loop thread did not run {_name(fn)} within {timeout} s") from exc
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``coro`` on the loop and block until it is done (never from the loop thread itself)."""
         if self.in_loop_thread:
             coro.close()
             raise RuntimeError("LoopThread.run() called from its own loop thread: it would deadlock")
+        what = _name(coro)
         fut = self.submit(coro)
         try:
             return fut.result(timeout)
         except concurrent.futures.TimeoutError as exc:
+            # on 3.11+ concurrent.futures.TimeoutError is the builtin TimeoutError, which the
+            # coroutine's own TubeMQTimeoutError (naming peer and operation) also is: pass it on
+            if isinstance(exc, TubeMQError) or fut.done():
+                raise
             fut.cancel()
-            raise TubeMQTimeoutError(f"operation did not finish within {timeout:g} s") from exc
+            raise TubeMQTimeoutError(f"{what} did not finish within {timeout} s") from exc
 
     def stop(self) -> None:
         """Release one reference; the last one stops the loop and joins the thread."""
@@ -139,4 +147,72 @@ class LoopThread:
         return self._stopped
 
 
-__all__ = ["LoopThread"]
+#: How long a forgotten client's close may hold up the thread that collects it (or interpreter exit).
+FORGOTTEN_CLOSE_WAIT = 5.0
+_orphans: set[asyncio.Task[Any]] = set()
+
+
+def close_when_forgotten(owner: object, close: Callable[[], Coroutine[Any, Any, Any]],
+                         release: Callable[[], None] | None = None) -> weakref.finalize:
+    """Run ``close()`` on the running loop when ``owner`` is garbage-collected without being closed,
+    or is still open at interpreter exit; then ``release()`` (a sync facade's loop-thread reference).
+
+    Why: a forgotten client must not keep heartbeating (and, for a consumer, holding partitions until
+    the master's timeout). ``close`` must not reference ``owner``, or ``owner`` is never collected;
+    the owner's ``close()`` calls ``detach()`` on the returned finalizer. The close is waited for at
+    most :data:`FORGOTTEN_CLOSE_WAIT` seconds.
+    """
+    loop = asyncio.get_running_loop()
+    return weakref.finalize(owner, _close_forgotten, loop, close, release, type(owner).__qualname__)
+
+
+def _close_forgotten(loop: asyncio.AbstractEventLoop, close: Callable[[], Coroutine[Any, Any, Any]],
+                     release: Callable[[], None] | None, what: str) -> None:
+    """The finalizer of :func:`close_when_forgotten`; never raises."""
+    later = False
+    try:
+        if loop.is_closed() or not loop.is_running():
+            return  # an asyncio client whose loop has ended: nothing can run any more
+        log.info("a tubemq %s was not closed; closing it", what)
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:  # collected on its own loop: close in the background
+            task = loop.create_task(close())
+            _orphans.add(task)
+            task.add_done_callback(_orphans.discard)
+            if release is not None:
+                task.add_done_callback(lambda _t: release())
+                later = True
+        else:
+            asyncio.run_coroutine_threadsafe(close(), loop).result(FORGOTTEN_CLOSE_WAIT)
+    except BaseException as exc:  # noqa: BLE001 - finalizers must not raise
+        log.debug("closing a forgotten %s failed: %r", what, exc)
+    finally:
+        if release is not None and not later:
+            try:
+                release()
+            except BaseException:  # noqa: BLE001
+                pass
+
+
+def with_operation(exc: BaseException, operation: str) -> BaseException:
+    """A transport failure (timeout, connection) re-raised with the operation it broke, e.g.
+    ``producer start (register with master h:p): h:p: no answer ...``; other errors unchanged."""
+    if not isinstance(exc, (TubeMQTimeoutError, TubeMQConnectionError)):
+        return exc
+    try:
+        fresh = type(exc)(f"{operation}: {exc}")
+    except TypeError:  # a subclass with another signature: keep it as it is
+        return exc
+    fresh.__cause__ = exc
+    return fresh
+
+
+def _name(obj: Any) -> str:
+    """``Producer.start`` for a coroutine or function: what a timeout message names."""
+    return str(getattr(obj, "__qualname__", None) or type(obj).__name__)
+
+
+__all__ = ["FORGOTTEN_CLOSE_WAIT", "LoopThread", "close_when_forgotten", "with_operation"]

@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import datetime as _dt
+import itertools
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
@@ -198,14 +200,13 @@ def prepare_message(
     if not isinstance(topic, str) or not topic.strip():
         raise InvalidMessageError(ErrorCode.PARAMETER_MSG_TOPIC_BLANK, f"topic must be a non-blank string, got {topic!r}")
     topic = topic.strip()
+    # a wrong type is a programming error, not a refused message: TypeError, like any Python API
     if isinstance(data, str):
-        raise InvalidMessageError(ErrorCode.BAD_REQUEST, "data must be bytes (encode str yourself)")
+        raise TypeError("send(): argument 'data' must be bytes-like, not str (encode it, e.g. data.encode())")
     try:
         body = data if type(data) is bytes else bytes(memoryview(data))  # buffer protocol only (not int)
     except TypeError:
-        raise InvalidMessageError(
-            ErrorCode.BAD_REQUEST, f"data must be bytes-like, not {type(data).__name__}"
-        ) from None
+        raise TypeError(f"send(): argument 'data' must be bytes-like, not {type(data).__name__}") from None
     if not body:
         raise InvalidMessageError(ErrorCode.PARAMETER_MSG_BODY_EMPTY, "message body is empty")
     attr = ""
@@ -241,6 +242,106 @@ def prepare_message(
 
 
 # ---------------------------------------------------------------------------------------------------
+
+
+class SendBuffer:
+    """The ``max_pending`` bound of one producer, for both APIs (the bounded buffer, DESIGN.md).
+
+    No semaphore on the hot path: every sender draws a number (any thread), the loop thread counts
+    completions (``release``); a sender waits only when its number is more than ``max_pending`` ahead
+    of the completions: an asyncio sender on a loop future, a thread on a condition (up to
+    ``max_block_ms``), a sender on the loop thread itself (a callback) not at all, since only that
+    thread can make room. A number that is not used is given back.
+    """
+
+    __slots__ = ("_cond", "_draw", "_task_waiters", "_thread_waiters", "block_s", "closed", "loop", "max_pending",
+                 "released")
+
+    def __init__(self, max_pending: int, block_s: float) -> None:
+        self.max_pending = max_pending
+        self.block_s = block_s
+        self.loop: asyncio.AbstractEventLoop | None = None  # the producer's loop, set when it starts
+        self._draw = itertools.count(1).__next__
+        self.released = 0  # written by the loop thread only
+        self._cond = threading.Condition()
+        self._thread_waiters = 0
+        self._task_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.closed = False
+
+    def _full(self, what: str) -> TubeMQTimeoutError:
+        return TubeMQTimeoutError(f"send buffer full: {self.max_pending} messages outstanding {what}")
+
+    def take(self) -> int:
+        """Draw a number; the caller waits (``wait``/``wait_async``) if it is ``over``."""
+        return self._draw()
+
+    def over(self, n: int) -> bool:
+        return n - self.released > self.max_pending
+
+    async def wait_async(self, n: int) -> None:
+        """An asyncio sender waits for room (on the loop thread)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.block_s
+        while self.over(n):
+            left = deadline - loop.time()
+            if self.closed or left <= 0:
+                self.release()  # give the number back
+                if self.closed:
+                    raise ClientClosedError("producer is closed")
+                raise self._full(f"for {self.block_s:g} s")
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._task_waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, left)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                if waiter in self._task_waiters:
+                    self._task_waiters.remove(waiter)
+
+    def wait(self, n: int, on_loop_thread: bool) -> None:
+        """A thread waits for room (up to ``block_s``); on the loop thread it cannot, so it fails at once."""
+        if on_loop_thread:
+            self.release()
+            raise self._full("and send_async() was called on the client's event-loop thread (from a callback), "
+                              "where it cannot wait")
+        deadline = time.monotonic() + self.block_s
+        with self._cond:
+            self._thread_waiters += 1
+            try:
+                while self.over(n):
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self.closed:
+                        assert self.loop is not None
+                        self.loop.call_soon_threadsafe(self.release)  # give the number back
+                        if self.closed:
+                            raise ClientClosedError("producer is closed")
+                        raise self._full(f"for {self.block_s:g} s")
+                    self._cond.wait(min(left, 0.1))
+            finally:
+                self._thread_waiters -= 1
+
+    def release(self) -> None:
+        """One message completed (or a number given back); loop thread."""
+        self.released += 1
+        if self._thread_waiters:
+            with self._cond:
+                self._cond.notify_all()
+        waiters = self._task_waiters
+        while waiters:
+            w = waiters.popleft()
+            if not w.done():
+                w.set_result(None)
+                break
+
+    def close(self) -> None:
+        """Wake every waiter: they fail with ClientClosedError (loop thread)."""
+        self.closed = True
+        with self._cond:
+            self._cond.notify_all()
+        for w in self._task_waiters:
+            if not w.done():
+                w.set_result(None)
 
 
 class ProducerCore:
@@ -710,5 +811,5 @@ def _with_context(exc: BaseException, job: _Job, part: codec.Partition) -> BaseE
     return exc
 
 
-__all__ = ["RETRYABLE_CODES", "ProducerCore", "SendCallback", "SendResult", "check_callback", "format_msg_time",
+__all__ = ["RETRYABLE_CODES", "ProducerCore", "SendBuffer", "SendCallback", "SendResult", "check_callback", "format_msg_time",
            "prepare_message", "run_callback"]

@@ -1,18 +1,8 @@
-"""Client-side balance and bound consumption: ``BoundConsumer`` (sync) and its asyncio twin.
+"""``BoundCore``: the bound-consumption engine behind ``tubemq.aio.BoundConsumer`` and ``tubemq.BoundConsumer``.
 
-The application (e.g. the Spark source) decides which partitions to read and from which offsets:
-the master only keeps the group membership (V2 methods 20-22, docs/PROTOCOL.md §3.5, §5.5); partitions
-are registered at the brokers directly (opType 31 with ``currOffset`` as bootstrap offset, §5.2.6).
-The request shapes follow the Java ClientBalanceConsumer (captures/s5_client_balance.json): client id
-with ``-Balance-``; V2 register with ``subRepInfo{brokerConfigId −2, topicMetaInfoId −2,
-reportSubInfo false}``; V2 heartbeats reporting ``partSubInfo`` (``topic#brokerId:partitionId,…``).
-Unlike the Java client, a released partition is not listed in broker heartbeats any more.
-
-Offsets are broker index offsets (§4.10): partitions of one store share an index, so a partition's
-offsets grow in steps of 28 bytes but jump over its siblings' entries. A batch's ``start_offset``
-and the offset a confirm returns are exact; per-message offsets inside a batch are estimates (exact
-only for a partition alone in its store). :meth:`read_range` is nevertheless exact: it cuts the last
-batch at the first message stored at or after ``end`` by probing the partition at ``end``.
+Client-side balance and bound offsets on asyncio, the one implementation (the two public classes only
+forward to it). See :mod:`tubemq.consumer.bound.session` for the protocol (V2 methods 20-22, offsets
+as index offsets).
 """
 
 from __future__ import annotations
@@ -21,14 +11,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from ..client.identity import consumer_id
-from ..client.session import RUNTIME_VERSION, MasterSessionBase
-from ..codec import Message, Partition, parse_partition, parse_topic_meta_info
-from ..errors import (
+from ...client.identity import consumer_id
+from ...codec import Message, Partition, parse_partition, parse_topic_meta_info
+from ...config import ConsumerConfig
+from ...errors import (
     BadRequestError,
     ClientClosedError,
     DecodeError,
@@ -37,156 +26,34 @@ from ..errors import (
     TubeMQError,
     error_for_code,
 )
-from ..metrics import Metrics
-from ..net.health import SessionHealth
-from ..net.loop import LoopThread
-from ..protocol import master_pb
-from ..protocol.constants import (
-    MAX_SUBSCRIBE_REPORT_INTERVAL_TIMES,
-    META_VALUE_UNDEFINED,
-    ErrorCode,
-    Method,
+from ...metrics import Metrics
+from ...net.health import SessionHealth
+from ...net.loop import with_operation
+from ...protocol import master_pb
+from ...protocol.constants import META_VALUE_UNDEFINED, ErrorCode, Method
+from ..core import BrokerClient, BrokerHeartbeats
+from ..fetch import Batch, DeliveryBuffer, Fetcher
+from ..flowctrl import FlowControl
+from ..rebalance import PartitionSlot, PartitionState, PartitionTable
+from .session import (
+    DEFAULT_FETCH_TIMEOUT,
+    MAX_EMPTY_READS,
+    BoundSession,
+    PartitionPosition,
+    PartitionRef,
+    check_v2,
 )
-from .config import ConsumerConfig
-from .core import FATAL_REGISTER_CODES, BrokerClient, BrokerHeartbeats
-from .fetch import Batch, DeliveryBuffer, Fetcher
-from .flowctrl import FlowControl
-from .rebalance import PartitionSlot, PartitionState, PartitionTable
 
 log = logging.getLogger("tubemq.consumer.bound")
 
-__all__ = ["AsyncBoundConsumer", "BoundConsumer", "PartitionPosition"]
+__all__ = ["BoundCore"]
 
-DEFAULT_FETCH_TIMEOUT = 1.0
-#: consecutive empty successful reads (siblings' index entries only) a single fetch() walks over
-MAX_EMPTY_READS = 10000
+class BoundCore:
+    """The bound consumer's state and logic on the running loop (see the module docstring)."""
 
-
-@dataclass(frozen=True)
-class PartitionPosition:
-    """Where a partition stands for the group: committed ``current`` offset and the ``max`` offset
-    (both broker index offsets); ``min`` is not reported by the broker protocol (None)."""
-
-    partition: Partition
-    current: int
-    max: int
-    min: int | None = None
-
-    @property
-    def lag(self) -> int:
-        """Index bytes not yet consumed (28 per message when the partition has its own store)."""
-        return max(0, self.max - self.current) if self.current >= 0 and self.max >= 0 else 0
-
-
-def _check_v2(rsp: Any) -> None:
-    """V2 answers carry no ``success`` field: errCode 200 means success (§3.5)."""
-    if rsp.errCode != ErrorCode.SUCCESS:
-        raise error_for_code(rsp.errCode, rsp.errMsg)
-
-
-class BoundSession(MasterSessionBase):
-    """Client-balance session with the master: V2 register (20), V2 heartbeat (21), close (6)."""
-
-    role = "bound consumer"
-    fatal_register_codes = FATAL_REGISTER_CODES
-
-    def __init__(self, core: AsyncBoundConsumer, client_id: str, metrics: Metrics) -> None:
-        super().__init__(core.config, client_id, metrics=metrics)
-        self.core = core
-        self.cfg: ConsumerConfig = core.config
-        self._hb_count = 0
-
-    def _broker_config_id(self) -> int:
-        return self.broker_checksum if self.brokers else META_VALUE_UNDEFINED
-
-    def _sub_rep_info(self, *, report: bool) -> master_pb.ClientSubRepInfo:
-        core = self.core
-        info = master_pb.ClientSubRepInfo(brokerConfigId=self._broker_config_id(), topicMetaInfoId=core.meta_id)
-        if core.meta_applied_at > 0:
-            info.lstAssignedTime = core.meta_applied_at
-        info.reportSubInfo = report
-        if report:
-            info.partSubInfo.extend(core.part_sub_info())
-        return info
-
-    async def _register_once(self) -> None:
-        core, cfg = self.core, self.cfg
-        report = bool(core.table.registered())  # re-registering: tell the master what we hold
-        req = master_pb.RegisterRequestC2MV2(
-            clientId=self.client_id, groupName=cfg.group, hostName=self.host_name,
-            sourceCount=core.source_count, nodeId=core.node_id, topicList=sorted(cfg.topics),
-            topicCondition=cfg.topic_conditions(), jdkVersion=RUNTIME_VERSION,
-        )
-        req.subRepInfo.CopyFrom(self._sub_rep_info(report=report))
-        cert = self.cert_info(force=True)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
-        rsp = await self.call_master(Method.MASTER_CONSUMER_REGISTER_V2, req, master_pb.RegisterResponseM2CV2)
-        _check_v2(rsp)
-        self._apply(rsp)
-        core.table.changed = False
-
-    async def _heartbeat_once(self) -> None:
-        core = self.core
-        self._hb_count += 1
-        report = core.table.changed or self._hb_count % MAX_SUBSCRIBE_REPORT_INTERVAL_TIMES == 0
-        req = master_pb.HeartRequestC2MV2(clientId=self.client_id, groupName=self.cfg.group)
-        req.subRepInfo.CopyFrom(self._sub_rep_info(report=report))
-        if report:
-            core.table.changed = False
-        cert = self.cert_info(force=False)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
-        try:
-            rsp = await self.call_master(Method.MASTER_CONSUMER_HEARTBEAT_V2, req, master_pb.HeartResponseM2CV2)
-            _check_v2(rsp)
-        except BaseException:
-            if report:
-                core.table.changed = True
-            raise
-        self._apply(rsp)
-        if rsp.HasField("topicMetaInfoId") and len(rsp.topicMetaInfoList):
-            core.apply_meta(rsp.topicMetaInfoId, list(rsp.topicMetaInfoList))
-
-    async def _close_once(self) -> None:
-        req = master_pb.CloseRequestC2M(clientId=self.client_id, groupName=self.cfg.group)
-        cert = self.cert_info(force=True)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
-        await self.call_master(Method.MASTER_CONSUMER_CLOSE, req, master_pb.CloseResponseM2C)
-
-    def _apply(self, rsp: Any) -> None:
-        if rsp.HasField("brokerConfigId") and self.apply_brokers(rsp.brokerConfigId, rsp.brokerConfigList):
-            self.core.resolve_meta()
-        if rsp.HasField("opsTaskInfo"):
-            self.core.flow.update(rsp.opsTaskInfo)
-        self.apply_authorized_info(rsp)
-
-    async def _sleep(self, seconds: float, wakeable: bool = False) -> None:
-        if wakeable:
-            seconds = min(seconds, max(self.cfg.heartbeat_period_ms, self.cfg.heartbeat_fail_wait_ms) / 1000.0)
-        await super()._sleep(seconds, wakeable)
-
-
-PartitionRef = Partition | str
-
-
-class AsyncBoundConsumer:
-    """asyncio bound consumer; the methods of :class:`BoundConsumer`, as coroutines."""
-
-    def __init__(
-        self,
-        master: str | list[str] | None = None,
-        group: str | None = None,
-        topics: Iterable[str] | Mapping[str, Iterable[str]] = (),
-        *,
-        config: ConsumerConfig | None = None,
-        source_count: int = 0,
-        node_id: int = 0,
-        **options: Any,
-    ) -> None:
-        self.config = ConsumerConfig.build(master, group, topics if topics else None, config=config, **options)
-        if not self.config.topics:
+    def __init__(self, config: ConsumerConfig, *, source_count: int = 0, node_id: int = 0) -> None:
+        self.config = config
+        if not config.topics:
             raise BadRequestError(ErrorCode.BAD_REQUEST, "a bound consumer needs at least one topic")
         self.source_count = source_count
         self.node_id = node_id
@@ -225,21 +92,19 @@ class AsyncBoundConsumer:
         return self.stats.snapshot()
 
     # ------------------------------------------------------------------ lifecycle
-    async def start(self) -> AsyncBoundConsumer:
+    async def start(self) -> BoundCore:
         if self.closing:
             raise ClientClosedError("bound consumer is closed")
         if not self.started:
             self.started = True
-            await self.session.start(register_attempts=5)
+            try:
+                await self.session.start(register_attempts=5)
+            except TubeMQError as exc:
+                what = f"bound consumer start (register with master {','.join(self.config.masters)})"
+                raise with_operation(exc, what)  # noqa: B904 - the cause is set
             self.health.remember_pool()
             self._hb_task = asyncio.get_running_loop().create_task(self.heartbeats.run(lambda: self.closing))
         return self
-
-    async def __aenter__(self) -> AsyncBoundConsumer:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def close(self) -> None:
         """Unregister every attached partition (committing confirmed batches), then close to the master."""
@@ -255,6 +120,10 @@ class AsyncBoundConsumer:
                                  return_exceptions=True)
             self.table.close()
             await self.session.close()
+
+    def attached(self) -> list[Partition]:
+        """The partitions currently attached (registered at their brokers)."""
+        return self.table.owned_partitions()
 
     def _on_lost(self, slot: PartitionSlot) -> None:
         self.session.trigger_heartbeat()
@@ -319,7 +188,7 @@ class AsyncBoundConsumer:
             req.authInfo.CopyFrom(cert)
         rsp = await self.session.call_master(Method.MASTER_CONSUMER_GET_PART_META, req,
                                              master_pb.GetPartMetaResponseM2C)
-        _check_v2(rsp)
+        check_v2(rsp)
         if rsp.HasField("brokerConfigId") and self.session.apply_brokers(rsp.brokerConfigId, rsp.brokerConfigList):
             self.resolve_meta()
         if rsp.HasField("topicMetaInfoId") and (len(rsp.topicMetaInfoList) or rsp.topicMetaInfoId != self.meta_id):
@@ -516,15 +385,8 @@ class AsyncBoundConsumer:
         return curr
 
     # ------------------------------------------------------------------ bounded ranges
-    async def read_range(
-        self,
-        partition: PartitionRef,
-        start: int,
-        end: int | None = None,
-        *,
-        max_messages: int | None = None,
-        timeout: float = 10.0,
-    ) -> AsyncIterator[Message]:
+    async def read_range(self, partition: PartitionRef, start: int, end: int | None = None, *,
+                         max_messages: int | None = None, timeout: float = 10.0) -> AsyncIterator[Message]:
         """The messages stored in the partition at index offsets [start, end), in order.
 
         ``end`` None = the partition's max offset when the read starts. Deterministic: the same
@@ -540,15 +402,9 @@ class AsyncBoundConsumer:
                 for m in messages:
                     yield m
 
-    async def read_range_batches(
-        self,
-        partition: PartitionRef,
-        start: int,
-        end: int | None = None,
-        *,
-        max_messages: int | None = None,
-        timeout: float = 10.0,
-    ) -> AsyncGenerator[list[Message], None]:
+    async def read_range_batches(self, partition: PartitionRef, start: int, end: int | None = None, *,
+                                 max_messages: int | None = None,
+                                 timeout: float = 10.0) -> AsyncGenerator[list[Message], None]:
         """:meth:`read_range` one fetch at a time: non-empty lists of messages, in order.
 
         For callers that hand messages to another thread (the sync facade, the Spark read task):
@@ -616,144 +472,4 @@ class AsyncBoundConsumer:
             # the first message stored at/after ``stop`` is either in our batch (cut there) or newer
             return messages if cut is None else messages[:cut]
         raise TubeMQError(f"could not locate offset {stop} in partition {p.key}")
-
-
-class BoundConsumer:
-    """Client-side balance / bound consumption (blocking). The Spark source is built on this.
-
-    ``BoundConsumer(master, group, topics)`` registers a client-balance member of ``group`` (V2);
-    ``partitions()`` lists the subscribable partitions; ``attach(p, offset)`` registers one at the
-    broker (optionally at ``offset``) and returns its :class:`PartitionPosition`; ``fetch(p)`` reads one
-    batch, ``confirm(batch)`` commits it and returns the new offset; ``read_range(p, start, end)``
-    yields exactly the messages at offsets [start, end) (``read_range_batches``: the same, one list per
-    broker fetch); ``offsets(p)`` reports the position without
-    moving it; ``detach(p)`` releases the partition. Partitions may be given as ``Partition`` objects,
-    partition keys ``"brokerId:topic:partitionId"`` or partition strings.
-    """
-
-    def __init__(
-        self,
-        master: str | list[str] | None = None,
-        group: str | None = None,
-        topics: Iterable[str] | Mapping[str, Iterable[str]] = (),
-        *,
-        config: ConsumerConfig | None = None,
-        source_count: int = 0,
-        node_id: int = 0,
-        **options: Any,
-    ) -> None:
-        self._loop = LoopThread.shared()
-        try:
-            self._core: AsyncBoundConsumer = self._loop.run(
-                self._make(master, group, topics, config, source_count, node_id, options))
-            self._loop.run(self._core.start())
-        except BaseException:
-            self._loop.stop()
-            raise
-        self.config = self._core.config
-        self._closed = False
-
-    @staticmethod
-    async def _make(master: Any, group: Any, topics: Any, config: Any, source_count: int, node_id: int,
-                    options: dict[str, Any]) -> AsyncBoundConsumer:
-        return AsyncBoundConsumer(master, group, topics, config=config, source_count=source_count,
-                                  node_id=node_id, **options)
-
-    @property
-    def client_id(self) -> str:
-        return self._core.client_id
-
-    def _run(self, coro: Any) -> Any:
-        if self._closed:
-            coro.close()
-            raise ClientClosedError("bound consumer is closed")
-        return self._loop.run(coro)
-
-    def partitions(self, topic: str | None = None) -> list[Partition]:
-        return self._run(self._core.partitions(topic))  # type: ignore[no-any-return]
-
-    def metrics(self) -> dict[str, Any]:
-        """A plain-dict snapshot taken on the client's loop thread (works after ``close()`` too)."""
-        return self._loop.call(self._core.metrics, timeout=5.0)  # type: ignore[no-any-return]
-
-    def attach(self, partition: PartitionRef, offset: int | None = None) -> PartitionPosition:
-        return self._run(self._core.attach(partition, offset))  # type: ignore[no-any-return]
-
-    def fetch(self, partition: PartitionRef, timeout: float = DEFAULT_FETCH_TIMEOUT) -> Batch | None:
-        return self._run(self._core.fetch(partition, timeout))  # type: ignore[no-any-return]
-
-    def confirm(self, batch: Batch, consumed: bool = True) -> int:
-        return self._run(self._core.confirm(batch, consumed))  # type: ignore[no-any-return]
-
-    def offsets(self, partition: PartitionRef) -> PartitionPosition:
-        return self._run(self._core.offsets(partition))  # type: ignore[no-any-return]
-
-    def detach(self, partition: PartitionRef, commit: bool = False) -> None:
-        self._run(self._core.detach(partition, commit))
-
-    def attached(self) -> list[Partition]:
-        return self._core.table.owned_partitions()
-
-    def read_range(
-        self,
-        partition: PartitionRef,
-        start: int,
-        end: int | None = None,
-        *,
-        max_messages: int | None = None,
-        timeout: float = 10.0,
-    ) -> Iterator[Message]:
-        """Blocking iterator over :meth:`AsyncBoundConsumer.read_range` (see there). Messages cross
-        from the client's loop thread one fetched batch at a time and are yielded from it here."""
-        with contextlib.closing(self.read_range_batches(
-                partition, start, end, max_messages=max_messages, timeout=timeout)) as batches:
-            for messages in batches:
-                yield from messages
-
-    def read_range_batches(
-        self,
-        partition: PartitionRef,
-        start: int,
-        end: int | None = None,
-        *,
-        max_messages: int | None = None,
-        timeout: float = 10.0,
-    ) -> Generator[list[Message], None, None]:
-        """Blocking iterator over :meth:`AsyncBoundConsumer.read_range_batches`: one call into the
-        client's loop thread per fetched batch."""
-        agen = self._core.read_range_batches(partition, start, end, max_messages=max_messages, timeout=timeout)
-
-        async def step() -> list[Message] | None:
-            try:
-                return await agen.__anext__()
-            except StopAsyncIteration:
-                return None
-
-        try:
-            while True:
-                messages: list[Message] | None = self._run(step())
-                if messages is None:
-                    return
-                yield messages
-        finally:
-            if not self._closed:
-                with contextlib.suppress(Exception):
-                    self._loop.run(agen.aclose())
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._loop.run(self._core.close(), timeout=self.config.rpc_timeout_ms / 1000.0 * 3)
-        except Exception:
-            log.exception("bound consumer %s: close did not finish cleanly", self._core.client_id)
-        finally:
-            self._loop.stop()
-
-    def __enter__(self) -> BoundConsumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
