@@ -153,8 +153,12 @@ class ConnectionPool:
                 err = exc if isinstance(exc, TubeMQConnectionError) else TubeMQConnectionError(f"{address}: {exc}")
                 fut.set_exception(err)
                 fut.exception()  # mark retrieved: nobody may be waiting any more
+                del err
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
+            # the exception's traceback keeps this frame: drop the future (which holds the exception)
+            # so no exception -> frame -> future -> exception cycle outlives the failure
+            del fut
             return
         self._opening.pop(address, None)
         if self.closed:
