@@ -187,6 +187,7 @@ class Connection:
         self.closed_locally = False
         self.close_reason = ""
         self.failed_on_close = 0  # requests still pending when it closed (failed with the close reason)
+        self.tls = False
 
     # ------------------------------------------------------------------ opening
 
@@ -204,6 +205,7 @@ class Connection:
         """Connect to ``host:port`` (TCP_NODELAY is asyncio's default for TCP)."""
         host, port = split_address(address)
         conn = cls(address, max_inflight=max_inflight, max_frame_size=max_frame_size)
+        conn.tls = ssl is not None
         loop = asyncio.get_running_loop()
         kwargs: dict[str, Any] = {}
         if ssl is not None:
@@ -262,6 +264,10 @@ class Connection:
 
     def _lost(self, exc: Exception | None) -> None:
         reason = f"{self.address}: connection lost" + (f": {exc}" if exc else "")
+        if self.bytes_received == 0 and self.bytes_sent > 0 and not self.tls:
+            # OpenSSL-based TLS servers drop a plaintext client without a word (no alert record)
+            reason += (" before the peer answered anything (a TLS port? then connect with tls=True; "
+                       "or not a TubeMQ port at all)")
         self._shutdown(ConnectionLostError(reason))
 
     def _resume(self) -> None:
@@ -381,7 +387,13 @@ class Connection:
         if not self.has_capacity:
             await self.wait_capacity(timeout_ms / 1000.0)
         fut = self.start_call(build, timeout_ms)
-        return unwrap_response(await fut)
+        try:
+            payload = await fut
+        finally:
+            # a failed future holds its exception, whose traceback holds this frame: without this
+            # the cycle (and the connection it names) outlives the failure until the cycle collector
+            del fut
+        return unwrap_response(payload)
 
     async def call(self, service_type: int, method: int, body: bytes, *, timeout_ms: int) -> bytes:
         """One RPC with an already-serialised request message; returns RspResponseBody.data."""

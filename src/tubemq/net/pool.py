@@ -130,7 +130,10 @@ class ConnectionPool:
             opening = asyncio.get_running_loop().create_future()
             self._opening[address] = opening
             asyncio.get_running_loop().create_task(self._open(address, opening))
-        return await asyncio.shield(opening)
+        try:
+            return await asyncio.shield(opening)
+        finally:
+            del opening  # a failed future -> its exception -> this frame -> the future: no cycle
 
     async def _open(self, address: str, fut: asyncio.Future[Connection]) -> None:
         h = self.health(address)
