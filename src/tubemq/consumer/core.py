@@ -472,7 +472,7 @@ class ConsumerCore:
                                lambda name=name: worker.processed_by_type.get(name, 0))  # type: ignore[misc]
         m.register_counter("consumer.partitions_assigned", lambda: worker.partitions_assigned)
         m.register_counter("consumer.partitions_revoked", lambda: worker.partitions_revoked)
-        for name in ("partitions_lost", "confirm_timeouts", "commit_failures"):
+        for name in ("partitions_lost", "confirm_timeouts", "commit_failures", "close_timeouts"):
             m.inc(f"consumer.{name}", 0)  # present from the start (counted on failure paths)
         m.set_gauge("consumer.partitions", lambda: len(self.table.registered()))
         m.set_gauge("consumer.buffered_batches", lambda: len(self.buffer))
