@@ -110,6 +110,30 @@ def test_misbehaving_broker_is_reported_released_refetched(proxied: Any, mode: s
         producer.close()
 
 
+@pytest.mark.parametrize("mode", ["half", "garbage", "oversized", "token", "close"])
+def test_poll_reports_every_broken_broker(proxied: Any, mode: str) -> None:
+    """The other failure modes: poll() keeps working (returns None, never raises untyped) while the
+    broker is marked unhealthy within about one RPC timeout."""
+    cluster, proxy = proxied
+    producer = tubemq.Producer(cluster.master_address, pool="private")
+    consumer = tubemq.Consumer(cluster.master_address, group=f"g_rel_m_{mode}", topics=["rel_t"],
+                               consume_from="earliest", **OPTS)
+    try:
+        producer.send("rel_t", b"before")
+        assert b"before" in _consume_one(consumer, 30)
+        proxy.mode = mode
+        # the fetches' answers ("no message" now) arrive broken, or not at all
+        t0 = time.monotonic()
+        while _counters(consumer)["consumer.broker_unhealthy"] == 0:
+            assert time.monotonic() - t0 < UNHEALTHY_BOUND_S, f"{mode} broker not marked unhealthy"
+            consumer.poll(0.2)  # must neither raise nor block past its timeout
+        assert consumer.metrics()["brokers"][proxy.address]["healthy"] is False
+    finally:
+        proxy.mode = "pass"
+        consumer.close()
+        producer.close()
+
+
 def test_close_timeout_is_configurable(proxied: Any) -> None:
     cluster, proxy = proxied
     consumer = tubemq.Consumer(cluster.master_address, group="g_rel_close", topics=["rel_t"],
