@@ -454,6 +454,7 @@ class ConsumerCore:
         self.closed = False
         self._close_task: asyncio.Task[None] | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._discards: set[asyncio.Task[None]] = set()
         self.broker_heartbeats = BrokerHeartbeats(self.table, self.brokers, self.session,
                                                   config.heartbeat_period_ms / 1000.0, self._on_lost)
         self.batches = 0  # batches handed to the application (poll)
@@ -688,7 +689,9 @@ class ConsumerCore:
         if slots:
             self.metrics.inc("consumer.partitions_lost", len(slots) - 1)
             self._on_lost(slots[0])
-        asyncio.get_running_loop().create_task(self.session.pool.discard(address))
+        task = asyncio.get_running_loop().create_task(self.session.pool.discard(address))
+        self._discards.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._discards.discard)
         if self.on_error is not None:
             try:
                 self.on_error(err)
