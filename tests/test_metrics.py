@@ -280,7 +280,8 @@ def test_consumer_metrics_fetches_bytes_and_rebalances(cluster: Any) -> None:
         (address, broker), = m["brokers"].items()
         assert address == cluster.broker_address and broker["partitions"] == 2 and broker["connected"]
         assert CONNECTION_HEALTH | {"broker_id", "partitions", "heartbeat_failures",
-                                    "consecutive_heartbeat_failures", "fetch_errors"} == set(broker)
+                                    "consecutive_heartbeat_failures", "fetch_errors", "healthy",
+                                    "unhealthy_reason"} == set(broker)
         assert m["master"]["registered"]
         # a second member: the first one gives a partition away (a counted disconnect event)
         with tubemq.Consumer(cluster.master_address, group="g_cm", topics=["cm"], **opts) as b:

@@ -366,6 +366,10 @@ class ConsumerConfig(ClientConfig):
     client_filter: bool = True
     hook_timeout_ms: int = 10000
     iter_timeout_ms: int = 0
+    #: ``close()`` returns within about this long however many requests are outstanding: partitions
+    #: are unregistered and the master told within it, and what has not answered by then is
+    #: abandoned (the broker and master then expire this consumer, as after a crash)
+    close_timeout_ms: int = 1000
 
     @classmethod
     def build(
@@ -412,6 +416,7 @@ class ConsumerConfig(ClientConfig):
         _int_range("heartbeat_fail_wait_ms", self.heartbeat_fail_wait_ms, 10, 3600000)
         _int_range("hook_timeout_ms", self.hook_timeout_ms, 1, 3600000)
         _int_range("iter_timeout_ms", self.iter_timeout_ms, 0, 86400000)
+        _int_range("close_timeout_ms", self.close_timeout_ms, 0, 600000)
         for name in ("confirm_in_local", "verify_checksum", "client_filter"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, "must be a bool")

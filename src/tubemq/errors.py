@@ -271,3 +271,11 @@ class InvalidMessageError(ClientError, ValueError):
 
 
 __all__.append("InvalidMessageError")
+
+
+class NotTubeMQPortError(FrameError):
+    """The peer speaks another protocol (an HTTP server, a TLS port for a plaintext client): the
+    address is wrong, so retrying it cannot help."""
+
+
+__all__.append("NotTubeMQPortError")

@@ -254,3 +254,19 @@ def test_large_frames_roundtrip(frame_server, run) -> None:
         await srv.close()
 
     run(main())
+
+
+def test_foreign_protocol_recognises_http_and_tls_but_never_a_frame() -> None:
+    """The first bytes of an answer: a TubeMQ frame (0xFF...) is never mistaken for HTTP or TLS."""
+    from tubemq import codec
+    from tubemq.net.connection import foreign_protocol
+
+    http = foreign_protocol("h:1", b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+    assert http is not None and "HTTP port" in str(http) and "h:1" in str(http) and "400 Bad Request" in str(http)
+    assert foreign_protocol("h:1", b"HT") is not None  # a first read cut short still counts
+    for first in (b"\x15\x03\x03\x00\x02\x02\x28", b"\x16\x03\x01\x00\x05"):
+        tls = foreign_protocol("h:1", first)
+        assert tls is not None and "TLS" in str(tls)
+    assert foreign_protocol("h:1", codec.encode_response(1, 2, b"\x08\x01")) is None
+    assert foreign_protocol("h:1", b"") is None
+    assert foreign_protocol("h:1", b"HELLO") is None

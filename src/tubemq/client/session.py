@@ -28,6 +28,7 @@ from ..errors import (
     ClientClosedError,
     DecodeError,
     NotRegisteredError,
+    NotTubeMQPortError,
     ServerError,
     StandbyError,
     TubeMQError,
@@ -214,8 +215,8 @@ class MasterSessionBase:
                 log.warning("%s register refused (attempt %d): %s", self.role, attempt, exc)
                 wait = self.config.register_retry_wait_ms / 1000.0
             except (TubeMQError, DecodeError) as exc:
-                if isinstance(exc, ClientClosedError):
-                    raise
+                if isinstance(exc, (ClientClosedError, NotTubeMQPortError)):
+                    raise  # closed, or the address is not a TubeMQ port: retrying cannot help
                 self.last_error = exc
                 if max_attempts is not None and attempt >= max_attempts:
                     raise

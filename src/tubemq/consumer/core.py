@@ -14,7 +14,12 @@ Deliberate differences from the Java client, each for robustness:
 * registration with the master is retried forever (with back-off) once started;
 * a failed broker heartbeat drops that broker's partitions only after 3 consecutive failures
   (Java drops them after one), because fetches keep the broker registrations alive anyway;
-* rebalance and fetch workers are supervised: a task that dies unexpectedly is logged and restarted.
+* rebalance and fetch workers are supervised: a task that dies unexpectedly is logged and restarted;
+* a broker whose requests time out (or whose connection breaks) twice in a row is marked unhealthy
+  (WARNING log, ``consumer.broker_unhealthy`` metric, ``on_error`` callback): its connection is closed
+  and its partitions are released locally for the master to assign again, as Java does after a failed
+  broker heartbeat; they are registered and fetched again once the broker answers;
+* ``close()`` is bounded by ``close_timeout_ms`` however many requests are outstanding.
 """
 
 from __future__ import annotations
@@ -35,7 +40,10 @@ from ..errors import (
     ClientClosedError,
     DecodeError,
     NotRegisteredError,
+    ProtocolError,
+    TubeMQConnectionError,
     TubeMQError,
+    TubeMQTimeoutError,
 )
 from ..metrics import Metrics
 from ..net.health import SessionHealth
@@ -66,7 +74,7 @@ from .rebalance import (
 
 log = logging.getLogger("tubemq.consumer.core")
 
-__all__ = ["BrokerClient", "BrokerHeartbeats", "ConsumerCore", "ConsumerSession", "Hook"]
+__all__ = ["BrokerClient", "BrokerHealth", "BrokerHeartbeats", "ConsumerCore", "ConsumerSession", "Hook"]
 
 Hook = Callable[[list[Partition]], Any]
 
@@ -76,15 +84,55 @@ FATAL_REGISTER_CODES = frozenset({
     *range(ErrorCode.CLIENT_INCONSISTENT_CONSUMETYPE, ErrorCode.CLIENT_DUPLICATE_INDEXID + 1),
 })
 BROKER_HB_FAILURES_BEFORE_DROP = 3
+#: consecutive failed requests to one broker (no answer in time, connection lost or unusable) after
+#: which it is marked unhealthy; a broker that answers, even with an error code, is alive
+BROKER_UNHEALTHY_AFTER = 2
+
+
+class BrokerHealth:
+    """Per-broker request outcomes -> healthy / unhealthy; ``on_unhealthy(address, reason)`` once per
+    transition. Fed by fetches and by every broker RPC of :class:`BrokerClient`."""
+
+    def __init__(self, on_unhealthy: Callable[[str, str], None]) -> None:
+        self.on_unhealthy = on_unhealthy
+        self._failures: dict[str, int] = {}
+        #: address -> (monotonic time it was marked, reason) for brokers unhealthy right now
+        self.unhealthy: dict[str, tuple[float, str]] = {}
+        self.marked = 0  # times a broker was marked unhealthy (metrics)
+
+    def ok(self, address: str) -> None:
+        self._failures.pop(address, None)
+        if self.unhealthy.pop(address, None) is not None:
+            log.warning("broker %s answers again: healthy", address)
+
+    def failed(self, address: str, exc: BaseException) -> None:
+        if not isinstance(exc, (TubeMQTimeoutError, TubeMQConnectionError, ProtocolError, OSError)):
+            return  # an answer (remote exception, error code): the broker is alive
+        n = self._failures.get(address, 0) + 1
+        self._failures[address] = n
+        if n >= BROKER_UNHEALTHY_AFTER and address not in self.unhealthy:
+            reason = f"{n} requests in a row failed, the last with: {exc}"
+            self.unhealthy[address] = (time.monotonic(), reason)
+            self.marked += 1
+            self.on_unhealthy(address, reason)
+
+    def record(self, address: str, exc: BaseException | None) -> None:
+        """One request outcome: ``exc`` None for an answer."""
+        if exc is None:
+            self.ok(address)
+        else:
+            self.failed(address, exc)
 
 
 class BrokerClient:
     """Consumer RPCs to brokers (register / unregister / heartbeat / commit), shared by both consumers."""
 
-    def __init__(self, session: MasterSessionBase, config: ConsumerConfig, flow: FlowControl) -> None:
+    def __init__(self, session: MasterSessionBase, config: ConsumerConfig, flow: FlowControl,
+                 health: BrokerHealth | None = None) -> None:
         self.session = session
         self.config = config
         self.flow = flow
+        self.health = health
 
     def auth_info(self, *, force: bool = False) -> broker_pb.AuthorizedInfo:
         """visit token, plus (auth configured) the ``user ts nonce signature`` token on every
@@ -99,8 +147,17 @@ class BrokerClient:
         return info
 
     async def call(self, address: str, method: int, body: bytes) -> bytes:
-        conn = await self.session.pool.get(address)
-        return await conn.call(ServiceType.BROKER_READ, method, body, timeout_ms=self.config.rpc_timeout_ms)  # type: ignore[no-any-return]
+        try:
+            conn = await self.session.pool.get(address)
+            data: bytes = await conn.call(ServiceType.BROKER_READ, method, body,
+                                          timeout_ms=self.config.rpc_timeout_ms)
+        except TubeMQError as exc:
+            if self.health is not None:
+                self.health.failed(address, exc)
+            raise
+        if self.health is not None:
+            self.health.ok(address)
+        return data
 
     async def register(self, slot: PartitionSlot, read_status: int, offset: int | None = None) -> RegisterOutcome:
         p = slot.partition
@@ -354,6 +411,7 @@ class ConsumerCore:
         on_partitions_assigned: Hook | None = None,
         on_partitions_revoked: Hook | None = None,
         kind: str | None = None,
+        on_error: Callable[[TubeMQError], Any] | None = None,
     ) -> None:
         if not config.topics:
             raise TubeMQError("a consumer needs at least one topic")
@@ -366,7 +424,11 @@ class ConsumerCore:
         self.flow = FlowControl(msg_not_found_wait_ms=config.msg_not_found_wait_ms,
                                 filter_wait_ms=config.filter_wait_ms)
         self.session = ConsumerSession(self, self.client_id, self.metrics)
-        self.brokers = BrokerClient(self.session, config, self.flow)
+        #: called (on the loop thread) with the error when a broker turns unhealthy
+        self.on_error = on_error
+        self.last_error: TubeMQError | None = None
+        self.broker_health = BrokerHealth(self._broker_unhealthy)
+        self.brokers = BrokerClient(self.session, config, self.flow, self.broker_health)
         self.buffer = DeliveryBuffer(config.prefetch_batches)
         self.on_partitions_assigned = on_partitions_assigned
         self.on_partitions_revoked = on_partitions_revoked
@@ -374,7 +436,7 @@ class ConsumerCore:
             self.table, self.buffer, self._connection, client_id=self.client_id, group=config.group,
             flow=self.flow, concurrency=config.fetch_concurrency, rpc_timeout_ms=config.rpc_timeout_ms,
             verify_checksum=config.verify_checksum, client_filter=config.client_filter,
-            on_lost=self._on_lost, metrics=self.metrics,
+            on_lost=self._on_lost, metrics=self.metrics, on_result=self.broker_health.record,
         )
         self.worker = RebalanceWorker(
             self.table, self, self.events, self.reports,
@@ -392,6 +454,7 @@ class ConsumerCore:
         self.closed = False
         self._close_task: asyncio.Task[None] | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._discards: set[asyncio.Task[None]] = set()
         self.broker_heartbeats = BrokerHeartbeats(self.table, self.brokers, self.session,
                                                   config.heartbeat_period_ms / 1000.0, self._on_lost)
         self.batches = 0  # batches handed to the application (poll)
@@ -410,18 +473,21 @@ class ConsumerCore:
                                lambda name=name: worker.processed_by_type.get(name, 0))  # type: ignore[misc]
         m.register_counter("consumer.partitions_assigned", lambda: worker.partitions_assigned)
         m.register_counter("consumer.partitions_revoked", lambda: worker.partitions_revoked)
-        for name in ("partitions_lost", "confirm_timeouts", "commit_failures"):
+        for name in ("partitions_lost", "confirm_timeouts", "commit_failures", "close_timeouts"):
             m.inc(f"consumer.{name}", 0)  # present from the start (counted on failure paths)
         m.set_gauge("consumer.partitions", lambda: len(self.table.registered()))
         m.set_gauge("consumer.buffered_batches", lambda: len(self.buffer))
         m.set_gauge("consumer.pending_events", lambda: len(self.events))
+        m.register_counter("consumer.broker_unhealthy", lambda: self.broker_health.marked)
+        m.set_gauge("consumer.unhealthy_brokers", lambda: len(self.broker_health.unhealthy))
         self.health = SessionHealth(m, self.session, self._broker_addresses, self._broker_extra)
 
     def _broker_addresses(self) -> dict[str, int]:
         """address -> broker id: brokers holding our registered partitions, plus failing ones."""
         out = {s.partition.address: s.partition.broker_id for s in self.table.registered()}
         known = {b.address: b.broker_id for b in self.session.brokers.values()}
-        for address in list(self.broker_heartbeats.total_failures) + list(self.fetcher.errors_by_broker):
+        for address in (list(self.broker_heartbeats.total_failures) + list(self.fetcher.errors_by_broker)
+                        + list(self.broker_health.unhealthy)):
             if address not in out:
                 out[address] = known.get(address, -1)
         return out
@@ -433,6 +499,8 @@ class ConsumerCore:
             "heartbeat_failures": hb.total_failures.get(address, 0),
             "consecutive_heartbeat_failures": hb._failures.get(address, 0),
             "fetch_errors": self.fetcher.errors_by_broker.get(address, 0),
+            "healthy": address not in self.broker_health.unhealthy,
+            "unhealthy_reason": self.broker_health.unhealthy.get(address, (0.0, ""))[1],
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -460,22 +528,49 @@ class ConsumerCore:
         await asyncio.shield(self._close_task)
 
     async def _close(self) -> None:
+        """Graceful within ``close_timeout_ms``, then whatever is still outstanding is abandoned."""
         self.closing = True
         self.table.pause()
+        budget = self.config.close_timeout_ms / 1000.0
+        deadline = time.monotonic() + budget
+        try:
+            # most of the budget for the brokers, the rest for telling the master
+            await asyncio.wait_for(self._release_all(deadline - budget * 0.3), max(0.0, budget * 0.7))
+        except asyncio.TimeoutError:
+            left = [s.key for s in self.table.slots() if s.state is not PartitionState.RELEASED]
+            log.warning("consumer %s: partitions not released within %.1f s (%d left: the broker(s) did not "
+                        "answer); abandoning outstanding requests", self.client_id, budget * 0.7, len(left))
+            self.metrics.inc("consumer.close_timeouts")
+        except Exception:
+            log.exception("consumer %s: releasing partitions failed", self.client_id)
+        self.table.close()
+        self.buffer.close()
+        await self.fetcher.stop()
+        for t in list(self._tasks.values()):
+            t.cancel()
+        for t in list(self._tasks.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        # 3. tell the master (no heartbeat is sent after this)
+        await self.session.close(timeout=max(0.05, deadline - time.monotonic()))
+        self.closed = True
+        log.info("consumer %s closed", self.client_id)
+
+    async def _release_all(self, deadline: float) -> None:
         cfg = self.config
         # 1. let a running rebalance finish (bounded), then stop the worker
-        rebalance = self._tasks.pop("rebalance", None)
+        rebalance = self._tasks.get("rebalance")  # stays listed: cancelled below or by _close
         if rebalance is not None:
-            deadline = time.monotonic() + cfg.shutdown_wait_ms / 1000.0
-            while self.worker.busy and time.monotonic() < deadline:
+            wait_until = min(deadline, time.monotonic() + cfg.shutdown_wait_ms / 1000.0)
+            while self.worker.busy and time.monotonic() < wait_until:
                 await asyncio.sleep(0.01)
             rebalance.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await rebalance
-        for name in ("housekeeping",):
-            t = self._tasks.pop(name, None)
-            if t is not None:
-                t.cancel()
+        housekeeping = self._tasks.get("housekeeping")
+        if housekeeping is not None:
+            housekeeping.cancel()
         # 2. release every partition: in-flight fetches answer and are abandoned; batches handed out
         #    but not confirmed are rolled back (the application stopped consuming)
         slots = [s for s in self.table.slots() if s.state is not PartitionState.RELEASED]
@@ -485,23 +580,9 @@ class ConsumerCore:
                 if slot.state is PartitionState.IN_FLIGHT:
                     self.table.confirm(slot, slot.booking, False)  # -> RELEASING, rolled back
         self.buffer.close()
-        self.worker.confirm_wait = cfg.rpc_timeout_ms / 1000.0  # only fetch answers are waited for
-        try:
-            await self.worker.release(slots, "consumer closed")
-        except Exception:
-            log.exception("consumer %s: releasing partitions failed", self.client_id)
-        self.table.close()
-        await self.fetcher.stop()
-        for t in list(self._tasks.values()):
-            t.cancel()
-        for t in list(self._tasks.values()):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        self._tasks.clear()
-        # 3. tell the master (no heartbeat is sent after this)
-        await self.session.close()
-        self.closed = True
-        log.info("consumer %s closed", self.client_id)
+        # only fetch answers are waited for, and not past the deadline
+        self.worker.confirm_wait = max(0.0, min(cfg.rpc_timeout_ms / 1000.0, deadline - time.monotonic()))
+        await self.worker.release(slots, "consumer closed")
 
     # ------------------------------------------------------------------ application API
     async def poll(self, timeout: float | None = None) -> Batch | None:
@@ -591,6 +672,31 @@ class ConsumerCore:
     def _on_lost(self, slot: PartitionSlot) -> None:
         self.metrics.inc("consumer.partitions_lost")
         self.session.trigger_heartbeat()  # tell the master soon (reportSubscribeInfo)
+
+    def _broker_unhealthy(self, address: str, reason: str) -> None:
+        """Java, after a failed broker heartbeat: release that broker's partitions locally (no RPC: it
+        does not answer) so the master, told by the next heartbeat, assigns them again; fetch them
+        once it answers. Also close its connection: a stalled stream can never deliver again."""
+        if self.closing:
+            return
+        slots = [s for s in self.table.registered() if s.partition.address == address]
+        err = TubeMQConnectionError(f"broker {address} unhealthy: {reason}; "
+                                    f"{len(slots)} partition(s) released for reassignment")
+        self.last_error = err
+        log.warning("%s", err)
+        for slot in slots:
+            self.table.drop(slot, f"broker {address} unhealthy")
+        if slots:
+            self.metrics.inc("consumer.partitions_lost", len(slots) - 1)
+            self._on_lost(slots[0])
+        task = asyncio.get_running_loop().create_task(self.session.pool.discard(address))
+        self._discards.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._discards.discard)
+        if self.on_error is not None:
+            try:
+                self.on_error(err)
+            except Exception:  # a broken callback must not break the consumer
+                log.exception("consumer %s: on_error callback failed", self.client_id)
 
     async def _assigned_hook(self, partitions: list[Partition]) -> None:
         if self.on_partitions_assigned is not None and not self.closing:

@@ -222,6 +222,7 @@ class Fetcher:
         client_filter: bool = True,
         on_lost: Callable[[PartitionSlot], None] | None = None,
         metrics: Any = None,
+        on_result: Callable[[str, BaseException | None], None] | None = None,
     ) -> None:
         self.table = table
         self.buffer = buffer
@@ -235,6 +236,8 @@ class Fetcher:
         self.client_filter = client_filter
         self.on_lost = on_lost
         self.metrics = metrics
+        #: ``on_result(broker address, None | exception)`` after every getMessage (broker health)
+        self.on_result = on_result
         self.last_error: TubeMQError | None = None
         # per-fetch figures: plain ints on the loop thread, read by metrics snapshots
         self.fetches = 0  # getMessage requests sent
@@ -321,9 +324,13 @@ class Fetcher:
             self.errors_by_broker[p.address] = self.errors_by_broker.get(p.address, 0) + 1
             slot.last_code, slot.last_message = ErrorCode.UNSPECIFIED_ABNORMAL, str(exc)
             self.table.fetch_done(slot, booking, consumed=False, delay=_OTHER_ERROR_WAIT)
+            if self.on_result is not None:
+                self.on_result(p.address, exc)
             return None
         finally:
             self.in_flight -= 1
+        if self.on_result is not None:
+            self.on_result(p.address, None)
         if self._latency is not None:
             self._latency.record(time.monotonic() - t0)
         self.bytes_received += len(data)

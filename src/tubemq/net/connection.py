@@ -24,6 +24,7 @@ from .. import codec
 from ..errors import (
     ConnectionLostError,
     FrameError,
+    NotTubeMQPortError,
     TubeMQConnectionError,
     TubeMQError,
     TubeMQTimeoutError,
@@ -54,6 +55,30 @@ def _call(cb: ResponseCallback, arg: Any, payload: bytes | None, exc: BaseExcept
         cb(arg, payload, exc)
     except Exception:  # a broken callback must not break the connection
         log.exception("response callback failed")
+
+
+def foreign_protocol(address: str, first: bytes) -> NotTubeMQPortError | None:
+    """The error for a peer that is not a TubeMQ RPC port, judged by the first bytes it sent.
+
+    A TubeMQ answer starts with the begin token (first byte 0xFF), so an HTTP status line
+    (``HTTP/``) or a TLS record (0x15 alert, 0x16 handshake) there is certain: failing at once
+    beats waiting for a frame that never comes (the admin HTTP port is the likeliest mistake).
+    """
+    if not first:
+        return None
+    if b"HTTP/".startswith(first[:5]):
+        line = first.split(b"\r\n", 1)[0][:64].decode("latin-1", "replace")
+        return NotTubeMQPortError(
+            f"{address}: the peer answered {line!r}: this looks like an HTTP port, not a TubeMQ "
+            f"RPC port (the admin API? the master's RPC port is usually 8715)"
+        )
+    if first[0] in (0x15, 0x16):
+        kind = "an alert" if first[0] == 0x15 else "a handshake"
+        return NotTubeMQPortError(
+            f"{address}: the peer answered with a TLS record ({kind}): it expects TLS; "
+            f"connect with tls=True (and its CA) or use its plaintext port"
+        )
+    return None
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -95,16 +120,26 @@ class _Protocol(asyncio.BufferedProtocol):
         return self.view
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.conn._data(self.view[:nbytes].tobytes())
+        if self.conn is not None:
+            self.conn._data(self.view[:nbytes].tobytes())
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.conn._lost(exc)
+        conn = self.conn
+        # break transport -> protocol -> connection at once: a dead connection's buffers (a partial
+        # frame can be 28 MiB) must not wait for the cycle collector
+        self.conn = None  # type: ignore[assignment]
+        self.view.release()
+        self.buf = self.view = None  # type: ignore[assignment]
+        if conn is not None:
+            conn._lost(exc)
 
     def pause_writing(self) -> None:
-        self.conn._paused = True
+        if self.conn is not None:
+            self.conn._paused = True
 
     def resume_writing(self) -> None:
-        self.conn._resume()
+        if self.conn is not None:
+            self.conn._resume()
 
 
 #: Added to errors that look like a plaintext client on a TLS port (a TLS record, or a close before any answer).
@@ -138,6 +173,7 @@ class Connection:
         self.on_close: list[Callable[[Connection], Any]] = []
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
+        self._max_frame_size = max_frame_size
         self._decoder = codec.FrameDecoder(max_frame_size)
         self._serial = 0
         # serial -> (future or None, deadline, callback or None, callback arg)
@@ -196,8 +232,17 @@ class Connection:
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
 
     def _data(self, data: bytes) -> None:
+        if self.closed:
+            return
         self.last_activity = time.monotonic()
+        first = self.bytes_received == 0
         self.bytes_received += len(data)
+        if first:
+            foreign = foreign_protocol(self.address, data)
+            if foreign is not None:
+                log.warning("closing %s", foreign)
+                self._shutdown(foreign)
+                return
         try:
             frames = self._decoder.feed(data)
         except FrameError as exc:
@@ -345,7 +390,13 @@ class Connection:
         if not self.has_capacity:
             await self.wait_capacity(timeout_ms / 1000.0)
         fut = self.start_call(build, timeout_ms)
-        return unwrap_response(await fut)
+        try:
+            payload = await fut
+        finally:
+            # a failed future holds its exception, whose traceback holds this frame: without this
+            # the cycle (and the connection it names) outlives the failure until the cycle collector
+            del fut
+        return unwrap_response(payload)
 
     async def call(self, service_type: int, method: int, body: bytes, *, timeout_ms: int) -> bytes:
         """One RPC with an already-serialised request message; returns RspResponseBody.data."""
@@ -407,9 +458,13 @@ class Connection:
         if self.closed:
             return
         self.closed = True
-        self._close_exc = TubeMQConnectionError(f"{self.address}: connection is closed")
-        if self._transport is not None:
-            self._transport.abort() if isinstance(exc, ConnectionLostError) else self._transport.close()
+        self._close_exc = exc if isinstance(exc, NotTubeMQPortError) else TubeMQConnectionError(
+            f"{self.address}: connection is closed")
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.abort() if isinstance(exc, (ConnectionLostError, FrameError)) else transport.close()
+        # free a partially received frame now (up to max_frame_size), not when the cycle collector runs
+        self._decoder = codec.FrameDecoder(self._max_frame_size)
         pending, self._pending = self._pending, {}
         self.close_reason = str(exc)
         self.failed_on_close = len(pending)

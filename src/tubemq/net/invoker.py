@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from ..errors import (
     DecodeError,
+    NotTubeMQPortError,
     RemoteError,
     StandbyError,
     TubeMQConnectionError,
@@ -86,13 +87,18 @@ class MasterInvoker:
                     raise
                 log.warning("master %s answered FATAL (%s), trying the next one", address, exc)
                 last = exc
-            except (TubeMQConnectionError, TubeMQTimeoutError) as exc:
+            except (TubeMQConnectionError, TubeMQTimeoutError, NotTubeMQPortError) as exc:
                 log.info("master %s failed (%s), trying the next one", address, exc)
                 last = exc
             await self.pool.discard(address)
             self.rotate()
         assert last is not None
-        raise last
+        try:
+            raise last
+        finally:
+            # the traceback keeps this frame: without this, exception -> frame -> exception is a cycle
+            # that holds the failed connection (and its buffers) until the cycle collector runs
+            last = None
 
     async def call(self, method: int, request: Any, response_cls: type[M]) -> M:
         """Serialise ``request`` (a protobuf message), call with fail-over, parse ``response_cls``."""

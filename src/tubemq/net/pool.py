@@ -130,7 +130,10 @@ class ConnectionPool:
             opening = asyncio.get_running_loop().create_future()
             self._opening[address] = opening
             asyncio.get_running_loop().create_task(self._open(address, opening))
-        return await asyncio.shield(opening)
+        try:
+            return await asyncio.shield(opening)
+        finally:
+            del opening  # a failed future -> its exception -> this frame -> the future: no cycle
 
     async def _open(self, address: str, fut: asyncio.Future[Connection]) -> None:
         h = self.health(address)
@@ -153,8 +156,12 @@ class ConnectionPool:
                 err = exc if isinstance(exc, TubeMQConnectionError) else TubeMQConnectionError(f"{address}: {exc}")
                 fut.set_exception(err)
                 fut.exception()  # mark retrieved: nobody may be waiting any more
+                del err
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
+            # the exception's traceback keeps this frame: drop the future (which holds the exception)
+            # so no exception -> frame -> future -> exception cycle outlives the failure
+            del fut
             return
         self._opening.pop(address, None)
         if self.closed:

@@ -648,7 +648,12 @@ class AdminServer:
     async def _read_and_handle(
         self, reader: asyncio.StreamReader, task: asyncio.Task[None]
     ) -> tuple[int, dict[str, Any]]:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEADER_DEADLINE_S)
+        first = await asyncio.wait_for(reader.readexactly(1), HEADER_DEADLINE_S)
+        if not (b"A" <= first <= b"Z" or b"a" <= first <= b"z"):
+            # not an HTTP method (e.g. a TubeMQ RPC frame: a client pointed at this port): say so at
+            # once, as Jetty does, instead of waiting for a header end that never comes
+            return 400, _fail(ERR_BAD_REQUEST, "not an HTTP request")
+        head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEADER_DEADLINE_S)
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/"):
