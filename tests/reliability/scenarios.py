@@ -215,7 +215,7 @@ def consumer_churn(master: str, topic: str, seconds: float, *, members: int = 3,
     def snapshot() -> None:
         if not live:
             return
-        loop = live[0]._loop
+        loop = live[0]._lt
         sets = loop.call(lambda: [{p.key for p in c._core.table.owned_partitions()} for c in live
                                   if not c.closed], timeout=5.0)
         res.samples += 1

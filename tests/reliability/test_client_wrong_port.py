@@ -84,7 +84,7 @@ def test_plaintext_client_at_a_tls_port_is_told_tls(tmp_path: Path) -> None:
         address = f"127.0.0.1:{srv.sockets[0].getsockname()[1]}"
         conn = await Connection.open(address)
         t0 = time.monotonic()
-        with pytest.raises(ConnectionLostError, match="TLS port"):
+        with pytest.raises(ConnectionLostError, match="TLS"):
             await conn.call(1, 1, b"", timeout_ms=3000)
         assert time.monotonic() - t0 < 2.5
         srv.close()
