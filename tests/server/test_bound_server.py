@@ -259,3 +259,17 @@ def test_bound_without_offsets_balances_normally(master: Master) -> None:
     breg(master, "c1", "", count=2)
     master.balance_round()
     assert len(keys(hb(master, "c1"))) == 4  # nothing to reset: the normal balance does not wait
+
+
+def test_group_detail_shows_the_bound_session(master: Master) -> None:
+    """admin_query_consume_group_detail fields of a bound group (WebOtherInfoHandler)."""
+    breg(master, "c1", "1:bnd:0=28,1:bnd:1=56", session="run-7", count=2, big=False)
+    master.balance_round()
+    d = master.group_detail("g")
+    assert d["isBandConsume"] == "bound"
+    assert (d["isNotAllocate"], d["sessionKey"], d["isSelectBig"], d["reqSourceCount"], d["curSourceCount"]) == (
+        True, "run-7", False, 2, 1)
+    assert d["rebalanceCheckTime"] == 1  # one round found the group short of members
+    assert d["data"][0]["initReSetPartCount"] == 2
+    assert d["data"][0]["initReSetPartInfo"] == [
+        {"partitionKey": "1:bnd:0", "Offset": 28}, {"partitionKey": "1:bnd:1", "Offset": 56}]
