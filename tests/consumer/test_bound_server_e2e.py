@@ -13,6 +13,7 @@ import pytest
 
 import tubemq
 from tubemq.errors import ConfigError, InconsistentGroupError
+from tubemq.protocol.constants import EventType
 
 from ._produce import send_raw
 from .conftest import FAST_CLIENT, quiet
@@ -161,3 +162,54 @@ def test_unbound_register_has_no_bound_fields(cluster: Any, recorder: list[tuple
     assert reg.HasField("requireBound") and not reg.requireBound
     assert not any(reg.HasField(f) for f in ("sessionKey", "totalCount", "requiredPartition", "notAllocated",
                                              "selectBig"))
+
+
+def _core_with_answers(answers: list[Any]) -> Any:
+    """A ConsumerCore (not started) whose master calls return ``answers`` in order."""
+    from tubemq.consumer.config import ConsumerConfig
+    from tubemq.consumer.core import ConsumerCore
+
+    cfg = ConsumerConfig.build("127.0.0.1:1", "g", [TOPIC], bound_offsets={f"1:{TOPIC}:0": 280},
+                               session_key="s", source_count=2)
+    core = ConsumerCore(cfg)
+
+    async def call_master(method: int, request: Any, response_cls: Any) -> Any:
+        return answers.pop(0)
+
+    core.session.call_master = call_master  # type: ignore[method-assign]
+    return core
+
+
+def _hb_answer(not_allocated: bool, with_event: bool) -> Any:
+    from tubemq.protocol import master_pb
+
+    rsp = master_pb.HeartResponseM2C(success=True, errCode=200, errMsg="OK!", notAllocated=not_allocated)
+    if with_event:
+        rsp.event.rebalanceId = 3
+        rsp.event.opType = EventType.ONLY_CONNECT
+        rsp.event.subscribeInfo.append(f"c@g#1:127.0.0.1:8123#{TOPIC}:0")
+    return rsp
+
+
+def test_offsets_survive_an_event_that_arrives_with_the_allocated_flag() -> None:
+    """Another member acknowledged its reset event before this member's heartbeat fetched its own:
+    the answer carrying our reset event already says notAllocated=false. The offsets are still used
+    (Java would drop them: it reads the flag when it registers)."""
+    import asyncio
+
+    from tubemq.codec import Partition
+
+    part = Partition(1, "127.0.0.1", 8123, TOPIC, 0)
+    core = _core_with_answers([_hb_answer(True, False), _hb_answer(False, True)])
+    asyncio.run(core.session._heartbeat_once())
+    asyncio.run(core.session._heartbeat_once())
+    slot = core.table.add(part)
+    assert not core.session.not_allocated and core._bound_offset(slot) == 280
+    # once a connect event was processed, later registrations carry no offset (Java isFirst)
+    core.worker.processed_by_type["only_connect"] = 1
+    assert core._bound_offset(slot) is None
+    # the group was allocated before the first event arrived: a later (normal) connect carries none
+    late = _core_with_answers([_hb_answer(False, False), _hb_answer(False, True)])
+    asyncio.run(late.session._heartbeat_once())
+    asyncio.run(late.session._heartbeat_once())
+    assert late._bound_offset(late.table.add(part)) is None
