@@ -193,6 +193,7 @@ def test_first_members_offsets_win_within_a_session(master: Master) -> None:
     g = master.groups["g"]
     assert g.bound_owner == {"1:bnd:0": "c1", "1:bnd:1": "c1"}
     assert g.bound_offsets == {"1:bnd:0": 28, "1:bnd:1": 56}
+    assert g.consumers["c1"].required_partitions == {"1:bnd:0": 28, "1:bnd:1": 56}
 
 
 def test_allocation_waits_for_all_members_then_assigns_the_winners(master: Master) -> None:

@@ -329,9 +329,14 @@ class GroupRegistry:
             return g, True
         valid_consumer(g, info)
         known = info.consumer_id in g.consumers
+        if info.consume_type == CONSUME_BOUND:
+            # Java books only new members' offsets; a re-registering bound member keeps its record
+            # (ConsumerInfo.updCurConsumerInfo changes client-balance members only)
+            if not known:
+                g.consumers[info.consumer_id] = info
+                g.book_bound(info)
+            return g, False
         g.consumers[info.consumer_id] = info  # a re-register of a member updates it
-        if not known and info.consume_type == CONSUME_BOUND:
-            g.book_bound(info)  # Java books only new members' offsets
         return g, False
 
     def seen(self, cid: str, group: str) -> None:
