@@ -347,6 +347,14 @@ class ConsumerConfig(ClientConfig):
     ``iter_timeout_ms``: ``for msg in consumer`` stops after this long without a message (0 = never).
     ``hook_timeout_ms``: rebalance hooks (on_partitions_assigned / revoked) longer than this are
     logged and no longer awaited.
+    ``bound_offsets``: server-side bound consumption (Java ``requireBound``): ``{partition: offset}``
+    where a partition is a key ``"brokerId:topic:partitionId"``, a ``(broker_id, topic,
+    partition_id)`` tuple or a :class:`~tubemq.codec.Partition`; ``{}`` is bound without offsets,
+    None (default) is normal consumption. The group's first allocation starts each named partition
+    at its offset (clamped by the broker). Needs ``session_key`` (the same for every member of one
+    run; a new key after all members left starts a new reset) and ``source_count`` (the number of
+    members; allocation waits until all are registered). ``select_big``: when members name
+    different offsets for one partition, the bigger (True, Java default) or the smaller one wins.
     """
 
     group: str = ""
@@ -370,6 +378,12 @@ class ConsumerConfig(ClientConfig):
     #: are unregistered and the master told within it, and what has not answered by then is
     #: abandoned (the broker and master then expire this consumer, as after a crash)
     close_timeout_ms: int = 1000
+    # server-side bound consumption (Java completeSubscribe(sessionKey, sourceCount, isSelectBig,
+    # partOffsetMap)); see README "Server-side bound consumption"
+    bound_offsets: Any = None
+    session_key: str = ""
+    source_count: int = 0
+    select_big: bool = True
 
     @classmethod
     def build(
@@ -417,9 +431,40 @@ class ConsumerConfig(ClientConfig):
         _int_range("hook_timeout_ms", self.hook_timeout_ms, 1, 3600000)
         _int_range("iter_timeout_ms", self.iter_timeout_ms, 0, 86400000)
         _int_range("close_timeout_ms", self.close_timeout_ms, 0, 600000)
-        for name in ("confirm_in_local", "verify_checksum", "client_filter"):
+        for name in ("confirm_in_local", "verify_checksum", "client_filter", "select_big"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, "must be a bool")
+        if self.bound_offsets is not None:
+            self._validate_bound()
+
+    def _validate_bound(self) -> None:
+        """The Java client's completeSubscribe checks, plus types; keys normalised to partition keys."""
+        if not isinstance(self.session_key, str) or not self.session_key.strip():
+            raise ConfigError("session_key", "bound consumption needs a non-blank session_key")
+        self.session_key = self.session_key.strip()
+        if isinstance(self.source_count, bool) or not isinstance(self.source_count, int) or self.source_count <= 0:
+            raise ConfigError("source_count", f"bound consumption needs source_count > 0, got {self.source_count!r}")
+        if not isinstance(self.bound_offsets, Mapping):
+            raise ConfigError("bound_offsets", f"expected a mapping partition -> offset, got {self.bound_offsets!r}")
+        out: dict[str, int] = {}
+        for ref, offset in self.bound_offsets.items():
+            key = _partition_key(ref)
+            if key.split(":")[1] not in self.topics:
+                raise ConfigError("bound_offsets", f"partition {key!r} is not of a subscribed topic "
+                                  f"({', '.join(sorted(self.topics))})")
+            if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < 2**63:
+                raise ConfigError("bound_offsets", f"offset of {key} must be an int >= 0, got {offset!r}")
+            out[key] = offset
+        self.bound_offsets = out
+
+    @property
+    def bound(self) -> bool:
+        """Server-side bound consumption (``requireBound``) is on."""
+        return self.bound_offsets is not None
+
+    def required_partition(self) -> str:
+        """``RegisterRequestC2M.requiredPartition``: ``"key=offset,key=offset"`` (docs/PROTOCOL.md §4.12)."""
+        return ",".join(f"{k}={v}" for k, v in (self.bound_offsets or {}).items())
 
     @property
     def first_read_status(self) -> int:
@@ -432,3 +477,21 @@ class ConsumerConfig(ClientConfig):
 
 
 __all__ = ["CONSUME_FROM", "ClientConfig", "ConsumerConfig", "ProducerConfig", "normalize_topics", "parse_dsn"]
+
+
+def _partition_key(ref: Any) -> str:
+    """``"brokerId:topic:partitionId"`` of a key string, a Partition or a (broker_id, topic, id) tuple."""
+    key = getattr(ref, "key", None)
+    if isinstance(key, str):
+        ref = key
+    elif isinstance(ref, tuple) and len(ref) == 3:
+        ref = ":".join(str(x) for x in ref)
+    if not isinstance(ref, str):
+        raise ConfigError("bound_offsets", f"partition must be a key 'brokerId:topic:partitionId', a Partition "
+                          f"or a (broker_id, topic, partition_id) tuple, got {ref!r}")
+    items = [x.strip() for x in ref.split(":")]
+    if len(items) != 3 or not all(items) or "," in ref or "=" in ref:
+        raise ConfigError("bound_offsets", f"partition key {ref!r} must be brokerId:topic:partitionId")
+    if not (items[0].isdigit() and items[2].isdigit()):
+        raise ConfigError("bound_offsets", f"partition key {ref!r}: broker id and partition id are numbers")
+    return f"{int(items[0])}:{items[1]}:{int(items[2])}"

@@ -300,6 +300,9 @@ class ConsumerSession(MasterSessionBase):
         self.cfg: ConsumerConfig = core.config
         self.session_time = int(time.time() * 1000)
         self.not_allocated = True
+        #: bound consumption: whether the group was still unallocated when the first connect event
+        #: arrived (None = none yet); see ConsumerCore._bound_offset
+        self.bound_first_event: bool | None = None
         self._hb_count = 0
 
     async def _register_once(self) -> None:
@@ -311,6 +314,11 @@ class ConsumerSession(MasterSessionBase):
             groupFlowCheckId=core.flow.group_id, defFlowCheckId=core.flow.def_id,
             qryPriorityId=core.flow.qry_priority_id, jdkVersion=RUNTIME_VERSION,
         )
+        if cfg.bound:  # Java createMasterRegisterRequest: these five only with requireBound
+            req.requireBound = True
+            req.sessionKey, req.selectBig, req.totalCount = cfg.session_key, cfg.select_big, cfg.source_count
+            req.requiredPartition = cfg.required_partition()
+            req.notAllocated = self.not_allocated
         cert = self.cert_info(force=True)
         if cert is not None:
             req.authInfo.CopyFrom(cert)
@@ -347,12 +355,15 @@ class ConsumerSession(MasterSessionBase):
             if do_report:
                 core.table.changed = True
             raise
+        was_not_allocated = self.not_allocated
         self._apply(rsp)
         if rsp.HasField("requireAuth"):
             self.require_auth = rsp.requireAuth
         if rsp.HasField("event") and rsp.event.rebalanceId > 0:
             ev = RebalanceEvent.from_proto(rsp.event)
             log.info("consumer %s: received %s", self.client_id, ev.describe())
+            if self.bound_first_event is None and ev.op_type in (EventType.CONNECT, EventType.ONLY_CONNECT):
+                self.bound_first_event = was_not_allocated
             try:
                 core.events.put(ev)
             except EventQueueFullError as exc:
@@ -661,7 +672,24 @@ class ConsumerCore:
 
     # ------------------------------------------------------------------ BrokerOps for the worker
     async def register(self, slot: PartitionSlot, read_status: int) -> RegisterOutcome:
-        return await self.brokers.register(slot, read_status)
+        return await self.brokers.register(slot, read_status, self._bound_offset(slot))
+
+    def _bound_offset(self, slot: PartitionSlot) -> int | None:
+        """Bound consumption: the partition's required offset as ``currOffset``, like the Java client
+        only for the first connect event, and only if the group was not allocated. Java reads the
+        flag when it registers, so a member whose reset event arrives together with the news that
+        another member already acknowledged its own (notAllocated false) loses its offsets; here the
+        flag is taken from before the answer that brought the event."""
+        offsets = self.config.bound_offsets
+        if offsets is None:
+            return None
+        done = self.worker.processed_by_type
+        if done.get("connect", 0) or done.get("only_connect", 0):
+            return None
+        unallocated = self.session.bound_first_event
+        if not (self.session.not_allocated if unallocated is None else unallocated):
+            return None
+        return offsets.get(slot.key)  # type: ignore[no-any-return]
 
     async def unregister(self, slot: PartitionSlot, read_status: int) -> None:
         await self.brokers.unregister(slot, read_status)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tubemq.codec import Partition
@@ -228,6 +228,7 @@ class ServerBalancer:
         self,
         groups: Mapping[str, tuple[Sequence[str], Sequence[Partition]]],
         partial: bool = False,
+        reset: Callable[[str, Sequence[Partition]], Mapping[str, Sequence[Partition]] | None] | None = None,
     ) -> int:
         """One balance round over ``{group: (members, subscribable partitions)}``; returns its id.
 
@@ -237,6 +238,11 @@ class ServerBalancer:
         Groups whose members hold unfinished events are skipped; after ``MAX_BALANCE_DELAY_ROUNDS``
         such rounds their members' events are dropped so that a lost response cannot block a group
         forever.
+
+        ``reset(group, partitions)`` (bound consumption, TMaster.processResetbalance) is asked for
+        every group that is balanced this round: None = balance it normally; a mapping = the
+        consumers' offset-reset targets instead (empty: leave the group alone this round). A reset
+        target only adds and removes partitions of the topics it names.
         """
         self.rebalance_id += 1
         rid = self.rebalance_id
@@ -263,9 +269,18 @@ class ServerBalancer:
         for group, (members, parts) in groups.items():
             if group in unfinished or not members:
                 continue
-            target = assign(parts, members, {cid: self.record(cid) for cid in members})
+            plan = reset(group, parts) if reset is not None else None
+            if plan is not None:
+                current = {}
+                for cid, wanted in plan.items():
+                    topics = {p.topic for p in wanted}
+                    current[cid] = [p for p in self.record(cid) if p.topic in topics]
+                target = {cid: list(wanted) for cid, wanted in plan.items()}
+            else:
+                target = assign(parts, members, {cid: self.record(cid) for cid in members})
+                current = {cid: self.record(cid) for cid in target}
             for cid in sorted(target):
-                for event in diff_events(rid, target[cid], self.record(cid)):
+                for event in diff_events(rid, target[cid], current[cid]):
                     log.debug(
                         "round %d group %s: %s %s to %s",
                         rid,

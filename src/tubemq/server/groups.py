@@ -112,6 +112,9 @@ class ConsumerInfo:
     source_count: int = META_VALUE_UNDEFINED
     node_id: int = META_VALUE_UNDEFINED
     select_big: bool = True
+    #: bound consumption: ``requiredPartition`` as {partitionKey: offset} (ConsumerInfo.requiredPartition)
+    required_partitions: dict[str, int] = field(default_factory=dict)
+    session_time: int = META_VALUE_UNDEFINED
     lst_assigned_time: int = META_VALUE_UNDEFINED
     topic_meta_info_id: int = META_VALUE_UNDEFINED
     csm_from_max_ctrl_id: int = META_VALUE_UNDEFINED
@@ -132,12 +135,59 @@ class GroupInfo:
     cur_client_rate: int = META_VALUE_UNDEFINED
     topic_meta_id: int = META_VALUE_UNDEFINED
     topic_meta: dict[str, str] = field(default_factory=dict)
+    # bound consumption (ConsumeGroupInfo.partitionInfoMap / partOffsetMap / allocatedTimes)
+    session_time: int = META_VALUE_UNDEFINED
+    #: partitionKey -> consumer whose required offset won the partition (selectBig rule)
+    bound_owner: dict[str, str] = field(default_factory=dict)
+    #: partitionKey -> the winning required offset
+    bound_offsets: dict[str, int] = field(default_factory=dict)
+    allocated_times: int = 0
+    check_cycle: int = 0
+
+    @property
+    def full_size(self) -> bool:
+        """All ``sourceCount`` members are there (ConsumeGroupInfo.isGroupFullSize)."""
+        return len(self.consumers) >= self.source_count
+
+    @property
+    def bound_unready(self) -> bool:
+        """A bound group still waiting for (or in) its offset-reset allocation: the normal balance
+        leaves it alone (ConsumeGroupInfo.isUnReadyServerBalance); its negation is
+        ``isNotNeedBoundBalance``. Two reset attempts at most, so a reset that found none of the
+        required partitions cannot hold the group forever."""
+        return (
+            self.consume_type == CONSUME_BOUND
+            and self.not_allocated
+            and bool(self.bound_owner)
+            and self.allocated_times < 2
+        )
+
+    def book_bound(self, c: ConsumerInfo) -> None:
+        """Record a new member's required offsets (ConsumeGroupInfo.bookPartitionInfo).
+
+        A partition nobody asked for yet goes to this member; so does one whose owner left or did
+        not name it. When two live members name the same partition, ``selectBig`` keeps the bigger
+        offset (ties go to the newcomer), otherwise the strictly smaller one (ties stay)."""
+        for key, offset in c.required_partitions.items():
+            owner = self.consumers.get(self.bound_owner.get(key, ""))
+            old = owner.required_partitions.get(key) if owner is not None else None
+            if old is None or (offset >= old if self.select_big else offset < old):
+                self.bound_owner[key] = c.consumer_id
+                self.bound_offsets[key] = offset
+
+    def forget_bound(self, consumer_id: str) -> None:
+        """A member left: its won partitions and offsets go (ConsumeGroupInfo.removeConsumer)."""
+        for key in [k for k, cid in self.bound_owner.items() if cid == consumer_id]:
+            del self.bound_owner[key]
+            self.bound_offsets.pop(key, None)
 
 
-def check_required_partitions(topics: frozenset[str], text: str) -> None:
-    """Bound consumption ``requiredPartition`` syntax (PBParameterUtils.checkConsumerOffsetSetInfo)."""
+def check_required_partitions(topics: frozenset[str], text: str) -> dict[str, int]:
+    """Bound consumption ``requiredPartition`` -> {partitionKey: offset}
+    (PBParameterUtils.checkConsumerOffsetSetInfo: syntax and subscribed topics checked, 400 texts)."""
+    out: dict[str, int] = {}
     if not text.strip():
-        return
+        return out
     for item in text.strip().split(ARRAY_SEP):
         kv = item.split("=")
         fmt = f"[Parameter error] unformatted Partition-Offset value : {item} must be aa:bbb:ccc=val1,ddd:eee:ff=val2"
@@ -153,11 +203,23 @@ def check_required_partitions(topics: frozenset[str], text: str) -> None:
                 f"request topicList are {java_set(topics)}",
             )
         try:
-            int(kv[1].strip())
+            out[kv[0].strip()] = java_long(kv[1].strip())
         except ValueError:
             raise BadParam(
                 ErrorCode.BAD_REQUEST, f"[Parameter error] required long type value of {item}' Offset!"
             ) from None
+    return out
+
+
+def java_long(text: str) -> int:
+    """``Long.parseLong``: optional sign and ASCII digits only, within the int64 range."""
+    body = text[1:] if text[:1] in "+-" else text
+    if not body or not body.isascii() or not body.isdigit():
+        raise ValueError(text)
+    value = int(text)
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(text)
+    return value
 
 def check_filter_topics(
     consumer_id: str, topics: frozenset[str], conds: dict[str, frozenset[str]]
@@ -252,17 +314,28 @@ class GroupRegistry:
         if g is None or not g.consumers:
             g = GroupInfo(info.group, info.consume_type, info.topics, dict(info.conditions))
             if info.consume_type == CONSUME_BOUND:
-                g.session_key, g.source_count, g.select_big = (
+                g.session_key, g.source_count, g.select_big, g.session_time = (
                     info.session_key,
                     info.source_count,
                     info.select_big,
+                    info.session_time,
                 )
             elif info.consume_type == CONSUME_CLIENT_REB:
                 g.source_count = info.source_count
             self.groups[info.group] = g
             g.consumers[info.consumer_id] = info
+            if info.consume_type == CONSUME_BOUND:
+                g.book_bound(info)
             return g, True
         valid_consumer(g, info)
+        known = info.consumer_id in g.consumers
+        if info.consume_type == CONSUME_BOUND:
+            # Java books only new members' offsets; a re-registering bound member keeps its record
+            # (ConsumerInfo.updCurConsumerInfo changes client-balance members only)
+            if not known:
+                g.consumers[info.consumer_id] = info
+                g.book_bound(info)
+            return g, False
         g.consumers[info.consumer_id] = info  # a re-register of a member updates it
         return g, False
 
@@ -298,6 +371,7 @@ class GroupRegistry:
         g = self.groups.get(group)
         if g is not None:
             g.consumers.pop(cid, None)
+            g.forget_bound(cid)
             if not g.consumers:
                 del self.groups[group]
 

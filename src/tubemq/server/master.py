@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from google.protobuf.message import Message
@@ -213,7 +213,7 @@ class Master:
                 continue
             members = list(g.consumers)
             server_groups[g.name] = (members, self.topology.subscribable_partitions(g.topics))
-        rid = self.balancer.run_round(server_groups, partial=only is not None)
+        rid = self.balancer.run_round(server_groups, partial=only is not None, reset=self._bound_reset)
         broker_count = max(1, len(self.meta.brokers))
         for name, (members, _parts) in server_groups.items():
             g = self.state.groups[name]
@@ -221,6 +221,34 @@ class Master:
                 g.balanced = True
                 g.cur_client_rate = broker_count // len(members)
         return rid
+
+    def _bound_reset(self, group: str, parts: Sequence[Partition]) -> dict[str, list[Partition]] | None:
+        """A bound group's offset-reset allocation (TMaster.processResetbalance with
+        DefaultLoadBalancer.resetBalanceCluster): once all ``sourceCount`` members are registered,
+        each partition named in a ``requiredPartition`` goes to the member whose offset won it; the
+        members then register those partitions at the brokers with their ``currOffset``. Until the
+        group is allocated the normal balance keeps out (an empty plan = hold); after it, the normal
+        balance hands out the partitions nobody named. None = balance normally."""
+        g = self.state.groups.get(group)
+        if g is None or g.consume_type != CONSUME_BOUND or not g.bound_unready:
+            return None
+        plan: dict[str, list[Partition]] = {}
+        if g.full_size:
+            avail = {p.key: p for p in parts}
+            for key, owner in sorted(g.bound_owner.items()):
+                if key in avail:
+                    plan.setdefault(owner, []).append(avail[key])
+            g.allocated_times += 1
+            log.info("[Bound Alloc] group %s: required partitions %s", group,
+                     {cid: [p.key for p in ps] for cid, ps in plan.items()})
+        else:
+            g.check_cycle += 1
+            if g.check_cycle % 15 == 1:
+                log.info("[Bound Alloc] Not allocate partition :group(%s)'s consumer getCachedSize(%d) "
+                         "low than required source count:%d", group, len(g.consumers), g.source_count)
+        if plan or g.bound_unready:
+            return plan
+        return None
 
     def _first_balance(self, group: str) -> None:
         """A new group's first balance: at once (default), after a delay, or at the next periodic round
@@ -409,8 +437,9 @@ class Master:
             topics = self._check_consumer_topics(req.topicList)
             conds = parse_conditions(req.topicCondition)
             bound = req.HasField("requireBound") and req.requireBound
+            required: dict[str, int] = {}
             if bound:
-                check_required_partitions(topics, req.requiredPartition)
+                required = check_required_partitions(topics, req.requiredPartition)
                 if not req.sessionKey.strip():
                     raise BadParam(ErrorCode.BAD_REQUEST, "[Parameter error] blank value of sessionKey!")
                 if not req.HasField("totalCount") or req.totalCount <= 0:
@@ -432,6 +461,8 @@ class Master:
                 session_key=req.sessionKey.strip() if bound else "",
                 source_count=req.totalCount if req.HasField("totalCount") else -1,
                 select_big=not req.HasField("selectBig") or req.selectBig,
+                required_partitions=required,
+                session_time=req.sessionTime if req.HasField("sessionTime") else _now_ms(),
             )
             g, new_group = self.state.add_consumer(info)
         except BadParam as exc:

@@ -8,7 +8,7 @@ from typing import Any
 from tubemq.protocol.constants import META_VALUE_UNDEFINED
 
 from .balancer import ServerBalancer
-from .groups import CONSUME_CLIENT_REB, CONSUME_UNBOUND, GroupRegistry
+from .groups import CONSUME_BOUND, CONSUME_CLIENT_REB, CONSUME_UNBOUND, GroupRegistry
 
 #: Admin JSON constants seen in captures (``rebInfo``): default broker/client rate.
 DEF_BROKER_CLIENT_RATE = 1000
@@ -32,6 +32,15 @@ def group_detail(registry: GroupRegistry, balancer: ServerBalancer, group: str) 
     out.update(count=len(g.consumers), topicSet=sorted(g.topics), consumeGroup=group)
     out["re-rebalance"] = {}
     out["isBandConsume"] = g.consume_type
+    if g.consume_type == CONSUME_BOUND:  # WebOtherInfoHandler: the bound session's state
+        out.update(
+            isNotAllocate=g.not_allocated,
+            sessionKey=g.session_key,
+            isSelectBig=g.select_big,
+            reqSourceCount=g.source_count,
+            curSourceCount=len(g.consumers),
+            rebalanceCheckTime=g.check_cycle,
+        )
     if g.consume_type == CONSUME_CLIENT_REB:
         out["topicMetaId"] = g.topic_meta_id
         out["metaDetails"] = list(g.topic_meta.values())
@@ -54,6 +63,11 @@ def group_detail(registry: GroupRegistry, balancer: ServerBalancer, group: str) 
             "receivedFrom": c.remote_host,
             "isOverTLS": c.over_tls,
         }
+        if g.consume_type == CONSUME_BOUND:
+            item["initReSetPartCount"] = len(c.required_partitions)
+            item["initReSetPartInfo"] = [
+                {"partitionKey": k, "Offset": v} for k, v in c.required_partitions.items()
+            ]
         if g.consume_type == CONSUME_CLIENT_REB:
             item["sourceCount"] = c.source_count
             item["nodeId"] = c.node_id
