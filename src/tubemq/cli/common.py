@@ -30,7 +30,10 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention for "stopped by Ctr
 #: Where `tubemq serve` listens by default; the implicit --master of the client subcommands.
 DEFAULT_MASTER = "127.0.0.1:8715"
 DEFAULT_ADMIN_PORT = 8080
+#: The admin API of `tubemq serve` with its default ports (the pair that goes with DEFAULT_MASTER).
+DEFAULT_ADMIN_URL = f"http://127.0.0.1:{DEFAULT_ADMIN_PORT}/webapi.htm"
 ENV_MASTER = "TUBEMQ_MASTER"
+ENV_ADMIN_URL = "TUBEMQ_ADMIN_URL"
 
 
 class CliError(Exception):
@@ -88,6 +91,39 @@ def resolve_master(master: str | None, *, quiet: bool = False) -> str:
             "(start one with `tubemq serve --data-dir DIR`)"
         )
     return DEFAULT_MASTER
+
+
+def resolve_admin_url(admin_url: str | None, master: str | None, admin_port: int | None = None) -> str:
+    """The admin endpoint to use, said on stderr; never a silent guess.
+
+    The admin port of a cluster cannot be derived from its master address (a master on 18715 may
+    sit next to another cluster's 8080), so: --admin-url, else --admin-port on the host of
+    --master (both given by the user), else $TUBEMQ_ADMIN_URL, else - only when no master was
+    named at all - the `tubemq serve` default pair (master 8715, admin 8080). A --master (or
+    $TUBEMQ_MASTER) without an admin endpoint is a usage error.
+    """
+    if admin_url:
+        note(f"admin API: {admin_url} (--admin-url)")
+        return admin_url
+    env_master = os.environ.get(ENV_MASTER)
+    if admin_port is not None:
+        host = split_addresses(resolve_master(master))[0].rpartition(":")[0]
+        url = f"http://{host}:{admin_port}/webapi.htm"
+        note(f"admin API: {url} (host of the master, --admin-port {admin_port})")
+        return url
+    env_url = os.environ.get(ENV_ADMIN_URL)
+    if env_url:
+        note(f"admin API: {env_url} (${ENV_ADMIN_URL})")
+        return env_url
+    if master or env_master:
+        named = f"--master {master}" if master else f"${ENV_MASTER}={env_master}"
+        raise CliError(
+            f"{named} does not say where its admin API is: pass --admin-url http://HOST:PORT/webapi.htm "
+            f"(a real master's web port, `tubemq serve --admin-port`), --admin-port PORT, or set ${ENV_ADMIN_URL}",
+            EXIT_USAGE,
+        )
+    note(f"admin API: {DEFAULT_ADMIN_URL} (no --master or --admin-url given: the `tubemq serve` default)")
+    return DEFAULT_ADMIN_URL
 
 
 #: Consumers of the command line heartbeat every 2 s instead of Java's 13 s: partition assignments

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import IO, Any
@@ -33,6 +34,9 @@ from .pipeline import ReadGuard, ReadInterrupted, SendPipeline, StopFlag, sigint
 from .progress import ProgressBar, format_bytes, format_count
 
 HELP = "send the lines / JSON lines / raw bytes of a file or stdin to a topic"
+
+#: After a second Ctrl-C, how long the producer may take to close before we exit without it.
+_ABANDON_CLOSE_WAIT = 0.5
 
 #: Upper bound of one line we buffer (the broker's hard cap is far lower; this just bounds memory).
 MAX_LINE = 64 * 1024 * 1024
@@ -200,9 +204,9 @@ def _produce(args: argparse.Namespace, target: str, stream: IO[bytes], delimiter
     counters = _Counters()
     abandoned = False
     t0 = time.monotonic()
-    with producer:
-        pipe = SendPipeline(producer, args.topic, inflight=args.inflight, bar=bar, stop=stop,
-                            stop_on_error=not args.keep_going)
+    pipe = SendPipeline(producer, args.topic, inflight=args.inflight, bar=bar, stop=stop,
+                        stop_on_error=not args.keep_going)
+    try:
         guard = ReadGuard()
         with sigint_stops(stop, lambda: eprint("\ntubemq produce: interrupted; waiting for in-flight messages "
                                                  "(Ctrl-C again to abandon them)"), guard):
@@ -221,13 +225,32 @@ def _produce(args: argparse.Namespace, target: str, stream: IO[bytes], delimiter
             finally:
                 bar.set_extra(f"in-flight {pipe.pending}")
                 try:
-                    unknown = pipe.drain(args.drain_timeout)
+                    pipe.drain(args.drain_timeout)
+                    producer.close()  # still under the Ctrl-C handler: a frozen server may not answer
                 except KeyboardInterrupt:
-                    unknown = pipe.pending
                     abandoned = True
                 bar.close()
+    except KeyboardInterrupt:  # the second Ctrl-C landed outside the drain
+        abandoned = True
+    finally:
+        if abandoned or not producer.closed:
+            pipe.abandon()
+            _abandon_close(producer)
     interrupted = abandoned or stop.reason == "interrupted"
-    return _report(args, pipe, time.monotonic() - t0, counters, unknown, interrupted)
+    return _report(args, pipe, time.monotonic() - t0, counters, interrupted)
+
+
+def _abandon_close(producer: Any) -> None:
+    """Close the producer without waiting for the server (after a second Ctrl-C, or an error).
+
+    A frozen server (``kill -STOP``) keeps its sockets open and answers nothing, so a normal close
+    would wait for the flush and the deregistration; abandoned messages are reported as unknown
+    instead, and the process exits without waiting for anyone.
+    """
+    closer = threading.Thread(target=producer.close, kwargs={"timeout": 0}, name="tubemq-abandon-close",
+                              daemon=True)
+    closer.start()
+    closer.join(_ABANDON_CLOSE_WAIT)
 
 
 def _user_attrs(attrs: dict[str, str]) -> dict[str, str]:
@@ -236,12 +259,12 @@ def _user_attrs(attrs: dict[str, str]) -> dict[str, str]:
 
 
 def _report(
-    args: argparse.Namespace, pipe: SendPipeline, elapsed: float, counters: _Counters, unknown: int,
-    interrupted: bool,
+    args: argparse.Namespace, pipe: SendPipeline, elapsed: float, counters: _Counters, interrupted: bool,
 ) -> int:
     skipped, bad = counters.skipped, counters.invalid
     s = pipe.summary()
-    s.update({"skipped_empty": skipped, "invalid_lines": bad, "unknown": unknown, "interrupted": interrupted,
+    unknown = s["unknown"]  # in flight when the wait ended, timed out, or lost with its connection
+    s.update({"skipped_empty": skipped, "invalid_lines": bad, "interrupted": interrupted,
               "wall_seconds": elapsed})
     if args.json_summary:
         print(json.dumps(s, sort_keys=True))
@@ -264,8 +287,8 @@ def _report(
     if pipe.first_error is not None:
         eprint(f"tubemq produce: first error: {type(pipe.first_error).__name__}: {pipe.first_error}")
     if interrupted:
-        eprint(f"tubemq produce: interrupted: {s['acknowledged']} acknowledged, "
-               f"{s['failed'] + unknown} not acknowledged")
+        eprint(f"tubemq produce: interrupted: {s['acknowledged']} acknowledged, {s['failed']} failed, "
+               f"{unknown} unknown (timed out or abandoned in flight: they may or may not be stored)")
         return EXIT_INTERRUPTED
     if s["failed"] or unknown or bad:
         return EXIT_FAILURE
