@@ -48,7 +48,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for module in _COMMANDS:
         module.register(sub)
+    _verbose_everywhere(parser)
     return parser
+
+
+def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
+    """Accept ``-v`` after the subcommand too (``tubemq produce -v ...``), counted with the global one.
+
+    A separate destination per level: argparse copies a subparser's namespace over the parent's, so
+    sharing ``verbose`` would drop the count given before the subcommand.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                if not any("-v" in a.option_strings for a in child._actions):
+                    child.add_argument("-v", "--verbose", dest="verbose_after", action="count",
+                                       default=argparse.SUPPRESS, help="log to stderr (-v info, -vv debug)")
+                _verbose_everywhere(child)
 
 
 def _setup_logging(verbosity: int, command: str) -> None:
@@ -81,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(argv) if argv is not None else None)
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    args.verbose += getattr(args, "verbose_after", 0)
     _setup_logging(args.verbose, args.command)
     try:
         return int(args.func(args) or EXIT_OK)

@@ -145,6 +145,7 @@ def client_target(master: str, options: Sequence[str] | None, defaults: dict[str
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise CliError(f"bad -X {item!r}: expected OPTION=VALUE (a client config field)", EXIT_USAGE)
+        _check_option(key.strip(), value)
         pairs.append((key.strip(), value))
     given = {k for k, _ in pairs} | set(urllib.parse.parse_qs(master.partition("?")[2]))
     pairs += [(k, v) for k, v in (defaults or {}).items() if k not in given]
@@ -159,6 +160,32 @@ def client_target(master: str, options: Sequence[str] | None, defaults: dict[str
             text, _, query = text[len(s) :].partition("?")
     extra = urllib.parse.urlencode(pairs)
     return f"{scheme}{text}?{query + '&' if query else ''}{extra}"
+
+
+def _check_option(key: str, value: str) -> None:
+    """A -X value the client config cannot convert: say so about -X, not about a DSN the user never wrote.
+
+    Unknown names are left to the client (producer and consumer accept different ones, and its
+    ConfigError names the option); the conversion is the config's own (``config._convert``).
+    """
+    import dataclasses
+
+    from tubemq.config import ProducerConfig, _convert
+    from tubemq.consumer.config import ConsumerConfig
+    from tubemq.errors import ConfigError
+
+    for cls in (ProducerConfig, ConsumerConfig):
+        field = next((f for f in dataclasses.fields(cls) if f.name == key), None)
+        if field is None:
+            continue
+        try:
+            _convert(cls, {key: value})
+        except ConfigError:
+            kind = {"int": "an integer", "float": "a number", "bool": "true or false"}.get(
+                type(field.default).__name__ if field.default is not dataclasses.MISSING else str(field.type),
+                str(field.type))
+            raise CliError(f"bad -X {key}={value!r}: expected {kind}", EXIT_USAGE) from None
+        return
 
 
 @contextlib.contextmanager

@@ -38,6 +38,10 @@ HELP = "send the lines / JSON lines / raw bytes of a file or stdin to a topic"
 #: After a second Ctrl-C, how long the producer may take to close before we exit without it.
 _ABANDON_CLOSE_WAIT = 0.5
 
+#: How much of the input start is checked for binary content in the line formats.
+_TEXT_CHECK = 64 * 1024
+_TEXT_FORMATS = ("lines", "jsonl", "envelope")
+
 #: Upper bound of one line we buffer (the broker's hard cap is far lower; this just bounds memory).
 MAX_LINE = 64 * 1024 * 1024
 
@@ -49,6 +53,8 @@ def register(sub: Any) -> None:
     p.add_argument("--master", "-m", default=None, help="master HOST:PORT[,HOST:PORT] (default: local server)")
     p.add_argument("--format", "-f", choices=("lines", "jsonl", "envelope", "raw"), default="lines")
     p.add_argument("--delimiter", default="\\n", help="record separator for lines/jsonl (default \\n)")
+    p.add_argument("--binary", action="store_true",
+                   help="split binary input (NUL bytes, not UTF-8) into records anyway (default: refuse)")
     p.add_argument("--attr", "-a", action="append", metavar="KEY=VALUE", help="attribute on every message (repeat)")
     p.add_argument("--stream-id", default=None, help="stream id ($msgType$) of every message (consumer filters)")
     p.add_argument("--inflight", type=int, default=1000, help="max unacknowledged messages (default 1000)")
@@ -96,6 +102,34 @@ def split_records(stream: IO[bytes], delimiter: bytes) -> Iterator[bytes]:
         yield buf
 
 
+def check_text(head: bytes, where: str) -> None:
+    """Refuse input that looks binary in a line-based format: it would be cut at arbitrary 0x0A bytes.
+
+    ``head`` is the start of the input (what is buffered, up to 64 KiB). A NUL byte or invalid UTF-8
+    (a multi-byte sequence cut off at the end of ``head`` is fine) makes it binary.
+    """
+    import codecs
+
+    nul = head.find(b"\0")
+    if nul >= 0:
+        why = f"a NUL byte at offset {nul}"
+    else:
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+            return
+        except UnicodeDecodeError as exc:
+            why = f"invalid UTF-8 at offset {exc.start}"
+    raise CliError(f"{where} looks binary ({why}): line mode would split it at newline bytes; "
+                   "send it as one message with --format raw, or pass --binary to split it anyway")
+
+
+def _check_input(args: argparse.Namespace, stream: IO[bytes]) -> None:
+    if args.format in _TEXT_FORMATS and not args.binary:
+        peek = getattr(stream, "peek", None)  # buffered files and stdin: look without consuming
+        head = peek(_TEXT_CHECK)[:_TEXT_CHECK] if peek is not None else b""
+        check_text(head, "stdin" if args.file == "-" else args.file)
+
+
 def _open_input(path: str) -> IO[bytes]:
     if path == "-":
         return sys.stdin.buffer
@@ -140,6 +174,8 @@ def _records(args: argparse.Namespace, stream: IO[bytes], delimiter: bytes, attr
         else:
             counters.skipped += 1
         return
+    if args.file == "-":
+        _check_input(args, stream)
     for lineno, record in enumerate(split_records(stream, delimiter), 1):
         if delimiter == b"\n" and record.endswith(b"\r"):
             record = record[:-1]
@@ -179,6 +215,8 @@ def run(args: argparse.Namespace) -> int:
     target = client_target(master, args.option)
     stream = _open_input(args.file)
     try:
+        if args.file != "-":
+            _check_input(args, stream)  # a file: before connecting (stdin: at its first read)
         check_reachable(master)
         return _produce(args, target, stream, delimiter, attrs)
     finally:
