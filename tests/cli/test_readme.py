@@ -1,5 +1,5 @@
-"""README.md stays true: its Python snippets run against an embedded server, its configuration reference
-names every option, and the test command it documents is the one .ci/run runs."""
+"""README.md stays true: its Python snippets, run verbatim against `tubemq serve`, print what they promise;
+its configuration reference names every option; the test command it documents is the one .ci/run runs."""
 
 from __future__ import annotations
 
@@ -56,25 +56,30 @@ def _busy(port: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """`tubemq serve --data-dir DIR` with its default ports and `tubemq topic create orders`, as in the
-    README; skipped (with the port) when something else holds a default port, since the snippets are
-    run verbatim and name 127.0.0.1:8715."""
-    from tubemq.cli.common import _wait_listening
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """`tubemq serve --data-dir DIR` and `tubemq topic create orders`, as in the README: (cwd, master).
 
-    busy = [p for p in SERVE_PORTS if _busy(p)]
-    if busy:
-        pytest.skip(f"port(s) {busy} of `tubemq serve`'s defaults are in use: cannot run the snippets verbatim")
+    On its default ports when they are free, so the snippets run byte for byte; when another program
+    holds one of them, on free ports, and the snippets then get the master's port changed, nothing else.
+    """
+    from tubemq.cli.common import _wait_listening, free_port
+
+    ports = SERVE_PORTS if not any(_busy(p) for p in SERVE_PORTS) else (free_port(), free_port(), free_port())
     work = tmp_path_factory.mktemp("readme")
-    proc = subprocess.Popen([sys.executable, "-m", "tubemq", "serve", "--data-dir", str(work / "tubemq-data")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cli_env(), cwd=work)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tubemq", "serve", "--data-dir", str(work / "tubemq-data"),
+         "--master-port", str(ports[0]), "--broker-port", str(ports[1]), "--admin-port", str(ports[2])],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cli_env(), cwd=work)
     try:
-        if not _wait_listening(proc, SERVE_PORTS, 60):
+        if not _wait_listening(proc, ports, 60):
             pytest.fail(f"tubemq serve did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
-        r = subprocess.run([sys.executable, "-m", "tubemq", "topic", "create", "orders"], capture_output=True,
-                           timeout=60, env=cli_env(), cwd=work)
+        create = ["topic", "create", "orders"]
+        if ports != SERVE_PORTS:
+            create += ["--admin-url", f"http://127.0.0.1:{ports[2]}/webapi.htm"]
+        r = subprocess.run([sys.executable, "-m", "tubemq", *create], capture_output=True, timeout=60,
+                           env=cli_env(), cwd=work)
         assert r.returncode == 0, r.stderr
-        yield work
+        yield work, f"127.0.0.1:{ports[0]}"
     finally:
         proc.terminate()
         try:
@@ -97,16 +102,20 @@ def test_readme_has_the_snippets_we_expect() -> None:
     assert order == list(range(len(EXPECTED))), order
 
 
-def test_readme_snippets_verbatim_print_what_they_promise(served: Path) -> None:
+def test_readme_snippets_verbatim_print_what_they_promise(served: tuple[Path, str]) -> None:
     """Each snippet exactly as printed (address and timeouts included), in README order, as a reader runs
     them one after the other against `tubemq serve`; its output must show the messages, not just exit 0.
 
     The consumer snippets stop after 3 - 10 idle seconds, so they pass only if a new consumer group gets
     its partitions in about a second (the embedded master balancing a new group at once)."""
+    cwd, master = served
     problems = []
     for (_, code), (marker, patterns) in zip(_runnable(), EXPECTED, strict=True):
         assert marker in code
-        r = _run_python(code, served)
+        if master != "127.0.0.1:8715":  # the default ports were taken: the port changes, nothing else
+            code = code.replace('"127.0.0.1:8715"', f'"{master}"')
+            patterns = [p.replace("8123", "[0-9]+") for p in patterns]
+        r = _run_python(code, cwd)
         if r.returncode != 0:
             problems.append(f"snippet with {marker!r} failed ({r.returncode}):\n{r.stderr[-1500:]}")
             continue
