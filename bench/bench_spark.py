@@ -7,7 +7,8 @@ starts the Python workers):
 * ``spark write``  ``df.write.format("tubemq")`` of N rows of SIZE bytes (2 Spark partitions)
 * ``spark read``   ``spark.read.format("tubemq")...load()`` of those rows, summing ``length(value)``
                    so every value crosses into the JVM
-* ``plain write``  one ``tubemq.Producer`` in this process: ``send_async`` N messages + ``flush``
+* ``plain write``  one ``tubemq.Producer`` in this process: pipelined ``send_async`` of N messages with the
+                   Spark write task's window of unacknowledged messages
 * ``plain read``   one ``tubemq.Consumer`` in this process iterating N messages from the earliest offset
                    (clock from the first message: the server-side rebalance wait is excluded)
 
@@ -88,15 +89,20 @@ def spark_read(spark: Any, master: str, topic: str, rows: int, size: int) -> flo
 
 
 def plain_write(master: str, topic: str, rows: int, size: int) -> float:
+    """A plain pipelined loop with the Spark write task's window (``writer.WRITE_WINDOW`` unacknowledged)."""
+    from tubemq.cli.pipeline import SendPipeline
+    from tubemq.spark.writer import WRITE_WINDOW
+
     pad = b"x" * (size - 12)
     t0 = time.perf_counter()
     with tubemq.Producer(master) as p:
-        send = p.send_async
+        pipe = SendPipeline(p, topic, inflight=WRITE_WINDOW)
         for i in range(rows):
-            send(topic, b"%012d" % i + pad)
-        pending = p.flush(120)
-    if pending:
-        raise SystemExit(f"plain write: {pending} messages not acknowledged")
+            if not pipe.submit(b"%012d" % i + pad):
+                break
+        pending = pipe.drain(120)
+    if pending or pipe.acked != rows:
+        raise SystemExit(f"plain write: {pipe.acked} of {rows} acknowledged, first error {pipe.first_error!r}")
     return rows / (time.perf_counter() - t0)
 
 
@@ -204,7 +210,7 @@ def main() -> None:
 {args.rows:,} rows of {args.size} B through `format("tubemq")` on Spark `local[2]` (PySpark
 {pyspark.__version__}), **embedded server** in a subprocess on 127.0.0.1, topic with {args.partitions} partitions
 (one store), codec `{codec.implementation}`, Python {platform.python_version()}, {os.cpu_count()} cores.
-Plain = one `tubemq.Producer` (`send_async` + `flush`) / one `tubemq.Consumer` (iteration, clock
+Plain = one `tubemq.Producer` (pipelined `send_async`, the write task's window) / one `tubemq.Consumer` (iteration, clock
 from the first message) in one Python process moving the same rows without Spark; Spark and plain runs
 alternate ({args.rounds} round{'s' if args.rounds > 1 else ''}), figures are medians.
 
