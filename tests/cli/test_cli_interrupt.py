@@ -43,7 +43,7 @@ def _produce_until_acked(master: str, topic: str, extra: list[str]) -> tuple[sub
                 proc.stdin.write(b"".join(b"m-%d\n" % (i + k) for k in range(100)))  # type: ignore[union-attr]
                 proc.stdin.flush()  # type: ignore[union-attr]
                 i += 100
-        except (BrokenPipeError, OSError, ValueError):
+        except (BrokenPipeError, OSError, ValueError):  # ValueError: the test closed stdin
             pass
 
     def reader() -> None:
@@ -92,3 +92,42 @@ def test_second_ctrl_c_abandons_at_once_against_a_frozen_server(options: list[st
     assert summary["unknown"] > 0, summary
     assert summary["acknowledged"] + summary["unknown"] == summary["submitted"], summary
     assert f"{summary['unknown']} unknown" in stderr, stderr[-2000:]
+
+
+
+
+def test_drain_timeout_against_a_frozen_server_reports_unknown() -> None:
+    """No Ctrl-C: the input ends, the wait for acknowledgements ends at --drain-timeout, and what is
+    left is unknown, not failed (closing the producer fails those futures locally)."""
+    with temporary_server_process(quiet=True, balance_period_ms=200) as server:
+        server.create_topic("frozen_drain", partitions=1)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tubemq", "produce", "-t", "frozen_drain", "-m", server.master, "--json-summary",
+             "--drain-timeout", "1", "-"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(),
+        )
+        assert proc.stdin is not None and proc.stderr is not None
+        err: list[bytes] = []
+        reader = threading.Thread(target=lambda: [err.append(c) for c in iter(lambda: proc.stderr.read1(4096), b"")],  # type: ignore[union-attr]
+                                  daemon=True)
+        reader.start()
+        try:
+            proc.stdin.write(b"".join(b"early-%d\n" % i for i in range(10)))
+            proc.stdin.flush()
+            time.sleep(3.0)  # registered and (very likely) acknowledged; the assertions hold either way
+            os.kill(server.process.pid, signal.SIGSTOP)
+            proc.stdin.write(b"".join(b"late-%d\n" % i for i in range(100)))  # small: never blocks
+            proc.stdin.close()  # end of input: drain for 1 s, then report
+            proc.wait(90)
+            out = proc.stdout.read()  # type: ignore[union-attr]  # one JSON line
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+            reader.join(10)
+    stderr = b"".join(err).decode(errors="replace")
+    assert proc.returncode == 1 and out.strip(), stderr[-3000:]
+    summary = json.loads(out)
+    assert summary["submitted"] == 110 and summary["failed"] == 0, summary
+    assert summary["unknown"] >= 100 and summary["acknowledged"] + summary["unknown"] == 110, summary

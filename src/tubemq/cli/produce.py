@@ -264,7 +264,9 @@ def _produce(args: argparse.Namespace, target: str, stream: IO[bytes], delimiter
                 bar.set_extra(f"in-flight {pipe.pending}")
                 try:
                     pipe.drain(args.drain_timeout)
-                    producer.close()  # still under the Ctrl-C handler: a frozen server may not answer
+                    # still unanswered after --drain-timeout: unknown, whatever close() says, and not
+                    # worth waiting for again; still under the Ctrl-C handler (a frozen server answers nothing)
+                    producer.close(timeout=0 if pipe.abandon() else None)
                 except KeyboardInterrupt:
                     abandoned = True
                 bar.close()
