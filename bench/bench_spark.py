@@ -43,6 +43,7 @@ import tubemq  # noqa: E402
 from tubemq import codec  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
+WARM = 20_000  # rows of the warm-up topic (also the small read of the fixed-cost estimate)
 
 
 def spark_session(tmp: str) -> Any:
@@ -166,8 +167,8 @@ def main() -> None:
             spark = spark_session(tmp)
             runs: list[dict[str, float]] = []
             try:
-                spark_write(spark, master, "warm", 20_000, args.size)  # start the Python workers
-                spark_read(spark, master, "warm", 20_000, args.size)
+                spark_write(spark, master, "warm", WARM, args.size)  # start the Python workers
+                spark_read(spark, master, "warm", WARM, args.size)
                 for r in range(args.rounds):
                     run: dict[str, float] = {}
                     # alternate which side goes first, so a trend in the load does not favour one
@@ -175,6 +176,9 @@ def main() -> None:
                     for side in order:
                         if side == "spark":
                             run["sw"] = spark_write(spark, master, f"sparkt{r}", args.rows, args.size)
+                            # a small read next to the big one separates Spark's fixed cost per query
+                            # (planning, scheduling, worker hand-off) from the cost per row
+                            run["small"] = WARM / spark_read(spark, master, "warm", WARM, args.size)
                             run["sr"] = spark_read(spark, master, f"sparkt{r}", args.rows, args.size)
                         else:
                             run["pw"] = plain_write(master, f"plaint{r}", args.rows, args.size)
@@ -185,6 +189,17 @@ def main() -> None:
                     runs.append(run)
             finally:
                 spark.stop()
+            # the source's own share of the fixed cost: planning (one BoundConsumer asks for the offsets)
+            from tubemq.spark.options import parse_read_options
+            from tubemq.spark.reader import plan_batch_ranges
+
+            plan_opts = parse_read_options({"tubemq.master": master, "subscribe": "sparkt0"}, streaming=False)
+            plan_runs = []
+            for _ in range(3):
+                t_plan = time.perf_counter()
+                plan_batch_ranges(plan_opts)
+                plan_runs.append(time.perf_counter() - t_plan)
+            plan_s = statistics.median(plan_runs)
         finally:
             server.terminate()
             server.wait(30)
@@ -200,6 +215,22 @@ def main() -> None:
     def verdict(ratio: float, target: float) -> str:
         return f"{'met' if ratio >= target else '**missed**'} (target >= {target:g}x)"
 
+    # big read = fixed + rows / rate, small read = fixed + WARM / rate (same session, same round)
+    fits = [(run["sr"], run["small"]) for run in runs]
+    big_s = statistics.median(args.rows / sr for sr, _ in fits)
+    small_s = statistics.median(small for _, small in fits)
+    per_row = (big_s - small_s) / max(args.rows - WARM, 1)
+    fixed_s = small_s - WARM * per_row
+    split = (
+        f"Split of a Spark read, from a {WARM:,}-row read next to each big one (medians): about "
+        f"{fixed_s:.1f} s fixed per query (planning, scheduling, hand-off to the Python workers) and "
+        f"{1 / per_row:,.0f} rows/s beyond it"
+        if per_row > 0 and fixed_s > 0
+        else "The small and the big read did not separate into a fixed cost and a per-row rate (noise)"
+    )
+    split += f" (of which planning the read ranges takes {plan_s:.2f} s)" if per_row > 0 and fixed_s > 0 else ""
+    split += (f"; the plain loop reads at {med('pr'):,.0f} rows/s, so without the fixed cost the read would "
+              f"run at {(1 / per_row) / med('pr'):.2f}x of it." if per_row > 0 and fixed_s > 0 else ".")
     spread = ""
     if len(runs) > 1:
         spread = "\n\nPer round (spark / plain rows/s, write then read): " + "; ".join(
@@ -220,7 +251,8 @@ alternate ({args.rounds} round{'s' if args.rounds > 1 else ''}), figures are med
 | batch read | {med('sr'):,.0f} | {med('pr'):,.0f} | {read_ratio:.2f} | {verdict(read_ratio, 0.9)} |
 
 Spark times include planning and task scheduling (Python workers already started by a warm-up).
-Load average when the run ended: {load} (other processes share the {os.cpu_count()} cores).{spread}
+Load average when the run ended: {load} (other processes share the {os.cpu_count()} cores).
+{split}{spread}
 """
     print(table)
     if args.results:
