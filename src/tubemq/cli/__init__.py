@@ -30,6 +30,9 @@ examples:
   tubemq consume --topic orders --group g1 --from earliest --count 10
 
 Without --master the client commands use $TUBEMQ_MASTER or the local default 127.0.0.1:8715.
+The admin API (topic commands) is --admin-url, or --admin-port on the host of --master, or
+$TUBEMQ_ADMIN_URL; only with no master named at all is it the local default 127.0.0.1:8080.
+-v / -vv (logging) go before or after the subcommand.
 """
 
 
