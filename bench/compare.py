@@ -219,8 +219,9 @@ def main() -> None:
               f"{row['client_cpu_per_wall']:.2f}{server}{extra}", flush=True)
 
     with target(args) as (master, server_pid, where):
+        info = sys.stderr if args.json else sys.stdout  # --json: stdout holds only the JSON lines
         print(f"# {where}; codec {codec.implementation}, python {sys.version.split()[0]}, "
-              f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
+              f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", file=info, flush=True)
         written = 0
         for size in (int(s) for s in args.sizes.split(",")):
             if "pipelined" in phases:
@@ -236,7 +237,7 @@ def main() -> None:
             for conc in (int(c) for c in args.fetch_concurrency.split(",")):
                 r = consume(master, args.topic, backlog, args.seconds, conc, server_pid)
                 report({"phase": "consume", "size": "mixed" if len(args.sizes.split(",")) > 1 else args.sizes, **r})
-        print(f"# load average at the end {os.getloadavg()[0]:.1f}", flush=True)
+        print(f"# load average at the end {os.getloadavg()[0]:.1f}", file=info, flush=True)
 
 
 if __name__ == "__main__":
