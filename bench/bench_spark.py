@@ -223,12 +223,12 @@ def main() -> None:
     fixed_s = small_s - WARM * per_row
     split = (
         f"Split of a Spark read, from a {WARM:,}-row read next to each big one (medians): about "
-        f"{fixed_s:.1f} s fixed per query (planning, scheduling, hand-off to the Python workers) and "
+        f"{fixed_s:.1f} s fixed per query (Spark's planning and scheduling, the hand-off to the Python "
+        f"workers, and the source's planning of the read ranges: {plan_s:.2f} s of it) and "
         f"{1 / per_row:,.0f} rows/s beyond it"
         if per_row > 0 and fixed_s > 0
         else "The small and the big read did not separate into a fixed cost and a per-row rate (noise)"
     )
-    split += f" (of which planning the read ranges takes {plan_s:.2f} s)" if per_row > 0 and fixed_s > 0 else ""
     split += (f"; the plain loop reads at {med('pr'):,.0f} rows/s, so without the fixed cost the read would "
               f"run at {(1 / per_row) / med('pr'):.2f}x of it." if per_row > 0 and fixed_s > 0 else ".")
     spread = ""
