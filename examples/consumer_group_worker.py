@@ -33,7 +33,11 @@ def main() -> int:
     ap.add_argument("--topic", required=True)
     ap.add_argument("--group", required=True)
     ap.add_argument("--max-messages", type=int, default=None, help="stop after this many (default: run forever)")
-    ap.add_argument("--idle-timeout", type=float, default=None, help="stop after this many idle seconds")
+    ap.add_argument("--idle-timeout", type=float, default=None,
+                    help="stop after this many seconds without a message, counted once the group gave us partitions")
+    ap.add_argument("--assign-timeout", type=float, default=120.0,
+                    help="with --idle-timeout: give up when no partition arrives within this many seconds "
+                         "(a real master balances every 60 s; default 120)")
     args = ap.parse_args()
 
     stopping = False
@@ -46,12 +50,23 @@ def main() -> int:
     signal.signal(signal.SIGINT, stop)
 
     count = 0
-    idle_since = time.monotonic()
+    # "idle" means no message while owning partitions: a new member first waits for the master to
+    # assign it some (a balance round plus a heartbeat), which says nothing about the topic being empty
+    idle_since: float | None = None
+    assign_deadline = time.monotonic() + args.assign_timeout
     with tubemq.Consumer(args.master, group=args.group, topics=[args.topic], consume_from="earliest") as consumer:
         while not stopping:
             batch = consumer.poll(timeout=1.0)
             if batch is None or len(batch) == 0:
-                if args.idle_timeout is not None and time.monotonic() - idle_since > args.idle_timeout:
+                if args.idle_timeout is None:
+                    continue
+                if idle_since is None:
+                    if consumer.assignment():
+                        idle_since = time.monotonic()
+                    elif time.monotonic() > assign_deadline:
+                        print(f"no partitions assigned within {args.assign_timeout:g} s", file=sys.stderr)
+                        break
+                elif time.monotonic() - idle_since > args.idle_timeout:
                     break
                 continue
             idle_since = time.monotonic()

@@ -94,6 +94,20 @@ def test_consumer_group_worker(tube: Any) -> None:
     assert "processed 0 messages" in r.stdout
 
 
+def test_consumer_group_worker_as_documented(tmp_path: Path) -> None:
+    """Plain master address, server defaults, --idle-timeout 5 (issue 14.1): the idle clock starts when the
+    group has given the worker its partitions, so the first assignment's wait (a balance round plus a
+    heartbeat, 13 s by default) does not end the worker before its first message."""
+    from tubemq.server import EmbeddedCluster
+
+    with EmbeddedCluster(data_dir=tmp_path / "defaults") as cluster:
+        cluster.create_topic("ex_worker_doc", partitions=3)
+        _fill(cluster, "ex_worker_doc", [json.dumps({"n": i}).encode() for i in range(100)])
+        r = _run("consumer_group_worker.py", "--master", cluster.master_address, "--topic", "ex_worker_doc",
+                 "--group", "workers", "--idle-timeout", "5")
+    assert "processed 100 messages" in r.stdout, r.stdout
+
+
 def test_asyncio_pipeline(tube: Any) -> None:
     tube.create_topic("ex_raw", partitions=2)
     tube.create_topic("ex_enriched", partitions=2)

@@ -39,6 +39,13 @@ def test_serve_publishes_its_admin_endpoint(tmp_path: Path, monkeypatch: pytest.
         assert ep.brokers == [f"127.0.0.1:{broker}"] and ep.pid == proc.pid
         assert admin_call(ep.admin_url, "admin_query_topic_info")["result"] is True
         assert endpoints.lookup(f"127.0.0.1:{free_port()}") is None  # another address: nothing guessed
+        # the CLI asks the published file instead of guessing host-of-master:8080
+        cli = subprocess.run(
+            [sys.executable, "-m", "tubemq", "topic", "list", "--master", master_addr],
+            env=env(run_dir), capture_output=True, text=True, timeout=60,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert f"admin API: {ep.admin_url} (published by the local `tubemq serve`" in cli.stderr
     finally:
         stop(proc)
     assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""

@@ -30,6 +30,9 @@ examples:
   tubemq consume --topic orders --group g1 --from earliest --count 10
 
 Without --master the client commands use $TUBEMQ_MASTER or the local default 127.0.0.1:8715.
+The admin API (topic commands) is --admin-url, or --admin-port on the host of --master, or
+$TUBEMQ_ADMIN_URL; only with no master named at all is it the local default 127.0.0.1:8080.
+-v / -vv (logging) go before or after the subcommand.
 """
 
 
@@ -48,7 +51,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for module in _COMMANDS:
         module.register(sub)
+    _verbose_everywhere(parser)
     return parser
+
+
+def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
+    """Accept ``-v`` after the subcommand too (``tubemq produce -v ...``), counted with the global one.
+
+    A separate destination per level: argparse copies a subparser's namespace over the parent's, so
+    sharing ``verbose`` would drop the count given before the subcommand.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                if not any("-v" in a.option_strings for a in child._actions):
+                    child.add_argument("-v", "--verbose", dest="verbose_after", action="count",
+                                       default=argparse.SUPPRESS, help="log to stderr (-v info, -vv debug)")
+                _verbose_everywhere(child)
 
 
 def _setup_logging(verbosity: int, command: str) -> None:
@@ -81,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(argv) if argv is not None else None)
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    args.verbose += getattr(args, "verbose_after", 0)
     _setup_logging(args.verbose, args.command)
     try:
         return int(args.func(args) or EXIT_OK)

@@ -22,7 +22,7 @@ from typing import Any
 
 from tubemq.errors import TubeMQConnectionError, TubeMQError
 
-__all__ = ["AdminClient", "AdminError", "admin_url_for_master"]
+__all__ = ["AdminClient", "AdminError"]
 
 DEFAULT_USER = "tubemq-cli"
 
@@ -34,15 +34,6 @@ class AdminError(TubeMQError):
         self.code = code
         self.message = message
         super().__init__(f"[{code}] {message}" if code else message)
-
-
-def admin_url_for_master(master: str, admin_port: int = 8080) -> str:
-    """The admin URL of the first master in a ``h:p,h:p`` list (same host, the web port)."""
-    first = master.split(",")[0].strip()
-    if first.startswith("tubemq://"):
-        first = first[len("tubemq://") :].split("?", 1)[0].split("/", 1)[0].split(",")[0]
-    host = first.rpartition(":")[0] or first
-    return f"http://{host}:{admin_port}/webapi.htm"
 
 
 def _normalise_url(url: str) -> str:

@@ -30,7 +30,10 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention for "stopped by Ctr
 #: Where `tubemq serve` listens by default; the implicit --master of the client subcommands.
 DEFAULT_MASTER = "127.0.0.1:8715"
 DEFAULT_ADMIN_PORT = 8080
+#: The admin API of `tubemq serve` with its default ports (the pair that goes with DEFAULT_MASTER).
+DEFAULT_ADMIN_URL = f"http://127.0.0.1:{DEFAULT_ADMIN_PORT}/webapi.htm"
 ENV_MASTER = "TUBEMQ_MASTER"
+ENV_ADMIN_URL = "TUBEMQ_ADMIN_URL"
 
 
 class CliError(Exception):
@@ -90,6 +93,47 @@ def resolve_master(master: str | None, *, quiet: bool = False) -> str:
     return DEFAULT_MASTER
 
 
+def resolve_admin_url(admin_url: str | None, master: str | None, admin_port: int | None = None) -> str:
+    """The admin endpoint to use, said on stderr; never a silent guess.
+
+    The admin port of a cluster cannot be derived from its master address (a master on 18715 may
+    sit next to another cluster's 8080), so: --admin-url, else --admin-port on the host of
+    --master (both given by the user), else $TUBEMQ_ADMIN_URL, else what a live local `tubemq serve`
+    of that master published (server/endpoints.py), else - only when no master was
+    named at all - the `tubemq serve` default pair (master 8715, admin 8080). A --master (or
+    $TUBEMQ_MASTER) without an admin endpoint is a usage error.
+    """
+    if admin_url:
+        note(f"admin API: {admin_url} (--admin-url)")
+        return admin_url
+    env_master = os.environ.get(ENV_MASTER)
+    if admin_port is not None:
+        host = split_addresses(resolve_master(master))[0].rpartition(":")[0]
+        url = f"http://{host}:{admin_port}/webapi.htm"
+        note(f"admin API: {url} (host of the master, --admin-port {admin_port})")
+        return url
+    env_url = os.environ.get(ENV_ADMIN_URL)
+    if env_url:
+        note(f"admin API: {env_url} (${ENV_ADMIN_URL})")
+        return env_url
+    if master or env_master:
+        from ..server.endpoints import lookup
+
+        for address in split_addresses(resolve_master(master)):
+            found = lookup(address)
+            if found is not None and found.admin_url:
+                note(f"admin API: {found.admin_url} (published by the local `tubemq serve` of {address})")
+                return found.admin_url
+        named = f"--master {master}" if master else f"${ENV_MASTER}={env_master}"
+        raise CliError(
+            f"{named} does not say where its admin API is: pass --admin-url http://HOST:PORT/webapi.htm "
+            f"(a real master's web port, `tubemq serve --admin-port`), --admin-port PORT, or set ${ENV_ADMIN_URL}",
+            EXIT_USAGE,
+        )
+    note(f"admin API: {DEFAULT_ADMIN_URL} (no --master or --admin-url given: the `tubemq serve` default)")
+    return DEFAULT_ADMIN_URL
+
+
 #: Consumers of the command line heartbeat every 2 s instead of Java's 13 s: partition assignments
 #: arrive in heartbeat answers, and a person waiting for `tubemq consume` should not wait 13 s for the
 #: first message. (-X heartbeat_period_ms=13000 restores the library default.)
@@ -109,6 +153,7 @@ def client_target(master: str, options: Sequence[str] | None, defaults: dict[str
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise CliError(f"bad -X {item!r}: expected OPTION=VALUE (a client config field)", EXIT_USAGE)
+        _check_option(key.strip(), value)
         pairs.append((key.strip(), value))
     given = {k for k, _ in pairs} | set(urllib.parse.parse_qs(master.partition("?")[2]))
     pairs += [(k, v) for k, v in (defaults or {}).items() if k not in given]
@@ -123,6 +168,32 @@ def client_target(master: str, options: Sequence[str] | None, defaults: dict[str
             text, _, query = text[len(s) :].partition("?")
     extra = urllib.parse.urlencode(pairs)
     return f"{scheme}{text}?{query + '&' if query else ''}{extra}"
+
+
+def _check_option(key: str, value: str) -> None:
+    """A -X value the client config cannot convert: say so about -X, not about a DSN the user never wrote.
+
+    Unknown names are left to the client (producer and consumer accept different ones, and its
+    ConfigError names the option); the conversion is the config's own (``config._convert``).
+    """
+    import dataclasses
+
+    from tubemq.config import ProducerConfig, _convert
+    from tubemq.consumer.config import ConsumerConfig
+    from tubemq.errors import ConfigError
+
+    for cls in (ProducerConfig, ConsumerConfig):
+        field = next((f for f in dataclasses.fields(cls) if f.name == key), None)
+        if field is None:
+            continue
+        try:
+            _convert(cls, {key: value})
+        except ConfigError:
+            kind = {"int": "an integer", "float": "a number", "bool": "true or false"}.get(
+                type(field.default).__name__ if field.default is not dataclasses.MISSING else str(field.type),
+                str(field.type))
+            raise CliError(f"bad -X {key}={value!r}: expected {kind}", EXIT_USAGE) from None
+        return
 
 
 @contextlib.contextmanager

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .admin import AdminClient, AdminError, admin_url_for_master
+from .admin import AdminClient, AdminError
 from .common import (
     CONSUMER_CLI_DEFAULTS,
-    DEFAULT_ADMIN_PORT,
+    ENV_ADMIN_URL,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -28,6 +28,7 @@ from .common import (
     client_target,
     eprint,
     note,
+    resolve_admin_url,
     temporary_cluster,
     temporary_server_process,
 )
@@ -45,8 +46,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser("demo", help=HELP, description=(__doc__ or "").split("\n\n", 1)[1])
     p.add_argument("--events", "-n", type=int, default=1_000_000, help="events to ingest (default 1000000)")
     p.add_argument("--master", "-m", default=None, help="use this master instead of a temporary embedded server")
-    p.add_argument("--admin-port", type=int, default=DEFAULT_ADMIN_PORT,
-                   help="admin HTTP port of --master, used to create the topic (default 8080)")
+    p.add_argument("--admin-url", default=None,
+                   help="admin API of --master (http://HOST:PORT/webapi.htm), used to create the topic")
+    p.add_argument("--admin-port", type=int, default=None,
+                   help="admin HTTP port on the host of --master (instead of --admin-url)")
     p.add_argument("--topic", default="demo_events", help="topic name (default demo_events)")
     p.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
     p.add_argument("--inflight", type=int, default=1000, help="producer in-flight window (default 1000)")
@@ -98,7 +101,16 @@ def _server(args: argparse.Namespace) -> Iterator[_Target]:
                               proc.create_topic)
         return
     check_reachable(args.master)
-    admin = AdminClient(admin_url_for_master(args.master, args.admin_port), os.environ.get("TUBEMQ_ADMIN_TOKEN"))
+    if not (args.admin_url or args.admin_port is not None or os.environ.get(ENV_ADMIN_URL)):
+        # the admin port cannot be derived from the master's address: create nothing rather than
+        # send the call to whatever listens on the master's host at 8080
+        def skip(name: str, partitions: int) -> None:
+            note(f"no --admin-url given: topic {name} not created; it must exist on {args.master}")
+
+        yield _Target(args.master, f"master {args.master}", skip)
+        return
+    url = resolve_admin_url(args.admin_url, args.master, args.admin_port)
+    admin = AdminClient(url, os.environ.get("TUBEMQ_ADMIN_TOKEN"))
 
     def create(name: str, partitions: int) -> None:
         try:
@@ -126,14 +138,14 @@ def _ingest(master: str, args: argparse.Namespace, stop: StopFlag) -> dict[str, 
                 if not pipe.submit(event(i)):
                     break
         finally:
-            unknown = pipe.drain(60.0)
+            pipe.drain(60.0)
             bar.close()
         elapsed = time.monotonic() - t0
     s = pipe.summary()
     if pipe.first_error is not None and not stop.reason == "interrupted":
         raise CliError(f"ingestion failed after {s['acknowledged']} events: "
                        f"{type(pipe.first_error).__name__}: {pipe.first_error}")
-    return {"acked": s["acknowledged"], "failed": s["failed"], "unknown": unknown, "bytes": s["bytes"],
+    return {"acked": s["acknowledged"], "failed": s["failed"], "unknown": s["unknown"], "bytes": s["bytes"],
             "seconds": elapsed}
 
 

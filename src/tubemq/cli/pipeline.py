@@ -2,8 +2,9 @@
 
 Used by ``produce``, ``bench produce`` and ``demo``. The caller's thread submits through
 ``Producer.send_async`` and settles the returned futures itself. Every submitted message ends in
-exactly one bucket: acknowledged, failed, or (after an abandoned drain) unknown — that is what the
-Ctrl-C summary reports.
+exactly one bucket: acknowledged, failed (the broker or the client refused it: not stored), or unknown
+(timed out, connection lost after sending, or still in flight after an abandoned drain: it may or may
+not be stored) — that is what the Ctrl-C summary reports.
 """
 
 from __future__ import annotations
@@ -105,6 +106,13 @@ def percentiles(samples: array | list[float], points: tuple[float, ...] = (50, 9
     return out
 
 
+def _outcome_unknown(exc: BaseException) -> bool:
+    """A timeout or a connection lost after the request went out: the broker may have stored it."""
+    from tubemq.errors import ConnectionLostError
+
+    return isinstance(exc, TimeoutError | FutureTimeoutError | ConnectionLostError)
+
+
 class SendPipeline:
     """Submit messages to ``producer.send_async`` keeping at most ``inflight`` outstanding.
 
@@ -141,6 +149,7 @@ class SendPipeline:
         self.submitted = 0
         self.acked = 0
         self.failed = 0
+        self.timed_out = 0  # settled with an error that leaves the outcome unknown
         self.bytes_submitted = 0
         self.bytes_acked = 0
         self.first_error: BaseException | None = None
@@ -210,7 +219,7 @@ class SendPipeline:
             fut, t0, size = queue.popleft()
             try:
                 exc = fut.exception(0)
-            except BaseException as cancelled:  # CancelledError
+            except Exception as cancelled:  # CancelledError
                 exc = cancelled
             if exc is None:
                 ok += 1
@@ -218,7 +227,10 @@ class SendPipeline:
                 if self.record_latency and len(self.latencies) < self._max_samples:
                     self.latencies.append(now - t0)
             else:
-                self.failed += 1
+                if _outcome_unknown(exc):
+                    self.timed_out += 1
+                else:
+                    self.failed += 1
                 self._record_error(exc)
         if ok:
             self.acked += ok
@@ -235,7 +247,7 @@ class SendPipeline:
             queue[0][0].exception(timeout)
         except (TimeoutError, FutureTimeoutError):
             return
-        except BaseException:  # noqa: BLE001 - cancelled: settled by _harvest
+        except Exception:  # noqa: BLE001 - cancelled: settled by _harvest (KeyboardInterrupt goes through)
             pass
         self._harvest()
 
@@ -255,6 +267,17 @@ class SendPipeline:
                 break
             self._wait_head(min(left, 0.2))
         return len(self._queue)
+
+    def abandon(self) -> int:
+        """Stop waiting: what is still in flight stays unknown whatever happens to it later.
+
+        Closing the producer afterwards fails those futures locally ("closed before the broker
+        answered"), which says nothing about whether the broker stored them; they are not harvested.
+        """
+        self._harvest()
+        left = len(self._queue)
+        self._queue.clear()
+        return left
 
     def summary(self) -> dict[str, Any]:
         self._harvest()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import IO, Any
@@ -36,6 +37,13 @@ from .progress import ProgressBar, format_bytes, format_count
 
 HELP = "send the lines / JSON lines / raw bytes of a file or stdin to a topic"
 
+#: After a second Ctrl-C, how long the producer may take to close before we exit without it.
+_ABANDON_CLOSE_WAIT = 0.5
+
+#: How much of the input start is checked for binary content in the line formats.
+_TEXT_CHECK = 64 * 1024
+_TEXT_FORMATS = ("lines", "jsonl", "envelope")
+
 #: Upper bound of one line we buffer (the broker's hard cap is far lower; this just bounds memory).
 MAX_LINE = 64 * 1024 * 1024
 
@@ -47,6 +55,8 @@ def register(sub: Any) -> None:
     p.add_argument("--master", "-m", default=None, help="master HOST:PORT[,HOST:PORT] (default: local server)")
     p.add_argument("--format", "-f", choices=("lines", "jsonl", "envelope", "raw", "inlongmsg"), default="lines")
     p.add_argument("--delimiter", default="\\n", help="record separator for lines/jsonl (default \\n)")
+    p.add_argument("--binary", action="store_true",
+                   help="split binary input (NUL bytes, not UTF-8) into records anyway (default: refuse)")
     p.add_argument("--attr", "-a", action="append", metavar="KEY=VALUE", help="attribute on every message (repeat)")
     p.add_argument("--stream-id", default=None, help="stream id ($msgType$) of every message (consumer filters)")
     p.add_argument("--inflight", type=int, default=1000, help="max unacknowledged messages (default 1000)")
@@ -93,6 +103,34 @@ def split_records(stream: IO[bytes], delimiter: bytes) -> Iterator[bytes]:
             raise CliError(f"a record is longer than {MAX_LINE} bytes without a delimiter")
     if buf:
         yield buf
+
+
+def check_text(head: bytes, where: str) -> None:
+    """Refuse input that looks binary in a line-based format: it would be cut at arbitrary 0x0A bytes.
+
+    ``head`` is the start of the input (what is buffered, up to 64 KiB). A NUL byte or invalid UTF-8
+    (a multi-byte sequence cut off at the end of ``head`` is fine) makes it binary.
+    """
+    import codecs
+
+    nul = head.find(b"\0")
+    if nul >= 0:
+        why = f"a NUL byte at offset {nul}"
+    else:
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+            return
+        except UnicodeDecodeError as exc:
+            why = f"invalid UTF-8 at offset {exc.start}"
+    raise CliError(f"{where} looks binary ({why}): line mode would split it at newline bytes; "
+                   "send it as one message with --format raw, or pass --binary to split it anyway")
+
+
+def _check_input(args: argparse.Namespace, stream: IO[bytes]) -> None:
+    if args.format in _TEXT_FORMATS and not args.binary:
+        peek = getattr(stream, "peek", None)  # buffered files and stdin: look without consuming
+        head = peek(_TEXT_CHECK)[:_TEXT_CHECK] if peek is not None else b""
+        check_text(head, "stdin" if args.file == "-" else args.file)
 
 
 def _open_input(path: str) -> IO[bytes]:
@@ -143,6 +181,8 @@ def _records(args: argparse.Namespace, stream: IO[bytes], delimiter: bytes, attr
         else:
             counters.skipped += 1
         return
+    if args.file == "-":
+        _check_input(args, stream)
     for lineno, record in enumerate(split_records(stream, delimiter), 1):
         if delimiter == b"\n" and record.endswith(b"\r"):
             record = record[:-1]
@@ -183,6 +223,8 @@ def run(args: argparse.Namespace) -> int:
     target = client_target(master, args.option)
     stream = _open_input(args.file)
     try:
+        if args.file != "-":
+            _check_input(args, stream)  # a file: before connecting (stdin: at its first read)
         check_reachable(master)
         return _produce(args, target, stream, delimiter, attrs)
     finally:
@@ -208,9 +250,9 @@ def _produce(args: argparse.Namespace, target: str, stream: IO[bytes], delimiter
     counters = _Counters()
     abandoned = False
     t0 = time.monotonic()
-    with producer:
-        pipe = SendPipeline(producer, args.topic, inflight=args.inflight, bar=bar, stop=stop,
-                            stop_on_error=not args.keep_going)
+    pipe = SendPipeline(producer, args.topic, inflight=args.inflight, bar=bar, stop=stop,
+                        stop_on_error=not args.keep_going)
+    try:
         guard = ReadGuard()
         with sigint_stops(stop, lambda: eprint("\ntubemq produce: interrupted; waiting for in-flight messages "
                                                  "(Ctrl-C again to abandon them)"), guard):
@@ -229,13 +271,34 @@ def _produce(args: argparse.Namespace, target: str, stream: IO[bytes], delimiter
             finally:
                 bar.set_extra(f"in-flight {pipe.pending}")
                 try:
-                    unknown = pipe.drain(args.drain_timeout)
+                    pipe.drain(args.drain_timeout)
+                    # still unanswered after --drain-timeout: unknown, whatever close() says, and not
+                    # worth waiting for again; still under the Ctrl-C handler (a frozen server answers nothing)
+                    producer.close(timeout=0 if pipe.abandon() else None)
                 except KeyboardInterrupt:
-                    unknown = pipe.pending
                     abandoned = True
                 bar.close()
+    except KeyboardInterrupt:  # the second Ctrl-C landed outside the drain
+        abandoned = True
+    finally:
+        if abandoned or not producer.closed:
+            pipe.abandon()
+            _abandon_close(producer)
     interrupted = abandoned or stop.reason == "interrupted"
-    return _report(args, pipe, time.monotonic() - t0, counters, unknown, interrupted)
+    return _report(args, pipe, time.monotonic() - t0, counters, interrupted)
+
+
+def _abandon_close(producer: Any) -> None:
+    """Close the producer without waiting for the server (after a second Ctrl-C, or an error).
+
+    A frozen server (``kill -STOP``) keeps its sockets open and answers nothing, so a normal close
+    would wait for the flush and the deregistration; abandoned messages are reported as unknown
+    instead, and the process exits without waiting for anyone.
+    """
+    closer = threading.Thread(target=producer.close, kwargs={"timeout": 0}, name="tubemq-abandon-close",
+                              daemon=True)
+    closer.start()
+    closer.join(_ABANDON_CLOSE_WAIT)
 
 
 def _user_attrs(attrs: dict[str, str]) -> dict[str, str]:
@@ -244,12 +307,12 @@ def _user_attrs(attrs: dict[str, str]) -> dict[str, str]:
 
 
 def _report(
-    args: argparse.Namespace, pipe: SendPipeline, elapsed: float, counters: _Counters, unknown: int,
-    interrupted: bool,
+    args: argparse.Namespace, pipe: SendPipeline, elapsed: float, counters: _Counters, interrupted: bool,
 ) -> int:
     skipped, bad = counters.skipped, counters.invalid
     s = pipe.summary()
-    s.update({"skipped_empty": skipped, "invalid_lines": bad, "unknown": unknown, "interrupted": interrupted,
+    unknown = s["unknown"]  # in flight when the wait ended, timed out, or lost with its connection
+    s.update({"skipped_empty": skipped, "invalid_lines": bad, "interrupted": interrupted,
               "wall_seconds": elapsed})
     if args.json_summary:
         print(json.dumps(s, sort_keys=True))
@@ -272,8 +335,8 @@ def _report(
     if pipe.first_error is not None:
         eprint(f"tubemq produce: first error: {type(pipe.first_error).__name__}: {pipe.first_error}")
     if interrupted:
-        eprint(f"tubemq produce: interrupted: {s['acknowledged']} acknowledged, "
-               f"{s['failed'] + unknown} not acknowledged")
+        eprint(f"tubemq produce: interrupted: {s['acknowledged']} acknowledged, {s['failed']} failed, "
+               f"{unknown} unknown (timed out or abandoned in flight: they may or may not be stored)")
         return EXIT_INTERRUPTED
     if s["failed"] or unknown or bad:
         return EXIT_FAILURE

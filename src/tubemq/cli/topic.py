@@ -1,8 +1,8 @@
 """``tubemq topic create|list|describe|set|delete`` through the master's HTTP admin API.
 
-``--admin-url`` (a real master's web port, e.g. http://master:8080/webapi.htm) or ``--master HOST:PORT``
-(the admin API is then looked up on the same host at ``--admin-port``, default 8080 like a real
-master and like ``tubemq serve``).
+``--admin-url`` (a real master's web port, e.g. http://master:8080/webapi.htm), or ``--master HOST:PORT``
+with ``--admin-port`` (the same host), or $TUBEMQ_ADMIN_URL; with none of them, the ``tubemq serve``
+default (admin on 127.0.0.1:8080). The endpoint used is said on stderr.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import argparse
 import os
 from typing import Any
 
-from .admin import AdminClient, admin_url_for_master
-from .common import DEFAULT_ADMIN_PORT, EXIT_USAGE, CliError, note, resolve_master
+from .admin import AdminClient
+from .common import EXIT_USAGE, CliError, note, resolve_admin_url
 from .output import format_table, print_json
 
 HELP = "create, list, describe, change or delete topics (HTTP admin API)"
@@ -22,10 +22,8 @@ ENV_TOKEN = "TUBEMQ_ADMIN_TOKEN"
 def _conn_parent() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("connection")
-    g.add_argument("--master", default=None, help="master HOST:PORT; the admin API is on the same host")
-    g.add_argument(
-        "--admin-port", type=int, default=DEFAULT_ADMIN_PORT, help="admin HTTP port used with --master (default 8080)"
-    )
+    g.add_argument("--master", default=None, help="master HOST:PORT; needs --admin-port (same host) or --admin-url")
+    g.add_argument("--admin-port", type=int, default=None, help="admin HTTP port on the host of --master")
     g.add_argument("--admin-url", default=None, help="full admin URL, e.g. http://master:8080/webapi.htm")
     g.add_argument(
         "--token", default=None, help=f"confModAuthToken for create/delete (default ${ENV_TOKEN})"
@@ -79,13 +77,9 @@ def register(sub: Any) -> None:
 
 def client_from_args(args: argparse.Namespace) -> AdminClient:
     token = args.token or os.environ.get(ENV_TOKEN) or None
-    if args.admin_url and args.master:
-        raise CliError("give either --admin-url or --master, not both", EXIT_USAGE)
-    if args.admin_url:
-        url = args.admin_url
-    else:
-        master = resolve_master(args.master)
-        url = admin_url_for_master(master, args.admin_port)
+    if args.admin_url and (args.master or args.admin_port is not None):
+        raise CliError("give either --admin-url or --master/--admin-port, not both", EXIT_USAGE)
+    url = resolve_admin_url(args.admin_url, args.master, args.admin_port)
     if args.timeout <= 0:
         raise CliError("--timeout must be positive", EXIT_USAGE)
     return AdminClient(url, token, timeout=args.timeout)

@@ -28,6 +28,7 @@ import collections
 import concurrent.futures
 import contextlib
 import logging
+import operator
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -43,6 +44,8 @@ from .options import ReadOptions
 from .schema import ArrowBuilder, arrow_schema_for
 
 log = logging.getLogger("tubemq.spark.task")
+
+_MESSAGE_ID = operator.attrgetter("message_id")
 
 #: Message ids remembered to skip re-read messages after a mid-range reconnect (a resume re-reads
 #: at most part of one fetch, which the broker caps at 1 MiB).
@@ -156,7 +159,7 @@ class _Dedup:
         self.skipping = False
 
     def remember(self, msgs: Sequence[Any]) -> None:
-        self.chunks.append([m.message_id for m in msgs])
+        self.chunks.append(list(map(_MESSAGE_ID, msgs)))
         self.kept += len(msgs)
         while len(self.chunks) > 1 and self.kept - len(self.chunks[0]) >= _RESUME_WINDOW:
             self.kept -= len(self.chunks.popleft())
