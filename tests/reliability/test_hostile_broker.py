@@ -63,10 +63,9 @@ def test_misbehaving_broker_is_reported_released_refetched(proxied: Any, mode: s
                                                            caplog: pytest.LogCaptureFixture) -> None:
     cluster, proxy = proxied
     producer = tubemq.Producer(cluster.master_address, pool="private")
-    consumer = tubemq.Consumer(cluster.master_address, group=f"g_rel_{mode}", topics=["rel_t"],
-                               consume_from="earliest", **OPTS)
     errors: list[TubeMQError] = []
-    consumer._core.on_error = errors.append  # the sync facade does not expose it (yet)
+    consumer = tubemq.Consumer(cluster.master_address, group=f"g_rel_{mode}", topics=["rel_t"],
+                               consume_from="earliest", on_error=errors.append, **OPTS)
     try:
         producer.send("rel_t", b"before")
         assert b"before" in _consume_one(consumer, 30)

@@ -51,12 +51,15 @@ class Consumer:
         config: ConsumerConfig | None = None,
         on_partitions_assigned: Hook | None = None,
         on_partitions_revoked: Hook | None = None,
+        on_error: Callable[[TubeMQError], Any] | None = None,
         **options: Any,
     ) -> None:
+        """``on_error(exc)`` is told when a broker stops answering (its partitions are released and
+        fetched again once it answers); it runs on the event loop, so it must return quickly."""
         self.config = ConsumerConfig.build(master, group, topics, consume_from=consume_from, config=config,
                                            **options)
         self._core = ConsumerCore(self.config, on_partitions_assigned=on_partitions_assigned,
-                                  on_partitions_revoked=on_partitions_revoked)
+                                  on_partitions_revoked=on_partitions_revoked, on_error=on_error)
         self.client_id: str = self._core.client_id
         self._iter_batch: Batch | None = None
         self._iter_msgs: Iterator[Message] | None = None

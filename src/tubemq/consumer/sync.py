@@ -16,6 +16,7 @@ from typing import Any
 from .._sync import Dispatcher, Facade, blocking, to_thread
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
+from ..errors import TubeMQError
 from . import aio
 from .core import ConsumerCore, Hook
 from .fetch import Batch
@@ -40,10 +41,11 @@ class Consumer(Facade[aio.Consumer]):
     def __init__(self, master: str | list[str] | None = None, group: str | None = None, topics: Any = None, *,
                  consume_from: str | None = None, config: ConsumerConfig | None = None,
                  on_partitions_assigned: Hook | None = None, on_partitions_revoked: Hook | None = None,
-                 **options: Any) -> None:
+                 on_error: Callable[[TubeMQError], Any] | None = None, **options: Any) -> None:
         assigned, revoked = to_thread(on_partitions_assigned), to_thread(on_partitions_revoked)
         self._open(lambda: aio.Consumer(master, group, topics, consume_from=consume_from, config=config,
-                                        on_partitions_assigned=assigned, on_partitions_revoked=revoked, **options),
+                                        on_partitions_assigned=assigned, on_partitions_revoked=revoked,
+                                        on_error=on_error, **options),
                    aio.Consumer.close)
         self.config: ConsumerConfig = self._aio.config
 
