@@ -1,4 +1,4 @@
-"""Type stubs for the compiled codec (same contract as tubemq._codec_py)."""
+"""Type stubs for the compiled codec; mypy checks them against tubemq._protocols.CodecModule."""
 
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -20,6 +20,8 @@ BEGIN_TOKEN: Final[int]
 MAX_BLOCK_SIZE: Final[int]
 MAX_LIST_SIZE: Final[int]
 DEFAULT_MAX_FRAME_SIZE: Final[int]
+DEFAULT_MAX_PARTITIONS: Final[int]
+DEFAULT_MAX_TOTAL_PARTITIONS: Final[int]
 DEFAULT_BROKER_PORT: Final[int]
 META_STORE_INS_BASE: Final[int]
 INDEX_ENTRY_SIZE: Final[int]
@@ -87,10 +89,18 @@ def payload_flag(attributes: str | Mapping[str, Any] | None) -> int: ...
 def decode_payload(data: Buffer, flag: int) -> tuple[dict[str, str], bytes]: ...
 def parse_broker_info(text: str, default_port: int = ...) -> BrokerInfo: ...
 def parse_topic_info(
-    topic_infos: Iterable[str], brokers: Mapping[int, BrokerInfo]
+    topic_infos: Iterable[str],
+    brokers: Mapping[int, BrokerInfo],
+    *,
+    max_partitions: int = ...,
+    max_total_partitions: int = ...,
 ) -> tuple[list[Partition], dict[str, int]]: ...
 def parse_topic_meta_info(
-    topic_metas: Iterable[str], brokers: Mapping[int, BrokerInfo]
+    topic_metas: Iterable[str],
+    brokers: Mapping[int, BrokerInfo],
+    *,
+    max_partitions: int = ...,
+    max_total_partitions: int = ...,
 ) -> list[tuple[Partition, bool]]: ...
 def parse_partition(text: str) -> Partition: ...
 def parse_subscribe_info(text: str) -> SubscribeInfo: ...

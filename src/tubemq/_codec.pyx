@@ -12,14 +12,16 @@ The small NamedTuple result types are shared with the twin (one class per name i
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
-from cpython.list cimport PyList_Append, PyList_GET_SIZE
+from cpython.dict cimport PyDict_GetItem, PyDict_GetItemWithError, PyDict_SetItem
+from cpython.exc cimport PyErr_Occurred
+from cpython.long cimport PyLong_CheckExact
+from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memchr, memcmp, memcpy, memmove
+from libc.string cimport memcmp, memcpy, memmove
 
 cimport cython
 
@@ -73,6 +75,7 @@ cdef extern from "Python.h":
     bint PyUnicode_CheckExact(object o)
     bint PyUnicode_IS_ASCII(object o)
     bint PyDict_CheckExact(object o)
+    void PyObject_GC_UnTrack(object o)
     bint PyTuple_CheckExact(object o)
 
 cdef extern from *:
@@ -129,6 +132,50 @@ cdef extern from *:
             if (!(c & 0x80)) { *out = r; return pos; }
             shift += 7;
         }
+    }
+    /* One protobuf field at *pos (proto2, unknown fields skipped by the callers). 1 read, 0 at the end,
+       < 0 an error in the twin's order: -1 truncated varint, -2 varint over 64 bits, -3 truncated LEN,
+       -4 truncated fixed64, -5 truncated fixed32, -6 unsupported wire type, -7 field number 0. */
+    typedef struct { uint64_t num; int wt; uint64_t v; const unsigned char *p; Py_ssize_t n; } tq_field;
+    static inline int tq_next(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, tq_field *f) {
+        Py_ssize_t q = *pos;
+        uint64_t key, n;
+        int i;
+        if (q >= end) return 0;
+        if (b[q] < 0x80) { key = b[q++]; }
+        else { q = tq_get_varint(b, q, end, &key); if (q < 0) return (int)q; }
+        f->num = key >> 3;
+        f->wt = (int)(key & 7);
+        switch (f->wt) {
+        case 0:
+            if (q < end && b[q] < 0x80) { f->v = b[q++]; }
+            else { q = tq_get_varint(b, q, end, &f->v); if (q < 0) return (int)q; }
+            break;
+        case 2:
+            if (q < end && b[q] < 0x80) { n = b[q++]; }
+            else { q = tq_get_varint(b, q, end, &n); if (q < 0) return (int)q; }
+            if (n > (uint64_t)(end - q)) return -3;
+            f->p = b + q;
+            f->n = (Py_ssize_t)n;
+            q += (Py_ssize_t)n;
+            break;
+        case 1:
+            if (end - q < 8) return -4;
+            f->v = 0;
+            for (i = 0; i < 8; i++) f->v |= (uint64_t)b[q + i] << (8 * i);
+            q += 8;
+            break;
+        case 5:
+            if (end - q < 4) return -5;
+            f->v = (uint64_t)b[q] | ((uint64_t)b[q + 1] << 8) | ((uint64_t)b[q + 2] << 16) | ((uint64_t)b[q + 3] << 24);
+            q += 4;
+            break;
+        default:
+            return -6;
+        }
+        if (f->num == 0) return -7;
+        *pos = q;
+        return 1;
     }
     /* A NamedTuple instance without running its Python-level __new__. The fast form allocates the
        subtype instance and copies the items (what tuple_subtype_new does); it is switched on only after
@@ -193,6 +240,13 @@ cdef extern from *:
     void tq_put_be32(char* p, uint32_t v) nogil
     uint32_t tq_get_be32(const unsigned char* p) nogil
     Py_ssize_t tq_get_varint(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, uint64_t* out) nogil
+    ctypedef struct tq_field:
+        uint64_t num
+        int wt
+        uint64_t v
+        const unsigned char* p
+        Py_ssize_t n
+    int tq_next(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end, tq_field* f) nogil
     object tq_nt_new(object cls, object fields)
     object tq_nt5(object cls, object a, object b, object c, object d, object e)
     object tq_nt6(object cls, object a, object b, object c, object d, object e, object f)
@@ -683,12 +737,7 @@ cdef str _frame_reason(FrameDecoder d, int code, const unsigned char* p):
 # protobuf wire reading (proto2; unknown fields skipped)
 
 
-cdef struct Field:
-    uint64_t num
-    int wt
-    uint64_t v                  # varint / fixed value
-    const unsigned char* p      # LEN value
-    Py_ssize_t n
+ctypedef tq_field Field
 
 
 cdef int _truncated(Py_ssize_t r) except -1:
@@ -697,60 +746,26 @@ cdef int _truncated(Py_ssize_t r) except -1:
     raise DecodeError("varint longer than 64 bits")
 
 
+cdef int _field_error(int r, Field* f) except -1:
+    if r >= -2:
+        _truncated(r)
+    if r == -3:
+        raise DecodeError("truncated length-delimited field")
+    if r == -4:
+        raise DecodeError("truncated fixed64")
+    if r == -5:
+        raise DecodeError("truncated fixed32")
+    if r == -6:
+        raise DecodeError(f"unsupported wire type {f.wt}")
+    raise DecodeError("field number 0")
+
+
 cdef inline int _next(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end, Field* f) except -1:
     """Read one field at ``pos[0]``: 1 when read, 0 at the end; DecodeError like the twin."""
-    cdef Py_ssize_t q = pos[0]
-    cdef uint64_t key = 0, n = 0
-    if q >= end:
-        return 0
-    if b[q] < 0x80:  # one-byte key (every field we know)
-        key = b[q]
-        q += 1
-    else:
-        q = tq_get_varint(b, q, end, &key)
-        if q < 0:
-            _truncated(q)
-    f.num = key >> 3
-    f.wt = <int>(key & 7)
-    if f.wt == 0:
-        if q < end and b[q] < 0x80:
-            f.v = b[q]
-            q += 1
-        else:
-            q = tq_get_varint(b, q, end, &f.v)
-            if q < 0:
-                _truncated(q)
-    elif f.wt == 2:
-        if q < end and b[q] < 0x80:
-            n = b[q]
-            q += 1
-        else:
-            q = tq_get_varint(b, q, end, &n)
-            if q < 0:
-                _truncated(q)
-        if n > <uint64_t>(end - q):
-            raise DecodeError("truncated length-delimited field")
-        f.p = b + q
-        f.n = <Py_ssize_t>n
-        q += <Py_ssize_t>n
-    elif f.wt == 1:
-        if end - q < 8:
-            raise DecodeError("truncated fixed64")
-        f.v = 0
-        for i in range(8):
-            f.v |= (<uint64_t>b[q + i]) << (8 * i)
-        q += 8
-    elif f.wt == 5:
-        if end - q < 4:
-            raise DecodeError("truncated fixed32")
-        f.v = (<uint64_t>b[q]) | (<uint64_t>b[q + 1] << 8) | (<uint64_t>b[q + 2] << 16) | (<uint64_t>b[q + 3] << 24)
-        q += 4
-    else:
-        raise DecodeError(f"unsupported wire type {f.wt}")
-    if f.num == 0:
-        raise DecodeError("field number 0")
-    pos[0] = q
-    return 1
+    cdef int r = tq_next(b, pos, end, f)
+    if r >= 0:
+        return r
+    return _field_error(r, f)
 
 
 cdef inline int _delimited(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end,
@@ -1113,11 +1128,10 @@ def decode_payload(data, flag) -> tuple:
 
 
 cdef inline Py_ssize_t _find(const unsigned char* s, Py_ssize_t i, Py_ssize_t end, unsigned char ch) noexcept:
-    cdef const void* hit
-    if i >= end:
-        return end
-    hit = memchr(s + i, ch, end - i)
-    return end if hit == NULL else <const unsigned char*>hit - s
+    """Index of ``ch`` in ``s[i:end]``, else ``end`` (a plain loop: the spans are a few bytes)."""
+    while i < end and s[i] != ch:
+        i += 1
+    return i
 
 
 cdef inline bint _digits(const unsigned char* s, Py_ssize_t i, Py_ssize_t end, int64_t* out) noexcept:
@@ -1136,11 +1150,17 @@ cdef inline bint _digits(const unsigned char* s, Py_ssize_t i, Py_ssize_t end, i
     return True
 
 
+cdef enum:
+    _SMALL_BIDS = 512  # broker ids below this are memoised in a list (real ids are small integers)
+
+
 @cython.final
 cdef class _TopicInfoState:
-    """Per-call state: the caps, and a memo of the last broker and max-size value (usually all equal)."""
+    """Per-call state: the caps, the brokers seen (by id) and the last max-size value (usually all equal)."""
     cdef int64_t bid
     cdef object bid_obj, host, port, found
+    cdef bint atomic  # host and port are exact str/int: the Partition tuples can skip the GC
+    cdef list small  # small[bid]: None (not looked up yet), False (unknown broker) or (bid, host, port, atomic)
     cdef int64_t size
     cdef object size_obj
     cdef int64_t max_partitions, max_total
@@ -1148,6 +1168,48 @@ cdef class _TopicInfoState:
     def __cinit__(self):
         self.bid = -1
         self.size = -1
+        self.small = [None] * _SMALL_BIDS
+
+    cdef int lookup(self, int64_t bid, object brokers, bint exact) except -1:
+        """Point bid_obj/host/port/found/atomic at broker ``bid`` (``found`` None when unknown)."""
+        cdef object broker, entry = None
+        cdef PyObject* hit
+        if bid == self.bid:
+            return 0
+        self.bid = bid
+        if 0 <= bid < _SMALL_BIDS:
+            entry = <object>PyList_GET_ITEM(self.small, bid)
+            if entry is not None:
+                if entry is False:
+                    self.found = None
+                else:
+                    self.bid_obj, self.host, self.port, self.atomic = entry
+                    self.found = True
+                return 0
+        self.bid_obj = PyLong_FromLongLong(bid)
+        if exact:
+            hit = PyDict_GetItemWithError(brokers, self.bid_obj)
+            if hit == NULL and PyErr_Occurred():
+                return -1
+            broker = <object>hit if hit != NULL else None
+        else:
+            broker = brokers.get(self.bid_obj)
+        if broker is None:
+            self.found = None
+            if 0 <= bid < _SMALL_BIDS:
+                self.small[bid] = False
+            return 0
+        if type(broker) is BrokerInfo:
+            self.host = <object>PyTuple_GET_ITEM(broker, 1)
+            self.port = <object>PyTuple_GET_ITEM(broker, 2)
+        else:
+            self.host = broker.host
+            self.port = broker.port
+        self.atomic = PyUnicode_CheckExact(self.host) and PyLong_CheckExact(self.port)
+        self.found = True
+        if 0 <= bid < _SMALL_BIDS:
+            self.small[bid] = (self.bid_obj, self.host, self.port, self.atomic)
+        return 0
 
 
 cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions, dict sizes,
@@ -1164,8 +1226,7 @@ cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
     cdef Py_ssize_t h1, h2, h3, i, j, c1, c2, start = PyList_GET_SIZE(partitions)
     cdef int64_t size = -1, bid = 0, parts = 0, stores = 0, count = 0, sidx, k, base
-    cdef object topic, broker, host, port, bid_obj
-    cdef PyObject* found
+    cdef object topic, host, port, bid_obj, part
     h1 = _find(s, 0, n, 35)  # '#'
     if h1 == 0 or h1 >= n:
         return False
@@ -1186,22 +1247,7 @@ cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions
                     or not _digits(s, c2 + 1, j, &stores)):
                 del partitions[start:]
                 return False
-            if bid != st.bid:
-                st.bid = bid
-                st.bid_obj = PyLong_FromLongLong(bid)
-                if exact:
-                    found = PyDict_GetItem(brokers, st.bid_obj)
-                    broker = <object>found if found != NULL else None
-                else:
-                    broker = brokers.get(st.bid_obj)
-                st.found = broker
-                if broker is not None:
-                    if type(broker) is BrokerInfo:
-                        st.host = <object>PyTuple_GET_ITEM(broker, 1)
-                        st.port = <object>PyTuple_GET_ITEM(broker, 2)
-                    else:
-                        st.host = broker.host
-                        st.port = broker.port
+            st.lookup(bid, brokers, exact)
             if st.found is not None and parts > 0 and stores > 0:
                 if (parts > st.max_partitions or stores > st.max_partitions
                         or count + parts * stores > st.max_partitions
@@ -1213,8 +1259,12 @@ cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions
                 for sidx in range(stores):
                     base = sidx * C_STORE_BASE
                     for k in range(parts):
-                        PyList_Append(partitions, tq_nt5(Partition, bid_obj, host, port, topic,
-                                                         PyLong_FromLongLong(base + k)))
+                        part = tq_nt5(Partition, bid_obj, host, port, topic, PyLong_FromLongLong(base + k))
+                        if st.atomic:
+                            # only str and int inside: no cycle possible, so the collector need not scan
+                            # (or be woken to scan) thousands of them (what CPython does to such tuples)
+                            PyObject_GC_UnTrack(part)
+                        PyList_Append(partitions, part)
             elif st.found is not None and (parts > st.max_partitions or stores > st.max_partitions):
                 check_partition_count(topic, parts, stores, count, PyList_GET_SIZE(partitions),
                                       st.max_partitions, st.max_total)
@@ -1263,7 +1313,7 @@ cdef class Message:
                  partition=None, offset=-1):
         self.topic = topic
         self.data = data
-        self.attributes = attributes if attributes is not None else {}
+        self._attributes = attributes
         self.stream_id = stream_id
         self.msg_time = msg_time
         self.message_id = message_id
@@ -1274,6 +1324,17 @@ cdef class Message:
     @property
     def value(self):
         return self.data
+
+    @property
+    def attributes(self):
+        """The message's attributes; the empty dict of a message without any is made on first use."""
+        if self._attributes is None:
+            self._attributes = {}
+        return self._attributes
+
+    @attributes.setter
+    def attributes(self, value):
+        self._attributes = value if value is not None else {}
 
     def __repr__(self):
         return (
@@ -1308,7 +1369,7 @@ cdef Message c_new_message(object topic, object data, object attributes, object 
     cdef Message m = Message.__new__(Message)
     m.topic = topic
     m.data = data
-    m.attributes = attributes
+    m._attributes = attributes
     m.stream_id = stream_id
     m.msg_time = msg_time
     m.message_id = message_id
@@ -1333,7 +1394,7 @@ cdef object _build_message(const unsigned char* p, Py_ssize_t n, int64_t mid, in
             _split_error(p, n)
         return None
     if alen < 0:
-        return c_new_message(topic, PyBytes_FromStringAndSize(<const char*>p, n), {}, None, None,
+        return c_new_message(topic, PyBytes_FromStringAndSize(<const char*>p, n), None, None, None,
                              mid, flag, partition, offset)
     attrs = _attrs_utf8(p + 4, alen)
     return c_new_message(topic, PyBytes_FromStringAndSize(<const char*>p + 4 + alen, n - 4 - alen), attrs,

@@ -37,6 +37,13 @@ DEFAULT_MAX_PARTITIONS: int = _impl.DEFAULT_MAX_PARTITIONS
 DEFAULT_MAX_TOTAL_PARTITIONS: int = _impl.DEFAULT_MAX_TOTAL_PARTITIONS
 
 if TYPE_CHECKING:
+    # both implementations must fit the contract (mypy checks the compiled one through _codec.pyi)
+    from . import _codec as _compiled
+    from . import _codec_py as _twin
+
+    _compiled_fits: CodecModule = _compiled
+    _twin_fits: CodecModule = _twin
+
     # the classes as types (the twin's definitions are the contract's; the compiled ones match them)
     from ._codec_py import (
         BrokerInfo,
