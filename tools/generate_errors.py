@@ -106,20 +106,23 @@ def generate(text: str) -> str:
     return splice(text, "error classes", render_classes(classes, codes))
 
 
+def write_or_check(target: pathlib.Path, wanted: str, current: str, check: bool) -> int:
+    """Write ``wanted`` when it differs, or with ``check`` only say so (exit status 1). Shared by tools/."""
+    if wanted == current:
+        return 0
+    if check:
+        print(f"{target} is out of date: run python tools/{pathlib.Path(sys.argv[0]).name}", file=sys.stderr)
+        return 1
+    target.write_text(wanted, encoding="utf-8")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if errors.py is out of date")
     args = parser.parse_args(argv)
     current = TARGET.read_text(encoding="utf-8")
-    wanted = generate(current)
-    if args.check:
-        if wanted != current:
-            print(f"{TARGET} is out of date: run python tools/generate_errors.py", file=sys.stderr)
-            return 1
-        return 0
-    if wanted != current:
-        TARGET.write_text(wanted, encoding="utf-8")
-    return 0
+    return write_or_check(TARGET, generate(current), current, args.check)
 
 
 if __name__ == "__main__":

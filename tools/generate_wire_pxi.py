@@ -15,6 +15,9 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from generate_errors import write_or_check  # noqa: E402
 
 from tubemq.protocol import constants, wire_fields  # noqa: E402
 
@@ -61,16 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if _wire.pxi is out of date")
     args = parser.parse_args(argv)
-    wanted = render()
     current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
-    if args.check:
-        if wanted != current:
-            print(f"{TARGET} is out of date: run python tools/generate_wire_pxi.py", file=sys.stderr)
-            return 1
-        return 0
-    if wanted != current:
-        TARGET.write_text(wanted, encoding="utf-8")
-    return 0
+    return write_or_check(TARGET, render(), current, args.check)
 
 
 if __name__ == "__main__":

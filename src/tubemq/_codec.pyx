@@ -26,20 +26,12 @@ from libc.string cimport memcmp, memcpy, memmove
 cimport cython
 
 from .errors import DecodeError, FrameError
-from .protocol.constants import (
+
+# The constants, the result types and the functions off the hot path are the twin's own (one definition
+# each); the functions below are the compiled hot paths.
+from ._codec_py import (
     BEGIN_TOKEN,
     DEFAULT_BROKER_PORT,
-    INDEX_ENTRY_SIZE,
-    MAX_BLOCK_SIZE,
-    MAX_LIST_SIZE,
-    META_STORE_INS_BASE,
-    TOKEN_MSG_TIME,
-    TOKEN_MSG_TYPE,
-)
-
-# The result types and the functions off the hot path are the twin's own (one definition each); the
-# functions below are the compiled hot paths.
-from ._codec_py import (
     DEFAULT_MAX_FRAME_SIZE,
     DEFAULT_MAX_PARTITIONS,
     DEFAULT_MAX_TOTAL_PARTITIONS,
@@ -60,6 +52,12 @@ from ._codec_py import (
     parse_subscribe_info,
     parse_topic_meta_info,
     topic_info_entry,
+    INDEX_ENTRY_SIZE,
+    MAX_BLOCK_SIZE,
+    MAX_LIST_SIZE,
+    META_STORE_INS_BASE,
+    TOKEN_MSG_TIME,
+    TOKEN_MSG_TYPE,
 )
 
 include "_wire.pxi"

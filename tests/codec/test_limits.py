@@ -8,6 +8,7 @@ from types import ModuleType
 import pytest
 
 from tubemq import _codec_py
+from tubemq._codec_py import _varint
 from tubemq.errors import DecodeError
 from tubemq.protocol import broker_pb
 
@@ -62,15 +63,6 @@ def test_topic_meta_info_caps_and_typed_errors(impl: ModuleType) -> None:
 
 
 # ---- the disagreements issue 11.5 found, now pinned on both codecs
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def test_varint_over_64_bits_is_a_decode_error(impl: ModuleType) -> None:
