@@ -74,6 +74,7 @@ cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
     bint PyDict_CheckExact(object o)
     void PyObject_GC_UnTrack(object o)
+    Py_ssize_t PyObject_LengthHint(object o, Py_ssize_t default) except -1
     bint PyTuple_CheckExact(object o)
 
 cdef extern from *:
@@ -225,6 +226,14 @@ cdef extern from *:
         PyObject *it[11] = {a, b, c, d, e, f, g, h, i, j, k};
         return tq_nt_items(cls, 11, it);
     }
+    /* A dict sized for n items up front (no rehash while it fills); plain PyDict_New where the
+       CPython helper is not available. */
+    static PyObject *tq_dict_presized(Py_ssize_t n) {
+    #if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030E0000 && !defined(PYPY_VERSION) && !defined(Py_LIMITED_API)
+        if (n > 5) return _PyDict_NewPresized(n);
+    #endif
+        return PyDict_New();
+    }
     static int tq_nt_fast_possible(PyObject *cls) {
         PyTypeObject *t = (PyTypeObject *)cls;
         return PyType_Check(cls) && PyType_IsSubtype(t, &PyTuple_Type) && t->tp_alloc == PyType_GenericAlloc
@@ -254,6 +263,7 @@ cdef extern from *:
     object tq_nt_slow(object cls, object fields)
     int tq_nt_fast
     int tq_nt_fast_possible(object cls)
+    dict tq_dict_presized(Py_ssize_t n)
 
 tq_crc_init()
 
@@ -1153,12 +1163,31 @@ cdef enum:
 
 
 @cython.final
+cdef class _BrokerRef:
+    """A broker as the topicInfo scanner needs it; ``atomic``: host and port are exact str/int."""
+    cdef object bid_obj, host, port
+    cdef bint atomic
+
+
+cdef _BrokerRef _broker_ref(object bid_obj, object broker):
+    cdef _BrokerRef ref = _BrokerRef.__new__(_BrokerRef)
+    ref.bid_obj = bid_obj
+    if type(broker) is BrokerInfo:
+        ref.host = <object>PyTuple_GET_ITEM(broker, 1)
+        ref.port = <object>PyTuple_GET_ITEM(broker, 2)
+    else:
+        ref.host = broker.host
+        ref.port = broker.port
+    ref.atomic = PyUnicode_CheckExact(ref.host) and PyLong_CheckExact(ref.port)
+    return ref
+
+
+@cython.final
 cdef class _TopicInfoState:
     """Per-call state: the caps, the brokers seen (by id) and the last max-size value (usually all equal)."""
     cdef int64_t bid
-    cdef object bid_obj, host, port, found
-    cdef bint atomic  # host and port are exact str/int: the Partition tuples can skip the GC
-    cdef list small  # small[bid]: None (not looked up yet), False (unknown broker) or (bid, host, port, atomic)
+    cdef _BrokerRef found  # the broker of ``bid``, None when it is not in the brokers mapping
+    cdef list small  # small[bid] for small ids: None (not looked up yet), False (unknown) or a _BrokerRef
     cdef int64_t size
     cdef object size_obj
     cdef int64_t max_partitions, max_total
@@ -1169,44 +1198,26 @@ cdef class _TopicInfoState:
         self.small = [None] * _SMALL_BIDS
 
     cdef int lookup(self, int64_t bid, object brokers, bint exact) except -1:
-        """Point bid_obj/host/port/found/atomic at broker ``bid`` (``found`` None when unknown)."""
-        cdef object broker, entry = None
+        """Point ``found`` at broker ``bid`` (None when unknown)."""
+        cdef object broker, entry, bid_obj
         cdef PyObject* hit
         if bid == self.bid:
             return 0
         self.bid = bid
-        if 0 <= bid < _SMALL_BIDS:
+        if bid < _SMALL_BIDS:
             entry = <object>PyList_GET_ITEM(self.small, bid)
             if entry is not None:
-                if entry is False:
-                    self.found = None
-                else:
-                    self.bid_obj, self.host, self.port, self.atomic = entry
-                    self.found = True
+                self.found = None if entry is False else <_BrokerRef>entry
                 return 0
-        self.bid_obj = PyLong_FromLongLong(bid)
+        bid_obj = PyLong_FromLongLong(bid)
         if exact:
-            hit = PyDict_GetItemWithError(brokers, self.bid_obj)
-            if hit == NULL and PyErr_Occurred():
-                return -1
+            hit = PyDict_GetItemWithError(brokers, bid_obj)
             broker = <object>hit if hit != NULL else None
         else:
-            broker = brokers.get(self.bid_obj)
-        if broker is None:
-            self.found = None
-            if 0 <= bid < _SMALL_BIDS:
-                self.small[bid] = False
-            return 0
-        if type(broker) is BrokerInfo:
-            self.host = <object>PyTuple_GET_ITEM(broker, 1)
-            self.port = <object>PyTuple_GET_ITEM(broker, 2)
-        else:
-            self.host = broker.host
-            self.port = broker.port
-        self.atomic = PyUnicode_CheckExact(self.host) and PyLong_CheckExact(self.port)
-        self.found = True
-        if 0 <= bid < _SMALL_BIDS:
-            self.small[bid] = (self.bid_obj, self.host, self.port, self.atomic)
+            broker = brokers.get(bid_obj)
+        self.found = None if broker is None else _broker_ref(bid_obj, broker)
+        if bid < _SMALL_BIDS:
+            self.small[bid] = False if broker is None else self.found
         return 0
 
 
@@ -1224,7 +1235,8 @@ cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
     cdef Py_ssize_t h1, h2, h3, i, j, c1, c2, start = PyList_GET_SIZE(partitions)
     cdef int64_t size = -1, bid = 0, parts = 0, stores = 0, count = 0, sidx, k, base
-    cdef object topic, host, port, bid_obj, part
+    cdef object topic, part
+    cdef _BrokerRef ref
     h1 = _find(s, 0, n, 35)  # '#'
     if h1 == 0 or h1 >= n:
         return False
@@ -1253,12 +1265,13 @@ cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions
                     check_partition_count(topic, parts, stores, count, PyList_GET_SIZE(partitions),
                                           st.max_partitions, st.max_total)  # raises (same message)
                 count += parts * stores
-                bid_obj, host, port = st.bid_obj, st.host, st.port
+                ref = st.found
                 for sidx in range(stores):
                     base = sidx * C_STORE_BASE
                     for k in range(parts):
-                        part = tq_nt5(Partition, bid_obj, host, port, topic, PyLong_FromLongLong(base + k))
-                        if st.atomic:
+                        part = tq_nt5(Partition, ref.bid_obj, ref.host, ref.port, topic,
+                                      PyLong_FromLongLong(base + k))
+                        if ref.atomic:
                             # only str and int inside: no cycle possible, so the collector need not scan
                             # (or be woken to scan) thousands of them (what CPython does to such tuples)
                             PyObject_GC_UnTrack(part)
@@ -1283,7 +1296,7 @@ def parse_topic_info(topic_infos, brokers, *, max_partitions=DEFAULT_MAX_PARTITI
     ``max_total_partitions``, raises DecodeError before anything is built.
     """
     cdef list partitions = []
-    cdef dict sizes = {}
+    cdef dict sizes = tq_dict_presized(PyObject_LengthHint(topic_infos, 0))
     cdef bint exact = PyDict_CheckExact(brokers)
     cdef _TopicInfoState st = _TopicInfoState()
     st.max_partitions = max_partitions
@@ -1580,7 +1593,7 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
     cdef int64_t curr = -1, dlt = -1, max_off = -1
     cdef int seen = 0
     cdef Py_ssize_t nmsg = 0, cap = _STACK_REFS, dropped = 0
-    cdef object msg = "", m, offset, curr_obj
+    cdef object msg = "", m, offset, curr_obj = None
     cdef list messages = []
     cdef RawRef stack_refs[_STACK_REFS]
     cdef RawRef* refs = stack_refs
@@ -1631,11 +1644,13 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
             raise DecodeError("GetMessageResponseB2C: Message missing required fields")
         # offsets past int64 (a hostile currOffset) are computed as Python ints, like the twin does
         big = curr > INT64_MAX - C_INDEX_ENTRY * <int64_t>nmsg
-        curr_obj = curr
+        curr_obj = curr  # shared by the result and the first message's offset
         for i in range(nmsg):
             r = &refs[i]
             if verify and curr < 0:
                 offset = -1
+            elif i == 0:
+                offset = curr_obj
             elif big:
                 offset = curr_obj + C_INDEX_ENTRY * i
             else:
@@ -1655,7 +1670,7 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
         if refs != stack_refs:
             free(refs)
         _release(&b, &buf)
-    return tq_nt11(GetMessageResult, success, code, msg, messages, curr, min_limit, esc, dlt, slow, max_off,
+    return tq_nt11(GetMessageResult, success, code, msg, messages, curr_obj, min_limit, esc, dlt, slow, max_off,
                    dropped)
 
 
