@@ -47,6 +47,7 @@ from ._codec_py import (
     decode_attributes,
     ip_to_int,
     java_parse_long,
+    message_repr,
     parse_broker_info,
     parse_partition,
     parse_subscribe_info,
@@ -1348,11 +1349,7 @@ cdef class Message:
         self._attributes = value if value is not None else {}
 
     def __repr__(self):
-        return (
-            f"Message(topic={self.topic!r}, partition={self.partition.key if self.partition else None!r}, "
-            f"offset={self.offset}, message_id={self.message_id}, stream_id={self.stream_id!r}, "
-            f"data={self.data[:32]!r}{'...' if len(self.data) > 32 else ''})"
-        )
+        return message_repr(self)
 
     def __eq__(self, other):
         if not isinstance(other, Message):

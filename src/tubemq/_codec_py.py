@@ -156,6 +156,15 @@ class GetMessageResult(NamedTuple):
     dropped: int  # messages dropped by the §4.9 rules (bad checksum, bad header)
 
 
+def message_repr(m: Any) -> str:
+    """``repr()`` of a Message of either codec (the compiled class calls this one too)."""
+    return (
+        f"Message(topic={m.topic!r}, partition={m.partition.key if m.partition else None!r}, "
+        f"offset={m.offset}, message_id={m.message_id}, stream_id={m.stream_id!r}, "
+        f"data={m.data[:32]!r}{'...' if len(m.data) > 32 else ''})"
+    )
+
+
 class Message:
     """A consumed (or to-be-sent) message.
 
@@ -203,11 +212,7 @@ class Message:
         return self.data
 
     def __repr__(self) -> str:
-        return (
-            f"Message(topic={self.topic!r}, partition={self.partition.key if self.partition else None!r}, "
-            f"offset={self.offset}, message_id={self.message_id}, stream_id={self.stream_id!r}, "
-            f"data={self.data[:32]!r}{'...' if len(self.data) > 32 else ''})"
-        )
+        return message_repr(self)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
