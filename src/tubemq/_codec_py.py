@@ -19,6 +19,7 @@ from .protocol.constants import (
     DEFAULT_BROKER_PORT,
     INDEX_ENTRY_SIZE,
     MAX_BLOCK_SIZE,
+    MAX_FRAME_SIZE,
     MAX_LIST_SIZE,
     META_STORE_INS_BASE,
     TOKEN_MSG_TIME,
@@ -29,7 +30,7 @@ from .protocol.constants import (
 
 implementation = "python"
 
-DEFAULT_MAX_FRAME_SIZE = MAX_LIST_SIZE * MAX_BLOCK_SIZE
+DEFAULT_MAX_FRAME_SIZE = MAX_FRAME_SIZE
 #: Default cap on the partitions one topicInfo / topicMetaInfo entry (one topic) may expand to: real
 #: deployments have at most a few thousand; a hostile ``t#1:999:999`` would otherwise build ~1M objects.
 DEFAULT_MAX_PARTITIONS = 10_000
