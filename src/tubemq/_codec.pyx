@@ -43,7 +43,7 @@ from ._codec_py import (
     Response,
     SendResponse,
     SubscribeInfo,
-    check_partition_count,
+    PartitionBudget,
     decode_attributes,
     ip_to_int,
     java_parse_long,
@@ -1192,6 +1192,7 @@ cdef class _TopicInfoState:
     cdef int64_t size
     cdef object size_obj
     cdef int64_t max_partitions, max_total
+    cdef object budget  # the twin's PartitionBudget: the rare checks that need per-topic counts
 
     def __cinit__(self):
         self.bid = -1
@@ -1261,10 +1262,10 @@ cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions
             st.lookup(bid, brokers, exact)
             if st.found is not None and parts > 0 and stores > 0:
                 if (parts > st.max_partitions or stores > st.max_partitions
-                        or count + parts * stores > st.max_partitions
+                        or start + count + parts * stores > st.max_partitions
                         or PyList_GET_SIZE(partitions) + parts * stores > st.max_total):
-                    check_partition_count(topic, parts, stores, count, PyList_GET_SIZE(partitions),
-                                          st.max_partitions, st.max_total)  # raises (same message)
+                    # over a cap, or this topic may have partitions from earlier entries: the twin's check
+                    st.budget.check(topic, parts, stores, count, start, partitions)
                 count += parts * stores
                 ref = st.found
                 for sidx in range(stores):
@@ -1278,8 +1279,7 @@ cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions
                             PyObject_GC_UnTrack(part)
                         PyList_Append(partitions, part)
             elif st.found is not None and (parts > st.max_partitions or stores > st.max_partitions):
-                check_partition_count(topic, parts, stores, count, PyList_GET_SIZE(partitions),
-                                      st.max_partitions, st.max_total)
+                st.budget.check(topic, parts, stores, count, start, partitions)
         i = j + 1
     if size >= 0:
         if size != st.size:
@@ -1293,8 +1293,8 @@ def parse_topic_info(topic_infos, brokers, *, max_partitions=DEFAULT_MAX_PARTITI
                      max_total_partitions=DEFAULT_MAX_TOTAL_PARTITIONS) -> tuple:
     """Expand producer topicInfos into partitions; returns (partitions, {topic: max size}).
 
-    An entry expanding to more than ``max_partitions`` partitions, or a call to more than
-    ``max_total_partitions``, raises DecodeError before anything is built.
+    A topic expanding to more than ``max_partitions`` partitions (over all its entries), or a call to
+    more than ``max_total_partitions``, raises DecodeError before the excess is built.
     """
     cdef list partitions = []
     cdef dict sizes = tq_dict_presized(PyObject_LengthHint(topic_infos, 0))
@@ -1302,9 +1302,10 @@ def parse_topic_info(topic_infos, brokers, *, max_partitions=DEFAULT_MAX_PARTITI
     cdef _TopicInfoState st = _TopicInfoState()
     st.max_partitions = max_partitions
     st.max_total = max_total_partitions
+    st.budget = PartitionBudget(max_partitions, max_total_partitions)
     for text in topic_infos:
         if not (PyUnicode_CheckExact(text) and _topic_info_fast(text, brokers, exact, partitions, sizes, st)):
-            topic_info_entry(text, brokers, partitions, sizes, max_partitions, max_total_partitions)
+            topic_info_entry(text, brokers, partitions, sizes, st.budget)
     return partitions, sizes
 
 

@@ -31,7 +31,7 @@ from .protocol.constants import (
 implementation = "python"
 
 DEFAULT_MAX_FRAME_SIZE = MAX_FRAME_SIZE
-#: Default cap on the partitions one topicInfo / topicMetaInfo entry (one topic) may expand to: real
+#: Default cap on the partitions one topic's topicInfo / topicMetaInfo entries may expand to: real
 #: deployments have at most a few thousand; a hostile ``t#1:999:999`` would otherwise build ~1M objects.
 DEFAULT_MAX_PARTITIONS = 10_000
 #: Default cap on all partitions one parse call may build (every topic of a metadata answer together).
@@ -704,13 +704,45 @@ def check_partition_count(
     return parts * stores
 
 
+class PartitionBudget:
+    """The partition caps of one parse call: per topic (across all its entries) and in all.
+
+    Per-topic counts are kept only once the call holds more than ``max_partitions`` partitions in all
+    (below that no topic can be over), so the usual metadata answer costs no bookkeeping.
+    """
+
+    __slots__ = ("max_partitions", "max_total", "meta", "counts", "counted")
+
+    def __init__(self, max_partitions: int, max_total: int, meta: bool = False) -> None:
+        self.max_partitions = max_partitions
+        self.max_total = max_total
+        self.meta = meta  # items are (Partition, subscribable) pairs
+        self.counts: dict[str, int] = {}
+        self.counted = 0
+
+    def check(self, topic: str, parts: int, stores: int, count: int, start: int, items: list[Any]) -> int:
+        """What ``parts`` x ``stores`` adds to ``topic``, or DecodeError (``count``: this entry's so far,
+        ``start``: ``len(items)`` when the entry began)."""
+        prior = 0
+        if 0 < parts <= self.max_partitions and 0 < stores <= self.max_partitions and start > 0 and (
+            start + count + parts * stores > self.max_partitions
+        ):
+            for item in items[self.counted : start]:
+                key = item[0].topic if self.meta else item.topic
+                self.counts[key] = self.counts.get(key, 0) + 1
+            self.counted = max(self.counted, start)
+            prior = self.counts.get(topic, 0)
+        return check_partition_count(
+            topic, parts, stores, prior + count, len(items), self.max_partitions, self.max_total
+        )
+
+
 def topic_info_entry(
     text: str,
     brokers: Mapping[int, BrokerInfo],
     partitions: list[Partition],
     sizes: dict[str, int],
-    max_partitions: int = DEFAULT_MAX_PARTITIONS,
-    max_total: int = DEFAULT_MAX_TOTAL_PARTITIONS,
+    budget: PartitionBudget,
 ) -> None:
     """One ``topic#bid:parts:stores,...[#maxsize]`` entry appended to ``partitions``/``sizes``."""
     segs = text.split("#")
@@ -725,6 +757,7 @@ def topic_info_entry(
     else:
         size = None
     count = 0
+    start = len(partitions)
     for item in segs[1].split(","):
         if not item:
             continue
@@ -738,7 +771,7 @@ def topic_info_entry(
         broker = brokers.get(bid)
         if broker is None:
             continue
-        count += check_partition_count(topic, parts, stores, count, len(partitions), max_partitions, max_total)
+        count += budget.check(topic, parts, stores, count, start, partitions)
         for s in range(stores if parts > 0 else 0):
             for i in range(parts):
                 partitions.append(Partition(bid, broker.host, broker.port, topic, s * META_STORE_INS_BASE + i))
@@ -755,13 +788,14 @@ def parse_topic_info(
 ) -> tuple[list[Partition], dict[str, int]]:
     """Expand producer topicInfos into partitions; returns (partitions, {topic: max size}).
 
-    An entry expanding to more than ``max_partitions`` partitions, or a call to more than
-    ``max_total_partitions``, raises DecodeError before anything is built.
+    A topic expanding to more than ``max_partitions`` partitions (over all its entries), or a call to
+    more than ``max_total_partitions``, raises DecodeError before the excess is built.
     """
     partitions: list[Partition] = []
     sizes: dict[str, int] = {}
+    budget = PartitionBudget(max_partitions, max_total_partitions)
     for text in topic_infos:
-        topic_info_entry(text, brokers, partitions, sizes, max_partitions, max_total_partitions)
+        topic_info_entry(text, brokers, partitions, sizes, budget)
     return partitions, sizes
 
 
@@ -777,12 +811,14 @@ def parse_topic_meta_info(
     The same caps as :func:`parse_topic_info`; malformed numbers raise DecodeError.
     """
     result: list[tuple[Partition, bool]] = []
+    budget = PartitionBudget(max_partitions, max_total_partitions, meta=True)
     for text in topic_metas:
         segs = text.split("#")
         if len(segs) < 2 or not segs[0]:
             raise DecodeError(f"bad topicMetaInfo {text!r}")
         topic = segs[0]
         count = 0
+        start = len(result)
         for item in segs[1].split(","):
             if not item:
                 continue
@@ -796,8 +832,7 @@ def parse_topic_meta_info(
             broker = brokers.get(bid)
             if broker is None:
                 continue
-            count += check_partition_count(topic, parts, stores, count, len(result), max_partitions,
-                                           max_total_partitions)
+            count += budget.check(topic, parts, stores, count, start, result)
             for s in range(stores if parts > 0 else 0):
                 for i in range(parts):
                     p = Partition(bid, broker.host, broker.port, topic, s * META_STORE_INS_BASE + i)

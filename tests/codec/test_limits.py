@@ -48,6 +48,17 @@ def test_topic_info_limits_are_settable(impl: ModuleType) -> None:
     assert impl.parse_topic_info(["t#1:10000:1"], BROKERS)[0][-1].partition_id == 9999
 
 
+def test_the_cap_counts_a_topic_over_all_its_entries(impl: ModuleType) -> None:
+    infos = ["t#1:6000:1", "u#2:6000:1"]
+    assert len(impl.parse_topic_info(infos, BROKERS)[0]) == 12000
+    with pytest.raises(DecodeError, match="'t'.*max_partitions"):
+        impl.parse_topic_info(infos + ["t#2:4001:1"], BROKERS)
+    assert len(impl.parse_topic_info(infos + ["t#2:4000:1"], BROKERS)[0]) == 16000
+    metas = ["t#1:1:6000:1", "u#2:1:6000:1", "t#2:1:4001:1"]
+    with pytest.raises(DecodeError, match="'t'"):
+        impl.parse_topic_meta_info(metas, BROKERS)
+
+
 def test_unknown_brokers_and_empty_entries_cost_nothing(impl: ModuleType) -> None:
     parts, _ = impl.parse_topic_info(["t#9:999:999", "t#1:0:5", "t#1:5:0"], BROKERS)
     assert parts == []
