@@ -75,6 +75,7 @@ cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
     bint PyDict_CheckExact(object o)
     void PyObject_GC_UnTrack(object o)
+    void PyObject_GC_Track(object o)
     Py_ssize_t PyObject_LengthHint(object o, Py_ssize_t default) except -1
     bint PyTuple_CheckExact(object o)
 
@@ -1303,9 +1304,15 @@ def parse_topic_info(topic_infos, brokers, *, max_partitions=DEFAULT_MAX_PARTITI
     st.max_partitions = max_partitions
     st.max_total = max_total_partitions
     st.budget = PartitionBudget(max_partitions, max_total_partitions)
-    for text in topic_infos:
-        if not (PyUnicode_CheckExact(text) and _topic_info_fast(text, brokers, exact, partitions, sizes, st)):
-            topic_info_entry(text, brokers, partitions, sizes, st.budget)
+    # While it fills, the list is hidden from the collector: a collection triggered by the new tuples
+    # would otherwise walk the whole growing list each time (what it holds stays alive: the list owns it).
+    PyObject_GC_UnTrack(partitions)
+    try:
+        for text in topic_infos:
+            if not (PyUnicode_CheckExact(text) and _topic_info_fast(text, brokers, exact, partitions, sizes, st)):
+                topic_info_entry(text, brokers, partitions, sizes, st.budget)
+    finally:
+        PyObject_GC_Track(partitions)
     return partitions, sizes
 
 
