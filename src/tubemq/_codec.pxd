@@ -11,7 +11,7 @@ cdef class Message:
     """A consumed (or to-be-sent) message; same attributes as tubemq._codec_py.Message."""
     cdef public object topic
     cdef public object data
-    cdef public object attributes
+    cdef object _attributes  # None until read: messages without attributes skip an empty dict
     cdef public object stream_id
     cdef public object msg_time
     cdef public object message_id

@@ -1,10 +1,24 @@
-"""Type stubs for the compiled codec (same contract as tubemq._codec_py)."""
+"""Type stubs for the compiled codec; mypy checks them against tubemq._protocols.CodecModule.
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+Every function has exactly the twin's signature (the twin is the reference implementation), so the
+stub re-exports those; only the two cdef classes are declared here.
+"""
+
+from typing import Final
 
 from typing_extensions import Buffer
 
+from ._codec_py import BEGIN_TOKEN as BEGIN_TOKEN
+from ._codec_py import DEFAULT_BROKER_PORT as DEFAULT_BROKER_PORT
+from ._codec_py import DEFAULT_MAX_FRAME_SIZE as DEFAULT_MAX_FRAME_SIZE
+from ._codec_py import DEFAULT_MAX_PARTITIONS as DEFAULT_MAX_PARTITIONS
+from ._codec_py import DEFAULT_MAX_TOTAL_PARTITIONS as DEFAULT_MAX_TOTAL_PARTITIONS
+from ._codec_py import INDEX_ENTRY_SIZE as INDEX_ENTRY_SIZE
+from ._codec_py import MAX_BLOCK_SIZE as MAX_BLOCK_SIZE
+from ._codec_py import MAX_LIST_SIZE as MAX_LIST_SIZE
+from ._codec_py import META_STORE_INS_BASE as META_STORE_INS_BASE
+from ._codec_py import TOKEN_MSG_TIME as TOKEN_MSG_TIME
+from ._codec_py import TOKEN_MSG_TYPE as TOKEN_MSG_TYPE
 from ._codec_py import BrokerInfo as BrokerInfo
 from ._codec_py import GetMessageResult as GetMessageResult
 from ._codec_py import Partition as Partition
@@ -13,19 +27,34 @@ from ._codec_py import Request as Request
 from ._codec_py import Response as Response
 from ._codec_py import SendResponse as SendResponse
 from ._codec_py import SubscribeInfo as SubscribeInfo
+from ._codec_py import crc32 as crc32
+from ._codec_py import decode_attributes as decode_attributes
+from ._codec_py import decode_get_message_response as decode_get_message_response
+from ._codec_py import decode_payload as decode_payload
+from ._codec_py import decode_request as decode_request
+from ._codec_py import decode_response as decode_response
+from ._codec_py import decode_send_response as decode_send_response
+from ._codec_py import encode_attributes as encode_attributes
+from ._codec_py import encode_error_response as encode_error_response
+from ._codec_py import encode_frame as encode_frame
+from ._codec_py import encode_payload as encode_payload
+from ._codec_py import encode_request as encode_request
+from ._codec_py import encode_response as encode_response
+from ._codec_py import encode_send_request as encode_send_request
+from ._codec_py import encode_transfered_message as encode_transfered_message
+from ._codec_py import ip_to_int as ip_to_int
+from ._codec_py import java_hash as java_hash
+from ._codec_py import parse_broker_info as parse_broker_info
+from ._codec_py import parse_partition as parse_partition
+from ._codec_py import parse_subscribe_info as parse_subscribe_info
+from ._codec_py import parse_topic_info as parse_topic_info
+from ._codec_py import parse_topic_meta_info as parse_topic_meta_info
+from ._codec_py import payload_flag as payload_flag
+from ._codec_py import put_system_header as put_system_header
+from ._codec_py import wrap_repeated as wrap_repeated
 from .inlongmsg import InLongMsg
 
 implementation: Final[str]
-
-BEGIN_TOKEN: Final[int]
-MAX_BLOCK_SIZE: Final[int]
-MAX_LIST_SIZE: Final[int]
-DEFAULT_MAX_FRAME_SIZE: Final[int]
-DEFAULT_BROKER_PORT: Final[int]
-META_STORE_INS_BASE: Final[int]
-INDEX_ENTRY_SIZE: Final[int]
-TOKEN_MSG_TYPE: Final[str]
-TOKEN_MSG_TIME: Final[str]
 
 TopicPartition = Partition
 
@@ -68,58 +97,6 @@ class FrameDecoder:
     def buffered(self) -> int: ...
     def feed(self, data: Buffer) -> list[tuple[int, bytes]]: ...
 
-def crc32(data: Buffer) -> int: ...
-def ip_to_int(ip: str) -> int: ...
-def java_hash(text: str) -> int: ...
-def encode_frame(serial: int, payload: Buffer) -> bytes: ...
-def encode_request(
-    serial: int, service_type: int, method: int, body: Buffer, *, timeout_ms: int, protocol_ver: int = 3
-) -> bytes: ...
-def decode_request(payload: Buffer) -> Request: ...
-def encode_response(serial: int, method: int, body: Buffer, *, protocol_ver: int = 3) -> bytes: ...
-def encode_error_response(
-    serial: int, exception_name: str, message: str, *, status: int = 1, protocol_ver: int | None = 3
-) -> bytes: ...
-def decode_response(payload: Buffer) -> Response: ...
-def encode_attributes(attributes: Mapping[str, Any] | None) -> str: ...
-def decode_attributes(text: str | None) -> dict[str, str]: ...
-def put_system_header(previous: str | None, msg_type: str | None, msg_time: str | None) -> str: ...
-def encode_payload(data: Buffer, attributes: str | Mapping[str, Any] | None) -> bytes: ...
-def payload_flag(attributes: str | Mapping[str, Any] | None) -> int: ...
-def decode_payload(data: Buffer, flag: int) -> tuple[dict[str, str], bytes]: ...
-def parse_broker_info(text: str, default_port: int = ...) -> BrokerInfo: ...
-def parse_topic_info(
-    topic_infos: Iterable[str], brokers: Mapping[int, BrokerInfo]
-) -> tuple[list[Partition], dict[str, int]]: ...
-def parse_topic_meta_info(
-    topic_metas: Iterable[str], brokers: Mapping[int, BrokerInfo]
-) -> list[tuple[Partition, bool]]: ...
-def parse_partition(text: str) -> Partition: ...
-def parse_subscribe_info(text: str) -> SubscribeInfo: ...
-def encode_send_request(
-    serial: int,
-    client_id: str,
-    topic: str,
-    partition_id: int,
-    data: Buffer,
-    flag: int,
-    sent_addr: int,
-    visit_token: int,
-    *,
-    msg_type: str | None = None,
-    msg_time: str | None = None,
-    auth_token: str | None = None,
-    checksum: int = -1,
-    timeout_ms: int = 10000,
-    service_type: int = 3,
-    protocol_ver: int = 3,
-) -> bytes: ...
-def decode_send_response(body: Buffer) -> SendResponse: ...
 def decode_message(
     raw: RawMessage, topic: str, partition: Partition | None = None, offset: int = -1
 ) -> Message | None: ...
-def decode_get_message_response(
-    body: Buffer, topic: str, partition: Partition | None = None, verify: bool = True
-) -> GetMessageResult: ...
-def encode_transfered_message(message_id: int, checksum: int, payload: Buffer, flag: int) -> bytes: ...
-def wrap_repeated(field: int, encoded_messages: Iterable[Buffer]) -> bytes: ...

@@ -12,18 +12,29 @@ The small NamedTuple result types are shared with the twin (one class per name i
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
-from cpython.list cimport PyList_Append
+from cpython.dict cimport PyDict_GetItem, PyDict_GetItemWithError, PyDict_SetItem
+from cpython.exc cimport PyErr_Occurred
+from cpython.long cimport PyLong_CheckExact
+from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memmove
 
+cimport cython
+
 from .errors import DecodeError, FrameError
 
+# The constants, the result types and the functions off the hot path are the twin's own (one definition
+# each); the functions below are the compiled hot paths.
 from ._codec_py import (
+    BEGIN_TOKEN,
+    DEFAULT_BROKER_PORT,
+    DEFAULT_MAX_FRAME_SIZE,
+    DEFAULT_MAX_PARTITIONS,
+    DEFAULT_MAX_TOTAL_PARTITIONS,
     BrokerInfo,
     GetMessageResult,
     Partition,
@@ -32,7 +43,25 @@ from ._codec_py import (
     Response,
     SendResponse,
     SubscribeInfo,
+    PartitionBudget,
+    decode_attributes,
+    ip_to_int,
+    java_parse_long,
+    message_repr,
+    parse_broker_info,
+    parse_partition,
+    parse_subscribe_info,
+    parse_topic_meta_info,
+    topic_info_entry,
+    INDEX_ENTRY_SIZE,
+    MAX_BLOCK_SIZE,
+    MAX_LIST_SIZE,
+    META_STORE_INS_BASE,
+    TOKEN_MSG_TIME,
+    TOKEN_MSG_TYPE,
 )
+
+include "_wire.pxi"
 
 cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
@@ -43,7 +72,11 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object u)
     object PyUnicode_Substring(object u, Py_ssize_t start, Py_ssize_t end)
     bint PyUnicode_CheckExact(object o)
+    bint PyUnicode_IS_ASCII(object o)
     bint PyDict_CheckExact(object o)
+    void PyObject_GC_UnTrack(object o)
+    void PyObject_GC_Track(object o)
+    Py_ssize_t PyObject_LengthHint(object o, Py_ssize_t default) except -1
     bint PyTuple_CheckExact(object o)
 
 cdef extern from *:
@@ -89,17 +122,61 @@ cdef extern from *:
     static inline uint32_t tq_get_be32(const unsigned char *p) {
         return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
     }
-    /* >= 0: new position; -1 truncated; -2 longer than 10 bytes */
+    /* >= 0: new position; -1 truncated; -2 more than 64 bits (a 10th byte above 1, or an 11th byte) */
     static inline Py_ssize_t tq_get_varint(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, uint64_t *out) {
         uint64_t r = 0; int shift = 0; unsigned char c;
         for (;;) {
             if (pos >= end) return -1;
             c = b[pos++];
-            if (shift < 64) r |= (uint64_t)(c & 0x7F) << shift;
+            if (shift == 63 && c > 1) return -2;  /* a 10th byte may carry only bit 63 */
+            r |= (uint64_t)(c & 0x7F) << shift;
             if (!(c & 0x80)) { *out = r; return pos; }
             shift += 7;
-            if (shift >= 70) return -2;
         }
+    }
+    /* One protobuf field at *pos (proto2, unknown fields skipped by the callers). 1 read, 0 at the end,
+       < 0 an error in the twin's order: -1 truncated varint, -2 varint over 64 bits, -3 truncated LEN,
+       -4 truncated fixed64, -5 truncated fixed32, -6 unsupported wire type, -7 field number 0. */
+    typedef struct { uint64_t num; int wt; uint64_t v; const unsigned char *p; Py_ssize_t n; } tq_field;
+    static inline int tq_next(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, tq_field *f) {
+        Py_ssize_t q = *pos;
+        uint64_t key, n;
+        int i;
+        if (q >= end) return 0;
+        if (b[q] < 0x80) { key = b[q++]; }
+        else { q = tq_get_varint(b, q, end, &key); if (q < 0) return (int)q; }
+        f->num = key >> 3;
+        f->wt = (int)(key & 7);
+        switch (f->wt) {
+        case 0:
+            if (q < end && b[q] < 0x80) { f->v = b[q++]; }
+            else { q = tq_get_varint(b, q, end, &f->v); if (q < 0) return (int)q; }
+            break;
+        case 2:
+            if (q < end && b[q] < 0x80) { n = b[q++]; }
+            else { q = tq_get_varint(b, q, end, &n); if (q < 0) return (int)q; }
+            if (n > (uint64_t)(end - q)) return -3;
+            f->p = b + q;
+            f->n = (Py_ssize_t)n;
+            q += (Py_ssize_t)n;
+            break;
+        case 1:
+            if (end - q < 8) return -4;
+            f->v = 0;
+            for (i = 0; i < 8; i++) f->v |= (uint64_t)b[q + i] << (8 * i);
+            q += 8;
+            break;
+        case 5:
+            if (end - q < 4) return -5;
+            f->v = (uint64_t)b[q] | ((uint64_t)b[q + 1] << 8) | ((uint64_t)b[q + 2] << 16) | ((uint64_t)b[q + 3] << 24);
+            q += 4;
+            break;
+        default:
+            return -6;
+        }
+        if (f->num == 0) return -7;
+        *pos = q;
+        return 1;
     }
     /* A NamedTuple instance without running its Python-level __new__. The fast form allocates the
        subtype instance and copies the items (what tuple_subtype_new does); it is switched on only after
@@ -112,15 +189,52 @@ cdef extern from *:
         Py_DECREF(args);
         return r;
     }
-    static PyObject *tq_nt_new(PyObject *cls, PyObject *fields) {
-        Py_ssize_t i, n;
-        PyObject *o, *x;
-        if (!tq_nt_fast) return tq_nt_slow(cls, fields);
-        n = PyTuple_GET_SIZE(fields);
+    /* the instance straight from n borrowed items: one allocation, no argument tuple */
+    static PyObject *tq_nt_items(PyObject *cls, Py_ssize_t n, PyObject **items) {
+        Py_ssize_t i;
+        PyObject *o, *t;
+        if (!tq_nt_fast) {
+            t = PyTuple_New(n);
+            if (t == NULL) return NULL;
+            for (i = 0; i < n; i++) { Py_INCREF(items[i]); PyTuple_SET_ITEM(t, i, items[i]); }
+            o = tq_nt_slow(cls, t);
+            Py_DECREF(t);
+            return o;
+        }
         o = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, n);
         if (o == NULL) return NULL;
-        for (i = 0; i < n; i++) { x = PyTuple_GET_ITEM(fields, i); Py_INCREF(x); PyTuple_SET_ITEM(o, i, x); }
+        for (i = 0; i < n; i++) { Py_INCREF(items[i]); PyTuple_SET_ITEM(o, i, items[i]); }
         return o;
+    }
+    static PyObject *tq_nt_new(PyObject *cls, PyObject *fields) {
+        return tq_nt_items(cls, PyTuple_GET_SIZE(fields), &PyTuple_GET_ITEM(fields, 0));
+    }
+    static PyObject *tq_nt5(PyObject *cls, PyObject *a, PyObject *b, PyObject *c, PyObject *d, PyObject *e) {
+        PyObject *it[5] = {a, b, c, d, e};
+        return tq_nt_items(cls, 5, it);
+    }
+    static PyObject *tq_nt6(PyObject *cls, PyObject *a, PyObject *b, PyObject *c, PyObject *d, PyObject *e,
+                            PyObject *f) {
+        PyObject *it[6] = {a, b, c, d, e, f};
+        return tq_nt_items(cls, 6, it);
+    }
+    static PyObject *tq_nt7(PyObject *cls, PyObject *a, PyObject *b, PyObject *c, PyObject *d, PyObject *e,
+                            PyObject *f, PyObject *g) {
+        PyObject *it[7] = {a, b, c, d, e, f, g};
+        return tq_nt_items(cls, 7, it);
+    }
+    static PyObject *tq_nt11(PyObject *cls, PyObject *a, PyObject *b, PyObject *c, PyObject *d, PyObject *e,
+                             PyObject *f, PyObject *g, PyObject *h, PyObject *i, PyObject *j, PyObject *k) {
+        PyObject *it[11] = {a, b, c, d, e, f, g, h, i, j, k};
+        return tq_nt_items(cls, 11, it);
+    }
+    /* A dict sized for n items up front (no rehash while it fills); plain PyDict_New where the
+       CPython helper is not available. */
+    static PyObject *tq_dict_presized(Py_ssize_t n) {
+    #if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030E0000 && !defined(PYPY_VERSION) && !defined(Py_LIMITED_API)
+        if (n > 5) return _PyDict_NewPresized(n);
+    #endif
+        return PyDict_New();
     }
     static int tq_nt_fast_possible(PyObject *cls) {
         PyTypeObject *t = (PyTypeObject *)cls;
@@ -135,24 +249,27 @@ cdef extern from *:
     void tq_put_be32(char* p, uint32_t v) nogil
     uint32_t tq_get_be32(const unsigned char* p) nogil
     Py_ssize_t tq_get_varint(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end, uint64_t* out) nogil
+    ctypedef struct tq_field:
+        uint64_t num
+        int wt
+        uint64_t v
+        const unsigned char* p
+        Py_ssize_t n
+    int tq_next(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end, tq_field* f) nogil
     object tq_nt_new(object cls, object fields)
+    object tq_nt5(object cls, object a, object b, object c, object d, object e)
+    object tq_nt6(object cls, object a, object b, object c, object d, object e, object f)
+    object tq_nt7(object cls, object a, object b, object c, object d, object e, object f, object g)
+    object tq_nt11(object cls, object a, object b, object c, object d, object e, object f, object g, object h,
+                   object i, object j, object k)
     object tq_nt_slow(object cls, object fields)
     int tq_nt_fast
     int tq_nt_fast_possible(object cls)
+    dict tq_dict_presized(Py_ssize_t n)
 
 tq_crc_init()
 
 implementation = "cython"
-
-BEGIN_TOKEN = 0xFF7FF4FE
-MAX_BLOCK_SIZE = 8192
-MAX_LIST_SIZE = 3584
-DEFAULT_MAX_FRAME_SIZE = MAX_LIST_SIZE * MAX_BLOCK_SIZE
-DEFAULT_BROKER_PORT = 8123
-META_STORE_INS_BASE = 10000
-INDEX_ENTRY_SIZE = 28
-TOKEN_MSG_TYPE = "$msgType$"
-TOKEN_MSG_TIME = "$msgTime$"
 
 #: Alias kept for DESIGN.md's wording (`parse_topic_info -> list[TopicPartition]`).
 TopicPartition = Partition
@@ -188,13 +305,6 @@ def _self_check_fast_tuples() -> bool:
 
 
 _FAST_TUPLES = _self_check_fast_tuples()
-
-cdef enum:
-    C_BEGIN_TOKEN = 0xFF7FF4FE
-    C_BLOCK = 8192
-    C_MAX_LIST_SIZE = 3584
-    C_STORE_BASE = 10000
-    C_INDEX_ENTRY = 28
 
 cdef str _TYPE_KEY = TOKEN_MSG_TYPE
 cdef str _TIME_KEY = TOKEN_MSG_TIME
@@ -250,6 +360,27 @@ cdef inline str _dec(const unsigned char* p, Py_ssize_t n):
     return PyUnicode_DecodeUTF8(<const char*>p, n, "replace")
 
 
+cdef enum:
+    _MSG_CACHE_MAX = 24
+
+cdef char _msg_cache_raw[_MSG_CACHE_MAX]
+cdef Py_ssize_t _msg_cache_len = -1
+cdef str _msg_cache_str = None
+
+
+cdef inline str _dec_msg(const unsigned char* p, Py_ssize_t n):
+    """errMsg text: the last short one is kept, so a repeated "OK!" is one memcmp, not a new str."""
+    global _msg_cache_len, _msg_cache_str
+    if n == _msg_cache_len and memcmp(_msg_cache_raw, p, n) == 0:
+        return _msg_cache_str
+    cdef str s = _dec(p, n)
+    if n <= _MSG_CACHE_MAX:
+        memcpy(_msg_cache_raw, p, n)
+        _msg_cache_len = n
+        _msg_cache_str = s
+    return s
+
+
 cdef inline int _flen(uint64_t v) noexcept nogil:
     """Size of a varint field with a 1-byte key."""
     return 1 + tq_varint_len(v)
@@ -271,6 +402,14 @@ cdef inline char* _put_b(char* p, unsigned char key, const void* s, Py_ssize_t n
     if n:
         memcpy(p, s, n)
     return p + n
+
+
+cdef inline char* _put_conn(char* p, unsigned char flag) noexcept nogil:
+    """The delimited RpcConnHeader{flag} that opens every request and response payload."""
+    p[0] = 2
+    p[1] = <char>K_CONN_FLAG
+    p[2] = <char>flag
+    return p + 3
 
 
 cdef inline int64_t _signed(uint64_t v) noexcept nogil:
@@ -318,21 +457,6 @@ def crc32(data) -> int:
     finally:
         _release(&b, &buf)
     return c
-
-
-def ip_to_int(str ip) -> int:
-    """IPv4 text to the signed int32 the Java client sends as ``sentAddr`` (§4.5)."""
-    parts = ip.strip().split(".")
-    if len(parts) != 4:
-        raise ValueError(f"not an IPv4 address: {ip!r}")
-    cdef long long value = 0
-    cdef long long n
-    for p in parts:
-        n = int(p)
-        if not 0 <= n <= 255:
-            raise ValueError(f"not an IPv4 address: {ip!r}")
-        value = (value << 8) | n
-    return value - (1 << 32) if value >= (1 << 31) else value
 
 
 def java_hash(str text) -> int:
@@ -623,74 +747,35 @@ cdef str _frame_reason(FrameDecoder d, int code, const unsigned char* p):
 # protobuf wire reading (proto2; unknown fields skipped)
 
 
-cdef struct Field:
-    uint64_t num
-    int wt
-    uint64_t v                  # varint / fixed value
-    const unsigned char* p      # LEN value
-    Py_ssize_t n
+ctypedef tq_field Field
 
 
 cdef int _truncated(Py_ssize_t r) except -1:
     if r == -1:
         raise DecodeError("truncated varint")
-    raise DecodeError("varint too long")
+    raise DecodeError("varint longer than 64 bits")
+
+
+cdef int _field_error(int r, Field* f) except -1:
+    if r >= -2:
+        _truncated(r)
+    if r == -3:
+        raise DecodeError("truncated length-delimited field")
+    if r == -4:
+        raise DecodeError("truncated fixed64")
+    if r == -5:
+        raise DecodeError("truncated fixed32")
+    if r == -6:
+        raise DecodeError(f"unsupported wire type {f.wt}")
+    raise DecodeError("field number 0")
 
 
 cdef inline int _next(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end, Field* f) except -1:
     """Read one field at ``pos[0]``: 1 when read, 0 at the end; DecodeError like the twin."""
-    cdef Py_ssize_t q = pos[0]
-    cdef uint64_t key = 0, n = 0
-    if q >= end:
-        return 0
-    if b[q] < 0x80:  # one-byte key (every field we know)
-        key = b[q]
-        q += 1
-    else:
-        q = tq_get_varint(b, q, end, &key)
-        if q < 0:
-            _truncated(q)
-    f.num = key >> 3
-    f.wt = <int>(key & 7)
-    if f.wt == 0:
-        if q < end and b[q] < 0x80:
-            f.v = b[q]
-            q += 1
-        else:
-            q = tq_get_varint(b, q, end, &f.v)
-            if q < 0:
-                _truncated(q)
-    elif f.wt == 2:
-        if q < end and b[q] < 0x80:
-            n = b[q]
-            q += 1
-        else:
-            q = tq_get_varint(b, q, end, &n)
-            if q < 0:
-                _truncated(q)
-        if n > <uint64_t>(end - q):
-            raise DecodeError("truncated length-delimited field")
-        f.p = b + q
-        f.n = <Py_ssize_t>n
-        q += <Py_ssize_t>n
-    elif f.wt == 1:
-        if end - q < 8:
-            raise DecodeError("truncated fixed64")
-        f.v = 0
-        for i in range(8):
-            f.v |= (<uint64_t>b[q + i]) << (8 * i)
-        q += 8
-    elif f.wt == 5:
-        if end - q < 4:
-            raise DecodeError("truncated fixed32")
-        f.v = (<uint64_t>b[q]) | (<uint64_t>b[q + 1] << 8) | (<uint64_t>b[q + 2] << 16) | (<uint64_t>b[q + 3] << 24)
-        q += 4
-    else:
-        raise DecodeError(f"unsupported wire type {f.wt}")
-    if f.num == 0:
-        raise DecodeError("field number 0")
-    pos[0] = q
-    return 1
+    cdef int r = tq_next(b, pos, end, f)
+    if r >= 0:
+        return r
+    return _field_error(r, f)
 
 
 cdef inline int _delimited(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end,
@@ -733,16 +818,14 @@ def encode_request(serial, service_type, method, body, *, timeout_ms, protocol_v
         rlen = _flen(m) + _flen(t) + _blen(b.n)
         plen = 3 + tq_varint_len(hlen) + hlen + tq_varint_len(rlen) + rlen
         frame = _new_frame(s, plen, &p)
-        p[0] = 2
-        p[1] = 0x08
-        p[2] = 0
-        p = tq_put_varint(p + 3, hlen)
-        p = _put_v(p, 0x08, st)
-        p = _put_v(p, 0x10, pv)
+        p = _put_conn(p, C_RPC_FLAG_REQUEST)
+        p = tq_put_varint(p, hlen)
+        p = _put_v(p, K_REQ_HDR_SERVICE_TYPE, st)
+        p = _put_v(p, K_REQ_HDR_PROTOCOL_VER, pv)
         p = tq_put_varint(p, rlen)
-        p = _put_v(p, 0x08, m)
-        p = _put_v(p, 0x10, t)
-        _put_b(p, 0x1A, b.p, b.n)
+        p = _put_v(p, K_REQ_BODY_METHOD, m)
+        p = _put_v(p, K_REQ_BODY_TIMEOUT, t)
+        _put_b(p, K_REQ_BODY_REQUEST, b.p, b.n)
         _spread_blocks(frame, plen)
         return frame
     finally:
@@ -769,30 +852,30 @@ def decode_request(payload) -> Request:
         _delimited(b.p, &pos, b.n, &body, &bn)
         q = 0
         while _next(conn, &q, cn, &f):
-            if f.num == 1 and f.wt == 0:
+            if f.num == CONN_FLAG and f.wt == WT_VARINT:
                 flag = _signed32(f.v)
                 has_flag = True
         if not has_flag:
             raise DecodeError("RpcConnHeader: Message missing required fields: flag")
         q = 0
         while _next(header, &q, hn, &f):
-            if f.num == 1 and f.wt == 0:
+            if f.num == REQ_HDR_SERVICE_TYPE and f.wt == WT_VARINT:
                 st = _signed32(f.v)
-            elif f.num == 2 and f.wt == 0:
+            elif f.num == REQ_HDR_PROTOCOL_VER and f.wt == WT_VARINT:
                 pv = _signed32(f.v)
         q = 0
         while _next(body, &q, bn, &f):
-            if f.num == 1 and f.wt == 0:
+            if f.num == REQ_BODY_METHOD and f.wt == WT_VARINT:
                 method = _signed32(f.v)
                 has_method = True
-            elif f.num == 2 and f.wt == 0:
+            elif f.num == REQ_BODY_TIMEOUT and f.wt == WT_VARINT:
                 timeout = _signed(f.v)
                 has_timeout = True
-            elif f.num == 3 and f.wt == 2:
+            elif f.num == REQ_BODY_REQUEST and f.wt == WT_LEN:
                 req = PyBytes_FromStringAndSize(<const char*>f.p, f.n)
         if not has_method:
             raise DecodeError("RequestBody: Message missing required fields: method")
-        return tq_nt_new(Request, (flag, st, pv, method, timeout if has_timeout else None, req))
+        return tq_nt6(Request, flag, st, pv, method, timeout if has_timeout else None, req)
     finally:
         _release(&b, &buf)
 
@@ -808,20 +891,17 @@ def encode_response(serial, method, body, *, protocol_ver=3) -> bytes:
     cdef bytes frame
     _get(body, &b, &buf)
     try:
-        hlen = 2 + _flen(pv)
+        hlen = _flen(C_STATUS_SUCCESS) + _flen(pv)
         rlen = _flen(m) + _blen(b.n)
         plen = 3 + tq_varint_len(hlen) + hlen + tq_varint_len(rlen) + rlen
         frame = _new_frame(s, plen, &p)
-        p[0] = 2
-        p[1] = 0x08
-        p[2] = 1
-        p = tq_put_varint(p + 3, hlen)
-        p[0] = 0x08
-        p[1] = 0
-        p = _put_v(p + 2, 0x18, pv)
+        p = _put_conn(p, C_RPC_FLAG_RESPONSE)
+        p = tq_put_varint(p, hlen)
+        p = _put_v(p, K_RSP_HDR_STATUS, C_STATUS_SUCCESS)
+        p = _put_v(p, K_RSP_HDR_PROTOCOL_VER, pv)
         p = tq_put_varint(p, rlen)
-        p = _put_v(p, 0x08, m)
-        _put_b(p, 0x12, b.p, b.n)
+        p = _put_v(p, K_RSP_BODY_METHOD, m)
+        _put_b(p, K_RSP_BODY_DATA, b.p, b.n)
         _spread_blocks(frame, plen)
         return frame
     finally:
@@ -844,16 +924,14 @@ def encode_error_response(serial, str exception_name, str message, *, status=1, 
     elen = _blen(nn) + _blen(mn)
     plen = 3 + tq_varint_len(hlen) + hlen + tq_varint_len(elen) + elen
     frame = _new_frame(s, plen, &p)
-    p[0] = 2
-    p[1] = 0x08
-    p[2] = 1
-    p = tq_put_varint(p + 3, hlen)
-    p = _put_v(p, 0x08, st)
+    p = _put_conn(p, C_RPC_FLAG_RESPONSE)
+    p = tq_put_varint(p, hlen)
+    p = _put_v(p, K_RSP_HDR_STATUS, st)
     if protocol_ver is not None:
-        p = _put_v(p, 0x18, pv)
+        p = _put_v(p, K_RSP_HDR_PROTOCOL_VER, pv)
     p = tq_put_varint(p, elen)
-    p = _put_b(p, 0x0A, name, nn)
-    _put_b(p, 0x12, msg, mn)
+    p = _put_b(p, K_RSP_EXC_NAME, name, nn)
+    _put_b(p, K_RSP_EXC_MESSAGE, msg, mn)
     _spread_blocks(frame, plen)
     return frame
 
@@ -877,36 +955,36 @@ def decode_response(payload) -> Response:
         _delimited(b.p, &pos, b.n, &body, &bn)
         q = 0
         while _next(conn, &q, cn, &f):
-            if f.num == 1 and f.wt == 0:
+            if f.num == CONN_FLAG and f.wt == WT_VARINT:
                 flag = _signed32(f.v)
         q = 0
         while _next(header, &q, hn, &f):
-            if f.num == 1 and f.wt == 0:
+            if f.num == RSP_HDR_STATUS and f.wt == WT_VARINT:
                 status = _signed32(f.v)
                 has_status = True
-            elif f.num == 3 and f.wt == 0:
+            elif f.num == RSP_HDR_PROTOCOL_VER and f.wt == WT_VARINT:
                 pv = _signed32(f.v)
         if not has_status:
             raise DecodeError("ResponseHeader without status")
         q = 0
-        if status == 0:
+        if status == C_STATUS_SUCCESS:
             while _next(body, &q, bn, &f):
-                if f.num == 1 and f.wt == 0:
+                if f.num == RSP_BODY_METHOD and f.wt == WT_VARINT:
                     method = _signed32(f.v)
                     has_method = True
-                elif f.num == 2 and f.wt == 2:
+                elif f.num == RSP_BODY_DATA and f.wt == WT_LEN:
                     data = PyBytes_FromStringAndSize(<const char*>f.p, f.n)
             if not has_method or data is None:
                 raise DecodeError("RspResponseBody: Message missing required fields")
-            return tq_nt_new(Response, (flag, status, method, data, "", "", pv))
+            return tq_nt7(Response, flag, status, method, data, "", "", pv)
         while _next(body, &q, bn, &f):
-            if f.num == 1 and f.wt == 2:
+            if f.num == RSP_EXC_NAME and f.wt == WT_LEN:
                 name = _dec(f.p, f.n)
-            elif f.num == 2 and f.wt == 2:
+            elif f.num == RSP_EXC_MESSAGE and f.wt == WT_LEN:
                 message = _dec(f.p, f.n)
         if name is None:
             raise DecodeError("RspExceptionBody: Message missing required fields: exceptionName")
-        return tq_nt_new(Response, (flag, status, -1, _EMPTY, name, message, pv))
+        return tq_nt7(Response, flag, status, -1, _EMPTY, name, message, pv)
     finally:
         _release(&b, &buf)
 
@@ -957,21 +1035,6 @@ cdef dict _attrs_utf8(const unsigned char* p, Py_ssize_t n):
                     e2 += 1
                 PyDict_SetItem(result, _attr_key(p + i, e - i), _dec(p + e + 1, e2 - e - 1))
         i = j + 1
-    return result
-
-
-def decode_attributes(text) -> dict:
-    """Parse an attribute string the way Java's ``getAttrValue`` reads it (malformed items skipped)."""
-    cdef dict result = {}
-    if not text:
-        return result
-    for item in text.split(","):
-        if not item:
-            continue
-        parts = item.split("=")
-        if len(parts) < 2 or not parts[0]:
-            continue
-        result[parts[0]] = parts[1]
     return result
 
 
@@ -1074,66 +1137,21 @@ def decode_payload(data, flag) -> tuple:
 # strings (§4.1 - §4.3)
 
 
-def parse_broker_info(str text, default_port=DEFAULT_BROKER_PORT) -> BrokerInfo:
-    """``brokerId:host:port``; a blank (or missing) port means the default port."""
-    parts = text.strip().split(":")
-    if len(parts) < 2 or not parts[0].strip() or not parts[1].strip():
-        raise DecodeError(f"bad brokerInfo {text!r}")
-    try:
-        broker_id = int(parts[0])
-        port = int(parts[2]) if len(parts) > 2 and parts[2].strip() else default_port
-    except ValueError as exc:
-        raise DecodeError(f"bad brokerInfo {text!r}") from exc
-    return tq_nt_new(BrokerInfo, (broker_id, parts[1].strip(), port))
-
-
-cdef inline object _new_partition(object bid, object host, object port, object topic, object pid):
-    return tq_nt_new(Partition, (bid, host, port, topic, pid))
-
-
-cdef void _topic_info_slow(str text, object brokers, list partitions, dict sizes) except *:
-    """The twin's algorithm, for strings the fast scanner does not take (odd digits, spaces, errors)."""
-    segs = text.split("#")
-    if len(segs) < 2 or not segs[0]:
-        raise DecodeError(f"bad topicInfo {text!r}")
-    topic = segs[0]
-    if len(segs) > 2 and segs[2].strip():
-        try:
-            sizes[topic] = int(segs[2])
-        except ValueError as exc:
-            raise DecodeError(f"bad max size in topicInfo {text!r}") from exc
-    for item in segs[1].split(","):
-        if not item:
-            continue
-        fields = item.split(":")
-        if len(fields) != 3:
-            raise DecodeError(f"bad topicInfo item {item!r} in {text!r}")
-        try:
-            bid, parts, stores = int(fields[0]), int(fields[1]), int(fields[2])
-        except ValueError as exc:
-            raise DecodeError(f"bad topicInfo item {item!r} in {text!r}") from exc
-        broker = brokers.get(bid)
-        if broker is None:
-            continue
-        for s in range(stores):
-            for i in range(parts):
-                partitions.append(_new_partition(bid, broker.host, broker.port, topic, s * C_STORE_BASE + i))
-
-
-cdef inline Py_ssize_t _find(int kind, void* data, Py_ssize_t i, Py_ssize_t end, uint32_t ch) noexcept:
-    while i < end and PyUnicode_READ(kind, data, i) != ch:
+cdef inline Py_ssize_t _find(const unsigned char* s, Py_ssize_t i, Py_ssize_t end, unsigned char ch) noexcept:
+    """Index of ``ch`` in ``s[i:end]``, else ``end`` (a plain loop: the spans are a few bytes)."""
+    while i < end and s[i] != ch:
         i += 1
     return i
 
 
-cdef inline bint _digits(int kind, void* data, Py_ssize_t i, Py_ssize_t end, int64_t* out) noexcept:
-    """A plain run of 1..18 ASCII digits -> value; anything else is left to Python's int()."""
+cdef inline bint _digits(const unsigned char* s, Py_ssize_t i, Py_ssize_t end, int64_t* out) noexcept:
+    """A plain run of 1..18 ASCII digits -> value; anything else is left to the twin's parser."""
     cdef int64_t v = 0
-    cdef uint32_t c
+    cdef unsigned char c
     if end <= i or end - i > 18:
         return False
     while i < end:
-        c = PyUnicode_READ(kind, data, i)
+        c = s[i]
         if c < 48 or c > 57:
             return False
         v = v * 10 + (c - 48)
@@ -1142,149 +1160,167 @@ cdef inline bint _digits(int kind, void* data, Py_ssize_t i, Py_ssize_t end, int
     return True
 
 
-cdef class _TopicInfoCache:
-    """Per-call memo: the last broker looked up and the last max-size value (usually all equal)."""
+cdef enum:
+    _SMALL_BIDS = 512  # broker ids below this are memoised in a list (real ids are small integers)
+
+
+@cython.final
+cdef class _BrokerRef:
+    """A broker as the topicInfo scanner needs it; ``atomic``: host and port are exact str/int."""
+    cdef object bid_obj, host, port
+    cdef bint atomic
+
+
+cdef _BrokerRef _broker_ref(object bid_obj, object broker):
+    cdef _BrokerRef ref = _BrokerRef.__new__(_BrokerRef)
+    ref.bid_obj = bid_obj
+    if type(broker) is BrokerInfo:
+        ref.host = <object>PyTuple_GET_ITEM(broker, 1)
+        ref.port = <object>PyTuple_GET_ITEM(broker, 2)
+    else:
+        ref.host = broker.host
+        ref.port = broker.port
+    ref.atomic = PyUnicode_CheckExact(ref.host) and PyLong_CheckExact(ref.port)
+    return ref
+
+
+@cython.final
+cdef class _TopicInfoState:
+    """Per-call state: the caps, the brokers seen (by id) and the last max-size value (usually all equal)."""
     cdef int64_t bid
-    cdef object bid_obj, host, port, found
+    cdef _BrokerRef found  # the broker of ``bid``, None when it is not in the brokers mapping
+    cdef list small  # small[bid] for small ids: None (not looked up yet), False (unknown) or a _BrokerRef
     cdef int64_t size
     cdef object size_obj
+    cdef int64_t max_partitions, max_total
+    cdef object budget  # the twin's PartitionBudget: the rare checks that need per-topic counts
 
     def __cinit__(self):
         self.bid = -1
         self.size = -1
+        self.small = [None] * _SMALL_BIDS
+
+    cdef int lookup(self, int64_t bid, object brokers, bint exact) except -1:
+        """Point ``found`` at broker ``bid`` (None when unknown)."""
+        cdef object broker, entry, bid_obj
+        cdef PyObject* hit
+        if bid == self.bid:
+            return 0
+        self.bid = bid
+        if bid < _SMALL_BIDS:
+            entry = <object>PyList_GET_ITEM(self.small, bid)
+            if entry is not None:
+                self.found = None if entry is False else <_BrokerRef>entry
+                return 0
+        bid_obj = PyLong_FromLongLong(bid)
+        if exact:
+            hit = PyDict_GetItemWithError(brokers, bid_obj)
+            broker = <object>hit if hit != NULL else None
+        else:
+            broker = brokers.get(bid_obj)
+        self.found = None if broker is None else _broker_ref(bid_obj, broker)
+        if bid < _SMALL_BIDS:
+            self.small[bid] = False if broker is None else self.found
+        return 0
 
 
 cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions, dict sizes,
-                           _TopicInfoCache cache) except -1:
-    """Canonical ``topic#bid:parts:stores,...[#maxsize]`` in one pass; False means use the slow path.
+                           _TopicInfoState st) except -1:
+    """Canonical ASCII ``topic#bid:parts:stores,...[#maxsize]`` in one pass; False: use the twin's parser.
 
     On False nothing was added (appended partitions are rolled back; the size is only stored at the end).
+    Over a partition cap it raises DecodeError (through the twin's check, for the same message) before
+    building anything for that item.
     """
-    cdef int kind = PyUnicode_KIND(text)
-    cdef void* data = PyUnicode_DATA(text)
+    if PyUnicode_KIND(text) != 1 or not PyUnicode_IS_ASCII(text):
+        return False
+    cdef const unsigned char* s = <const unsigned char*>PyUnicode_DATA(text)
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
-    cdef Py_ssize_t h1, h2, h3, i, j, c1, c2, start = len(partitions)
-    cdef int64_t size = -1, bid = 0, parts = 0, stores = 0, s, k
-    cdef object topic, broker
-    cdef PyObject* found
-    h1 = _find(kind, data, 0, n, 35)  # '#'
+    cdef Py_ssize_t h1, h2, h3, i, j, c1, c2, start = PyList_GET_SIZE(partitions)
+    cdef int64_t size = -1, bid = 0, parts = 0, stores = 0, count = 0, sidx, k, base
+    cdef object topic, part
+    cdef _BrokerRef ref
+    h1 = _find(s, 0, n, 35)  # '#'
     if h1 == 0 or h1 >= n:
         return False
-    h2 = _find(kind, data, h1 + 1, n, 35)
+    h2 = _find(s, h1 + 1, n, 35)
     if h2 < n:
-        h3 = _find(kind, data, h2 + 1, n, 35)
-        if h3 > h2 + 1 and not _digits(kind, data, h2 + 1, h3, &size):
+        h3 = _find(s, h2 + 1, n, 35)
+        if h3 > h2 + 1 and not _digits(s, h2 + 1, h3, &size):
             return False
     topic = PyUnicode_Substring(text, 0, h1)
     i = h1 + 1
     while i <= h2:
-        j = _find(kind, data, i, h2, 44)  # ','
+        j = _find(s, i, h2, 44)  # ','
         if j > i:
-            c1 = _find(kind, data, i, j, 58)  # ':'
-            c2 = _find(kind, data, c1 + 1, j, 58)
-            if (c2 >= j or _find(kind, data, c2 + 1, j, 58) < j
-                    or not _digits(kind, data, i, c1, &bid) or not _digits(kind, data, c1 + 1, c2, &parts)
-                    or not _digits(kind, data, c2 + 1, j, &stores)):
+            c1 = _find(s, i, j, 58)  # ':'
+            c2 = _find(s, c1 + 1, j, 58)
+            if (c2 >= j or _find(s, c2 + 1, j, 58) < j
+                    or not _digits(s, i, c1, &bid) or not _digits(s, c1 + 1, c2, &parts)
+                    or not _digits(s, c2 + 1, j, &stores)):
                 del partitions[start:]
                 return False
-            if bid != cache.bid:
-                cache.bid = bid
-                cache.bid_obj = PyLong_FromLongLong(bid)
-                if exact:
-                    found = PyDict_GetItem(brokers, cache.bid_obj)
-                    broker = <object>found if found != NULL else None
-                else:
-                    broker = brokers.get(cache.bid_obj)
-                cache.found = broker
-                if broker is not None:
-                    if type(broker) is BrokerInfo:
-                        cache.host = <object>PyTuple_GET_ITEM(broker, 1)
-                        cache.port = <object>PyTuple_GET_ITEM(broker, 2)
-                    else:
-                        cache.host = broker.host
-                        cache.port = broker.port
-            if cache.found is not None:
-                for s in range(stores):
+            st.lookup(bid, brokers, exact)
+            if st.found is not None and parts > 0 and stores > 0:
+                if (parts > st.max_partitions or stores > st.max_partitions
+                        or start + count + parts * stores > st.max_partitions
+                        or PyList_GET_SIZE(partitions) + parts * stores > st.max_total):
+                    # over a cap, or this topic may have partitions from earlier entries: the twin's check
+                    st.budget.check(topic, parts, stores, count, start, partitions)
+                count += parts * stores
+                ref = st.found
+                for sidx in range(stores):
+                    base = sidx * C_STORE_BASE
                     for k in range(parts):
-                        PyList_Append(partitions, _new_partition(cache.bid_obj, cache.host, cache.port, topic,
-                                                                 PyLong_FromLongLong(s * C_STORE_BASE + k)))
+                        part = tq_nt5(Partition, ref.bid_obj, ref.host, ref.port, topic,
+                                      PyLong_FromLongLong(base + k))
+                        if ref.atomic:
+                            # only str and int inside: no cycle possible, so the collector need not scan
+                            # (or be woken to scan) thousands of them (what CPython does to such tuples)
+                            PyObject_GC_UnTrack(part)
+                        PyList_Append(partitions, part)
+            elif st.found is not None and (parts > st.max_partitions or stores > st.max_partitions):
+                st.budget.check(topic, parts, stores, count, start, partitions)
         i = j + 1
     if size >= 0:
-        if size != cache.size:
-            cache.size = size
-            cache.size_obj = PyLong_FromLongLong(size)
-        PyDict_SetItem(sizes, topic, cache.size_obj)
+        if size != st.size:
+            st.size = size
+            st.size_obj = PyLong_FromLongLong(size)
+        PyDict_SetItem(sizes, topic, st.size_obj)
     return True
 
 
-def parse_topic_info(topic_infos, brokers) -> tuple:
-    """Expand producer topicInfos into partitions; returns (partitions, {topic: max size})."""
+def parse_topic_info(topic_infos, brokers, *, max_partitions=DEFAULT_MAX_PARTITIONS,
+                     max_total_partitions=DEFAULT_MAX_TOTAL_PARTITIONS) -> tuple:
+    """Expand producer topicInfos into partitions; returns (partitions, {topic: max size}).
+
+    A topic expanding to more than ``max_partitions`` partitions (over all its entries), or a call to
+    more than ``max_total_partitions``, raises DecodeError before the excess is built.
+    """
     cdef list partitions = []
-    cdef dict sizes = {}
+    cdef dict sizes = tq_dict_presized(PyObject_LengthHint(topic_infos, 0))
     cdef bint exact = PyDict_CheckExact(brokers)
-    cdef _TopicInfoCache cache = _TopicInfoCache()
-    for text in topic_infos:
-        if not (PyUnicode_CheckExact(text) and _topic_info_fast(text, brokers, exact, partitions, sizes, cache)):
-            _topic_info_slow(text, brokers, partitions, sizes)
-    return partitions, sizes
-
-
-def parse_topic_meta_info(topic_metas, brokers) -> list:
-    """Client-balance ``topic#brokerId:storeNum:partNum:statusId`` -> [(partition, subscribable)]."""
-    cdef list result = []
-    for text in topic_metas:
-        segs = text.split("#")
-        if len(segs) < 2 or not segs[0]:
-            raise DecodeError(f"bad topicMetaInfo {text!r}")
-        topic = segs[0]
-        for item in segs[1].split(","):
-            if not item:
-                continue
-            fields = item.split(":")
-            if len(fields) != 4:
-                raise DecodeError(f"bad topicMetaInfo item {item!r}")
-            bid, stores, parts, status = (int(x) for x in fields)
-            broker = brokers.get(bid)
-            if broker is None:
-                continue
-            for s in range(stores):
-                for i in range(parts):
-                    p = _new_partition(bid, broker.host, broker.port, topic, s * C_STORE_BASE + i)
-                    result.append((p, status == 1))
-    return result
-
-
-def parse_partition(str text) -> Partition:
-    """Partition string ``brokerId:host:port#topic:partitionId`` (§4.3, §4.4)."""
-    segs = text.split("#")
-    if len(segs) != 2:
-        raise DecodeError(f"bad partition string {text!r}")
-    broker = parse_broker_info(segs[0])
-    tp = segs[1].rsplit(":", 1)
-    if len(tp) != 2 or not tp[0]:
-        raise DecodeError(f"bad partition string {text!r}")
+    cdef _TopicInfoState st = _TopicInfoState()
+    st.max_partitions = max_partitions
+    st.max_total = max_total_partitions
+    st.budget = PartitionBudget(max_partitions, max_total_partitions)
+    # While it fills, the list is hidden from the collector: a collection triggered by the new tuples
+    # would otherwise walk the whole growing list each time (what it holds stays alive: the list owns it).
+    PyObject_GC_UnTrack(partitions)
     try:
-        pid = int(tp[1])
-    except ValueError as exc:
-        raise DecodeError(f"bad partition id in {text!r}") from exc
-    return _new_partition(broker.broker_id, broker.host, broker.port, tp[0], pid)
-
-
-def parse_subscribe_info(str text) -> SubscribeInfo:
-    """``consumerId@group#brokerId:host:port#topic:partitionId``."""
-    segs = text.split("#")
-    if len(segs) != 3:
-        raise DecodeError(f"bad subscribeInfo {text!r}")
-    cg = segs[0].split("@")
-    if len(cg) != 2:
-        raise DecodeError(f"bad subscribeInfo {text!r}")
-    return tq_nt_new(SubscribeInfo, (cg[0], cg[1], parse_partition(segs[1] + "#" + segs[2])))
+        for text in topic_infos:
+            if not (PyUnicode_CheckExact(text) and _topic_info_fast(text, brokers, exact, partitions, sizes, st)):
+                topic_info_entry(text, brokers, partitions, sizes, st.budget)
+    finally:
+        PyObject_GC_Track(partitions)
+    return partitions, sizes
 
 
 # ----------------------------------------------------------------------------------------------------
 # messages
 
 
+@cython.freelist(256)
 cdef class Message:
     """A consumed (or to-be-sent) message.
 
@@ -1297,7 +1333,7 @@ cdef class Message:
                  partition=None, offset=-1):
         self.topic = topic
         self.data = data
-        self.attributes = attributes if attributes is not None else {}
+        self._attributes = attributes
         self.stream_id = stream_id
         self.msg_time = msg_time
         self.message_id = message_id
@@ -1315,12 +1351,19 @@ cdef class Message:
 
         return decode(self.data)
 
+    @property
+    def attributes(self):
+        """The message's attributes; the empty dict of a message without any is made on first use."""
+        if self._attributes is None:
+            self._attributes = {}
+        return self._attributes
+
+    @attributes.setter
+    def attributes(self, value):
+        self._attributes = value if value is not None else {}
+
     def __repr__(self):
-        return (
-            f"Message(topic={self.topic!r}, partition={self.partition.key if self.partition else None!r}, "
-            f"offset={self.offset}, message_id={self.message_id}, stream_id={self.stream_id!r}, "
-            f"data={self.data[:32]!r}{'...' if len(self.data) > 32 else ''})"
-        )
+        return message_repr(self)
 
     def __eq__(self, other):
         if not isinstance(other, Message):
@@ -1348,7 +1391,7 @@ cdef Message c_new_message(object topic, object data, object attributes, object 
     cdef Message m = Message.__new__(Message)
     m.topic = topic
     m.data = data
-    m.attributes = attributes
+    m._attributes = attributes
     m.stream_id = stream_id
     m.msg_time = msg_time
     m.message_id = message_id
@@ -1373,7 +1416,7 @@ cdef object _build_message(const unsigned char* p, Py_ssize_t n, int64_t mid, in
             _split_error(p, n)
         return None
     if alen < 0:
-        return c_new_message(topic, PyBytes_FromStringAndSize(<const char*>p, n), {}, None, None,
+        return c_new_message(topic, PyBytes_FromStringAndSize(<const char*>p, n), None, None, None,
                              mid, flag, partition, offset)
     attrs = _attrs_utf8(p + 4, alen)
     return c_new_message(topic, PyBytes_FromStringAndSize(<const char*>p + 4 + alen, n - 4 - alen), attrs,
@@ -1435,36 +1478,34 @@ def encode_send_request(serial, str client_id, str topic, partition_id, data, fl
         body_len = (_blen(cn) + _blen(tn) + _flen(pid) + _blen(b.n) + _flen(fl) + _flen(cs) + _flen(addr)
                     + (_blen(mtn) if mtn >= 0 else 0) + (_blen(mtin) if mtin >= 0 else 0) + _blen(auth_len))
         hlen = _flen(st) + _flen(pv)
-        rlen = 1 + tq_varint_len(13) + _flen(t) + _blen(body_len)
+        rlen = _flen(C_METHOD_SEND_MESSAGE) + _flen(t) + _blen(body_len)
         plen = 3 + tq_varint_len(hlen) + hlen + tq_varint_len(rlen) + rlen
         frame = _new_frame(s, plen, &p)
-        p[0] = 2
-        p[1] = 0x08
-        p[2] = 0
-        p = tq_put_varint(p + 3, hlen)
-        p = _put_v(p, 0x08, st)
-        p = _put_v(p, 0x10, pv)
+        p = _put_conn(p, C_RPC_FLAG_REQUEST)
+        p = tq_put_varint(p, hlen)
+        p = _put_v(p, K_REQ_HDR_SERVICE_TYPE, st)
+        p = _put_v(p, K_REQ_HDR_PROTOCOL_VER, pv)
         p = tq_put_varint(p, rlen)
-        p = _put_v(p, 0x08, 13)
-        p = _put_v(p, 0x10, t)
-        p[0] = 0x1A
+        p = _put_v(p, K_REQ_BODY_METHOD, C_METHOD_SEND_MESSAGE)
+        p = _put_v(p, K_REQ_BODY_TIMEOUT, t)
+        p[0] = <char>K_REQ_BODY_REQUEST
         p = tq_put_varint(p + 1, body_len)
-        p = _put_b(p, 0x0A, cid, cn)
-        p = _put_b(p, 0x12, tp, tn)
-        p = _put_v(p, 0x18, pid)
-        p = _put_b(p, 0x22, b.p, b.n)
-        p = _put_v(p, 0x28, fl)
-        p = _put_v(p, 0x30, cs)
-        p = _put_v(p, 0x38, addr)
+        p = _put_b(p, K_SEND_REQ_CLIENT_ID, cid, cn)
+        p = _put_b(p, K_SEND_REQ_TOPIC, tp, tn)
+        p = _put_v(p, K_SEND_REQ_PARTITION_ID, pid)
+        p = _put_b(p, K_SEND_REQ_DATA, b.p, b.n)
+        p = _put_v(p, K_SEND_REQ_FLAG, fl)
+        p = _put_v(p, K_SEND_REQ_CHECKSUM, cs)
+        p = _put_v(p, K_SEND_REQ_SENT_ADDR, addr)
         if mtn >= 0:
-            p = _put_b(p, 0x42, mt, mtn)
+            p = _put_b(p, K_SEND_REQ_MSG_TYPE, mt, mtn)
         if mtin >= 0:
-            p = _put_b(p, 0x4A, mti, mtin)
-        p[0] = 0x52
+            p = _put_b(p, K_SEND_REQ_MSG_TIME, mti, mtin)
+        p[0] = <char>K_SEND_REQ_AUTH_INFO
         p = tq_put_varint(p + 1, auth_len)
-        p = _put_v(p, 0x08, vt)
+        p = _put_v(p, K_AUTH_VISIT_TOKEN, vt)
         if an >= 0:
-            _put_b(p, 0x12, at, an)
+            _put_b(p, K_AUTH_AUTH_TOKEN, at, an)
         _spread_blocks(frame, plen)
         return frame
     finally:
@@ -1481,41 +1522,38 @@ def decode_send_response(body) -> SendResponse:
     cdef int32_t code = 0
     cdef int64_t mid = -1, atime = -1, aoff = -1
     cdef int seen = 0
-    cdef object msg = ""
+    cdef object msg = "", mid_obj
     _get(body, &b, &buf)
     try:
         while _next(b.p, &q, b.n, &f):
-            if f.wt == 0:
-                if f.num == 1:
+            if f.wt == WT_VARINT:
+                if f.num == SEND_RSP_SUCCESS:
                     success = f.v != 0
                     seen |= 1
-                elif f.num == 2:
+                elif f.num == SEND_RSP_ERR_CODE:
                     code = _signed32(f.v)
                     seen |= 2
-                elif f.num == 4:
+                elif f.num == SEND_RSP_REQUIRE_AUTH:
                     require_auth = f.v != 0
-                elif f.num == 5:
+                elif f.num == SEND_RSP_MESSAGE_ID:
                     mid = _signed(f.v)
                     has_mid = True
-                elif f.num == 6:
+                elif f.num == SEND_RSP_APPEND_TIME:
                     atime = _signed(f.v)
-                elif f.num == 7:
+                elif f.num == SEND_RSP_APPEND_OFFSET:
                     aoff = _signed(f.v)
-            elif f.wt == 2 and f.num == 3:
-                msg = _dec(f.p, f.n)
+            elif f.wt == WT_LEN and f.num == SEND_RSP_ERR_MSG:
+                msg = _dec_msg(f.p, f.n)
                 seen |= 4
     finally:
         _release(&b, &buf)
     if seen != 7:
         raise DecodeError("SendMessageResponseB2P: Message missing required fields")
-    if not has_mid:
-        mid = -1
-        if success:
-            try:
-                mid = int(msg)
-            except (ValueError, OverflowError):
-                mid = -1
-    return tq_nt_new(SendResponse, (success, code, msg, mid, atime, aoff, require_auth))
+    if has_mid:
+        mid_obj = PyLong_FromLongLong(mid)
+    else:
+        mid_obj = java_parse_long(msg) if success else -1
+    return tq_nt7(SendResponse, success, code, msg, mid_obj, atime, aoff, require_auth)
 
 
 cdef int _transfered(const unsigned char* p, Py_ssize_t n, int64_t* mid, int32_t* cs,
@@ -1524,17 +1562,17 @@ cdef int _transfered(const unsigned char* p, Py_ssize_t n, int64_t* mid, int32_t
     cdef Field f
     cdef int seen = 0
     while _next(p, &q, n, &f):
-        if f.wt == 0:
-            if f.num == 1:
+        if f.wt == WT_VARINT:
+            if f.num == TM_MESSAGE_ID:
                 mid[0] = _signed(f.v)
                 seen |= 1
-            elif f.num == 2:
+            elif f.num == TM_CHECKSUM:
                 cs[0] = _signed32(f.v)
                 seen |= 2
-            elif f.num == 4:
+            elif f.num == TM_FLAG:
                 flag[0] = _signed32(f.v)
                 seen |= 8
-        elif f.wt == 2 and f.num == 3:
+        elif f.wt == WT_LEN and f.num == TM_PAYLOAD:
             payload[0] = f.p
             plen[0] = f.n
             seen |= 4
@@ -1551,52 +1589,62 @@ cdef struct RawRef:
     Py_ssize_t plen
 
 
+cdef enum:
+    _STACK_REFS = 16  # messages parsed without a heap allocation (a typical small fetch)
+
+
 def decode_get_message_response(body, topic, partition=None, bint verify=True) -> GetMessageResult:
     """GetMessageResponseB2C with its messages decoded and checked (§3.7, §4.9)."""
     cdef Py_buffer buf
     cdef CBuf b
     cdef Py_ssize_t q = 0, i
     cdef Field f
-    cdef bint success = False, esc = False, slow = False
+    cdef bint success = False, esc = False, slow = False, big
     cdef int32_t code = 0, min_limit = 0
     cdef int64_t curr = -1, dlt = -1, max_off = -1
     cdef int seen = 0
-    cdef Py_ssize_t nmsg = 0, cap = 0, dropped = 0
-    cdef object msg = "", m, offset
+    cdef Py_ssize_t nmsg = 0, cap = _STACK_REFS, dropped = 0
+    cdef object msg = "", m, offset, curr_obj = None
     cdef list messages = []
-    cdef RawRef* refs = NULL
+    cdef RawRef stack_refs[_STACK_REFS]
+    cdef RawRef* refs = stack_refs
     cdef RawRef* nr
     cdef RawRef* r
     _get(body, &b, &buf)
     try:
         while _next(b.p, &q, b.n, &f):
-            if f.wt == 0:
-                if f.num == 1:
+            if f.wt == WT_VARINT:
+                if f.num == GET_RSP_SUCCESS:
                     success = f.v != 0
                     seen |= 1
-                elif f.num == 2:
+                elif f.num == GET_RSP_ERR_CODE:
                     code = _signed32(f.v)
                     seen |= 2
-                elif f.num == 5:
+                elif f.num == GET_RSP_CURR_OFFSET:
                     curr = _signed(f.v)
-                elif f.num == 6:
+                elif f.num == GET_RSP_MIN_LIMIT_TIME:
                     min_limit = _signed32(f.v)
-                elif f.num == 7:
+                elif f.num == GET_RSP_ESC_FLOW_CTRL:
                     esc = f.v != 0
-                elif f.num == 8:
+                elif f.num == GET_RSP_CURR_DATA_DLT:
                     dlt = _signed(f.v)
-                elif f.num == 9:
+                elif f.num == GET_RSP_REQUIRE_SLOW:
                     slow = f.v != 0
-                elif f.num == 10:
+                elif f.num == GET_RSP_MAX_OFFSET:
                     max_off = _signed(f.v)
-            elif f.wt == 2:
-                if f.num == 3:
-                    msg = _dec(f.p, f.n)
-                elif f.num == 4:
+            elif f.wt == WT_LEN:
+                if f.num == GET_RSP_ERR_MSG:
+                    msg = _dec_msg(f.p, f.n)
+                elif f.num == GET_RSP_MESSAGES:
                     # parsed (and required fields checked) now; built below once currOffset is known
                     if nmsg == cap:
-                        cap = cap * 2 if cap else 16
-                        nr = <RawRef*>realloc(refs, cap * sizeof(RawRef))
+                        cap *= 2
+                        if refs == stack_refs:
+                            nr = <RawRef*>malloc(cap * sizeof(RawRef))
+                            if nr != NULL:
+                                memcpy(nr, stack_refs, nmsg * sizeof(RawRef))
+                        else:
+                            nr = <RawRef*>realloc(refs, cap * sizeof(RawRef))
                         if nr == NULL:
                             raise MemoryError()
                         refs = nr
@@ -1605,26 +1653,36 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
                     nmsg += 1
         if seen != 3:
             raise DecodeError("GetMessageResponseB2C: Message missing required fields")
+        # offsets past int64 (a hostile currOffset) are computed as Python ints, like the twin does
+        big = curr > INT64_MAX - C_INDEX_ENTRY * <int64_t>nmsg
+        curr_obj = curr  # shared by the result and the first message's offset
         for i in range(nmsg):
             r = &refs[i]
+            if verify and curr < 0:
+                offset = -1
+            elif i == 0:
+                offset = curr_obj
+            elif big:
+                offset = curr_obj + C_INDEX_ENTRY * i
+            else:
+                offset = PyLong_FromLongLong(curr + C_INDEX_ENTRY * i)
             if verify:
-                offset = PyLong_FromLongLong(curr + C_INDEX_ENTRY * i) if curr >= 0 else -1
                 if <int64_t>_crc(r.payload, r.plen) != r.cs:
                     m = None
                 else:
                     m = _build_message(r.payload, r.plen, r.mid, r.flag, topic, partition, offset, False)
             else:
-                offset = PyLong_FromLongLong(curr + C_INDEX_ENTRY * i)
                 m = _build_message(r.payload, r.plen, r.mid, r.flag, topic, partition, offset, True)
             if m is None:
                 dropped += 1
             else:
                 PyList_Append(messages, m)
     finally:
-        free(refs)
+        if refs != stack_refs:
+            free(refs)
         _release(&b, &buf)
-    return tq_nt_new(GetMessageResult, (success, code, msg, messages, curr, min_limit, esc, dlt, slow, max_off,
-                                        dropped))
+    return tq_nt11(GetMessageResult, success, code, msg, messages, curr_obj, min_limit, esc, dlt, slow, max_off,
+                   dropped)
 
 
 def encode_transfered_message(message_id, checksum, payload, flag) -> bytes:
@@ -1638,10 +1696,10 @@ def encode_transfered_message(message_id, checksum, payload, flag) -> bytes:
     try:
         out = PyBytes_FromStringAndSize(NULL, _flen(mid) + _flen(cs) + _blen(b.n) + _flen(fl))
         p = PyBytes_AS_STRING(out)
-        p = _put_v(p, 0x08, mid)
-        p = _put_v(p, 0x10, cs)
-        p = _put_b(p, 0x1A, b.p, b.n)
-        _put_v(p, 0x20, fl)
+        p = _put_v(p, K_TM_MESSAGE_ID, mid)
+        p = _put_v(p, K_TM_CHECKSUM, cs)
+        p = _put_b(p, K_TM_PAYLOAD, b.p, b.n)
+        _put_v(p, K_TM_FLAG, fl)
         return out
     finally:
         _release(&b, &buf)

@@ -13,18 +13,31 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from .errors import DecodeError, FrameError
+from .protocol import wire_fields as F
+from .protocol.constants import (
+    BEGIN_TOKEN,
+    DEFAULT_BROKER_PORT,
+    INDEX_ENTRY_SIZE,
+    MAX_BLOCK_SIZE,
+    MAX_FRAME_SIZE,
+    MAX_LIST_SIZE,
+    META_STORE_INS_BASE,
+    TOKEN_MSG_TIME,
+    TOKEN_MSG_TYPE,
+    Method,
+    ServiceType,
+)
 
 implementation = "python"
 
-BEGIN_TOKEN = 0xFF7FF4FE
-MAX_BLOCK_SIZE = 8192
-MAX_LIST_SIZE = 3584
-DEFAULT_MAX_FRAME_SIZE = MAX_LIST_SIZE * MAX_BLOCK_SIZE
-DEFAULT_BROKER_PORT = 8123
-META_STORE_INS_BASE = 10000
-INDEX_ENTRY_SIZE = 28
-TOKEN_MSG_TYPE = "$msgType$"
-TOKEN_MSG_TIME = "$msgTime$"
+DEFAULT_MAX_FRAME_SIZE = MAX_FRAME_SIZE
+#: Default cap on the partitions one topic's topicInfo / topicMetaInfo entries may expand to: real
+#: deployments have at most a few thousand; a hostile ``t#1:999:999`` would otherwise build ~1M objects.
+DEFAULT_MAX_PARTITIONS = 10_000
+#: Default cap on all partitions one parse call may build (every topic of a metadata answer together).
+DEFAULT_MAX_TOTAL_PARTITIONS = 200_000
+_INT64_MAX = (1 << 63) - 1
+_INT64_MIN = -(1 << 63)
 
 _HEADER = struct.Struct(">III")
 _U32 = struct.Struct(">I")
@@ -144,6 +157,15 @@ class GetMessageResult(NamedTuple):
     dropped: int  # messages dropped by the §4.9 rules (bad checksum, bad header)
 
 
+def message_repr(m: Any) -> str:
+    """``repr()`` of a Message of either codec (the compiled class calls this one too)."""
+    return (
+        f"Message(topic={m.topic!r}, partition={m.partition.key if m.partition else None!r}, "
+        f"offset={m.offset}, message_id={m.message_id}, stream_id={m.stream_id!r}, "
+        f"data={m.data[:32]!r}{'...' if len(m.data) > 32 else ''})"
+    )
+
+
 class Message:
     """A consumed (or to-be-sent) message.
 
@@ -197,11 +219,7 @@ class Message:
         return decode(self.data)
 
     def __repr__(self) -> str:
-        return (
-            f"Message(topic={self.topic!r}, partition={self.partition.key if self.partition else None!r}, "
-            f"offset={self.offset}, message_id={self.message_id}, stream_id={self.stream_id!r}, "
-            f"data={self.data[:32]!r}{'...' if len(self.data) > 32 else ''})"
-        )
+        return message_repr(self)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
@@ -372,12 +390,12 @@ def _read_varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
             raise DecodeError("truncated varint")
         b = buf[pos]
         pos += 1
+        if shift == 63 and b > 1:  # a 10th byte may carry only bit 63 (protobuf's 64-bit limit)
+            raise DecodeError("varint longer than 64 bits")
         result |= (b & 0x7F) << shift
         if not b & 0x80:
             return result, pos
         shift += 7
-        if shift >= 70:
-            raise DecodeError("varint too long")
 
 
 def _signed64(v: int) -> int:
@@ -440,9 +458,13 @@ def _read_delimited(buf: Any, pos: int, end: int) -> tuple[Any, int]:
 
 
 def _request_payload(service_type: int, method: int, body: Any, timeout_ms: int, protocol_ver: int) -> bytes:
-    conn = b"\x08\x00"
-    header = _f_varint(1, service_type) + _f_varint(2, protocol_ver)
-    req_body = _f_varint(1, method) + _f_varint(2, timeout_ms) + _f_bytes(3, bytes(body))
+    conn = _f_varint(F.CONN_FLAG, 0)
+    header = _f_varint(F.REQ_HDR_SERVICE_TYPE, service_type) + _f_varint(F.REQ_HDR_PROTOCOL_VER, protocol_ver)
+    req_body = (
+        _f_varint(F.REQ_BODY_METHOD, method)
+        + _f_varint(F.REQ_BODY_TIMEOUT, timeout_ms)
+        + _f_bytes(F.REQ_BODY_REQUEST, bytes(body))
+    )
     return (
         _varint(len(conn)) + conn + _varint(len(header)) + header + _varint(len(req_body)) + req_body
     )
@@ -472,36 +494,40 @@ def decode_request(payload: Any) -> Request:
     body, pos = _read_delimited(buf, pos, end)
     flag = None
     for f, wt, v in _iter_fields(conn, 0, len(conn)):
-        if f == 1 and wt == 0:
+        if f == F.CONN_FLAG and wt == F.WT_VARINT:
             flag = _signed32(v)
     if flag is None:
         raise DecodeError("RpcConnHeader: Message missing required fields: flag")
     service_type = protocol_ver = -1
     for f, wt, v in _iter_fields(header, 0, len(header)):
-        if f == 1 and wt == 0:
+        if f == F.REQ_HDR_SERVICE_TYPE and wt == F.WT_VARINT:
             service_type = _signed32(v)
-        elif f == 2 and wt == 0:
+        elif f == F.REQ_HDR_PROTOCOL_VER and wt == F.WT_VARINT:
             protocol_ver = _signed32(v)
     method = None
     timeout: int | None = None
     req = b""
     for f, wt, v in _iter_fields(body, 0, len(body)):
-        if f == 1 and wt == 0:
+        if f == F.REQ_BODY_METHOD and wt == F.WT_VARINT:
             method = _signed32(v)
-        elif f == 2 and wt == 0:
+        elif f == F.REQ_BODY_TIMEOUT and wt == F.WT_VARINT:
             timeout = _signed64(v)
-        elif f == 3 and wt == 2:
+        elif f == F.REQ_BODY_REQUEST and wt == F.WT_LEN:
             req = bytes(v)
     if method is None:
         raise DecodeError("RequestBody: Message missing required fields: method")
     return Request(flag, service_type, protocol_ver, method, timeout, req)
 
 
+#: Delimited RpcConnHeader{flag: response}, the same in every response.
+_RESPONSE_CONN = _varint(2) + _f_varint(F.CONN_FLAG, 1)
+
+
 def encode_response(serial: int, method: int, body: Any, *, protocol_ver: int = 3) -> bytes:
     """Server side: a success response frame (flag 1, status SUCCESS, protocolVer 3)."""
-    header = b"\x08\x00" + _f_varint(3, protocol_ver)
-    rsp = _f_varint(1, method) + _f_bytes(2, bytes(body))
-    payload = b"\x02\x08\x01" + _varint(len(header)) + header + _varint(len(rsp)) + rsp
+    header = _f_varint(F.RSP_HDR_STATUS, 0) + _f_varint(F.RSP_HDR_PROTOCOL_VER, protocol_ver)
+    rsp = _f_varint(F.RSP_BODY_METHOD, method) + _f_bytes(F.RSP_BODY_DATA, bytes(body))
+    payload = _RESPONSE_CONN + _varint(len(header)) + header + _varint(len(rsp)) + rsp
     return encode_frame(serial, payload)
 
 
@@ -509,11 +535,11 @@ def encode_error_response(
     serial: int, exception_name: str, message: str, *, status: int = 1, protocol_ver: int | None = 3
 ) -> bytes:
     """Server side: ERROR (status + protocolVer) or FATAL (status only) with an RspExceptionBody."""
-    header = _f_varint(1, status)
+    header = _f_varint(F.RSP_HDR_STATUS, status)
     if protocol_ver is not None:
-        header += _f_varint(3, protocol_ver)
-    exc = _f_bytes(1, exception_name.encode()) + _f_bytes(2, message.encode())
-    payload = b"\x02\x08\x01" + _varint(len(header)) + header + _varint(len(exc)) + exc
+        header += _f_varint(F.RSP_HDR_PROTOCOL_VER, protocol_ver)
+    exc = _f_bytes(F.RSP_EXC_NAME, exception_name.encode()) + _f_bytes(F.RSP_EXC_MESSAGE, message.encode())
+    payload = _RESPONSE_CONN + _varint(len(header)) + header + _varint(len(exc)) + exc
     return encode_frame(serial, payload)
 
 
@@ -526,14 +552,14 @@ def decode_response(payload: Any) -> Response:
     body, pos = _read_delimited(buf, pos, end)
     flag = 0
     for f, wt, v in _iter_fields(conn, 0, len(conn)):
-        if f == 1 and wt == 0:
+        if f == F.CONN_FLAG and wt == F.WT_VARINT:
             flag = _signed32(v)
     status = None
     protocol_ver = -1
     for f, wt, v in _iter_fields(header, 0, len(header)):
-        if f == 1 and wt == 0:
+        if f == F.RSP_HDR_STATUS and wt == F.WT_VARINT:
             status = _signed32(v)
-        elif f == 3 and wt == 0:
+        elif f == F.RSP_HDR_PROTOCOL_VER and wt == F.WT_VARINT:
             protocol_ver = _signed32(v)
     if status is None:
         raise DecodeError("ResponseHeader without status")
@@ -541,9 +567,9 @@ def decode_response(payload: Any) -> Response:
         method = None
         data = None
         for f, wt, v in _iter_fields(body, 0, len(body)):
-            if f == 1 and wt == 0:
+            if f == F.RSP_BODY_METHOD and wt == F.WT_VARINT:
                 method = _signed32(v)
-            elif f == 2 and wt == 2:
+            elif f == F.RSP_BODY_DATA and wt == F.WT_LEN:
                 data = bytes(v)
         if method is None or data is None:
             raise DecodeError("RspResponseBody: Message missing required fields")
@@ -551,9 +577,9 @@ def decode_response(payload: Any) -> Response:
     name = None
     message = ""
     for f, wt, v in _iter_fields(body, 0, len(body)):
-        if f == 1 and wt == 2:
+        if f == F.RSP_EXC_NAME and wt == F.WT_LEN:
             name = bytes(v).decode("utf-8", "replace")
-        elif f == 2 and wt == 2:
+        elif f == F.RSP_EXC_MESSAGE and wt == F.WT_LEN:
             message = bytes(v).decode("utf-8", "replace")
     if name is None:
         raise DecodeError("RspExceptionBody: Message missing required fields: exceptionName")
@@ -663,64 +689,157 @@ def parse_broker_info(text: str, default_port: int = DEFAULT_BROKER_PORT) -> Bro
     return BrokerInfo(broker_id, parts[1].strip(), port)
 
 
+def check_partition_count(
+    topic: str, parts: int, stores: int, topic_count: int, total: int, max_partitions: int, max_total: int
+) -> int:
+    """The partitions ``parts`` x ``stores`` adds to a topic, or DecodeError over a cap (before allocating).
+
+    ``topic_count``/``total`` are what the topic and the whole parse already hold.
+    """
+    if parts <= 0 or stores <= 0:
+        if parts > max_partitions or stores > max_partitions:
+            raise DecodeError(f"topic {topic!r}: {stores} stores x {parts} partitions over the limit {max_partitions}")
+        return 0
+    if parts > max_partitions or stores > max_partitions or topic_count + parts * stores > max_partitions:
+        raise DecodeError(
+            f"topic {topic!r}: {topic_count + parts * stores} partitions over the limit {max_partitions}"
+            " (max_partitions)"
+        )
+    if total + parts * stores > max_total:
+        raise DecodeError(f"metadata with more than {max_total} partitions (max_total_partitions)")
+    return parts * stores
+
+
+class PartitionBudget:
+    """The partition caps of one parse call: per topic (across all its entries) and in all.
+
+    Per-topic counts are kept only once the call holds more than ``max_partitions`` partitions in all
+    (below that no topic can be over), so the usual metadata answer costs no bookkeeping.
+    """
+
+    __slots__ = ("max_partitions", "max_total", "meta", "counts", "counted")
+
+    def __init__(self, max_partitions: int, max_total: int, meta: bool = False) -> None:
+        self.max_partitions = max_partitions
+        self.max_total = max_total
+        self.meta = meta  # items are (Partition, subscribable) pairs
+        self.counts: dict[str, int] = {}
+        self.counted = 0
+
+    def check(self, topic: str, parts: int, stores: int, count: int, start: int, items: list[Any]) -> int:
+        """What ``parts`` x ``stores`` adds to ``topic``, or DecodeError (``count``: this entry's so far,
+        ``start``: ``len(items)`` when the entry began)."""
+        prior = 0
+        if 0 < parts <= self.max_partitions and 0 < stores <= self.max_partitions and start > 0 and (
+            start + count + parts * stores > self.max_partitions
+        ):
+            for item in items[self.counted : start]:
+                key = item[0].topic if self.meta else item.topic
+                self.counts[key] = self.counts.get(key, 0) + 1
+            self.counted = max(self.counted, start)
+            prior = self.counts.get(topic, 0)
+        return check_partition_count(
+            topic, parts, stores, prior + count, len(items), self.max_partitions, self.max_total
+        )
+
+
+def topic_info_entry(
+    text: str,
+    brokers: Mapping[int, BrokerInfo],
+    partitions: list[Partition],
+    sizes: dict[str, int],
+    budget: PartitionBudget,
+) -> None:
+    """One ``topic#bid:parts:stores,...[#maxsize]`` entry appended to ``partitions``/``sizes``."""
+    segs = text.split("#")
+    if len(segs) < 2 or not segs[0]:
+        raise DecodeError(f"bad topicInfo {text!r}")
+    topic = segs[0]
+    if len(segs) > 2 and segs[2].strip():
+        try:
+            size = int(segs[2])
+        except ValueError as exc:
+            raise DecodeError(f"bad max size in topicInfo {text!r}") from exc
+    else:
+        size = None
+    count = 0
+    start = len(partitions)
+    for item in segs[1].split(","):
+        if not item:
+            continue
+        fields = item.split(":")
+        if len(fields) != 3:
+            raise DecodeError(f"bad topicInfo item {item!r} in {text!r}")
+        try:
+            bid, parts, stores = int(fields[0]), int(fields[1]), int(fields[2])
+        except ValueError as exc:
+            raise DecodeError(f"bad topicInfo item {item!r} in {text!r}") from exc
+        broker = brokers.get(bid)
+        if broker is None:
+            continue
+        count += budget.check(topic, parts, stores, count, start, partitions)
+        for s in range(stores if parts > 0 else 0):
+            for i in range(parts):
+                partitions.append(Partition(bid, broker.host, broker.port, topic, s * META_STORE_INS_BASE + i))
+    if size is not None:
+        sizes[topic] = size
+
+
 def parse_topic_info(
-    topic_infos: Iterable[str], brokers: Mapping[int, BrokerInfo]
+    topic_infos: Iterable[str],
+    brokers: Mapping[int, BrokerInfo],
+    *,
+    max_partitions: int = DEFAULT_MAX_PARTITIONS,
+    max_total_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS,
 ) -> tuple[list[Partition], dict[str, int]]:
-    """Expand producer topicInfos into partitions; returns (partitions, {topic: max size})."""
+    """Expand producer topicInfos into partitions; returns (partitions, {topic: max size}).
+
+    A topic expanding to more than ``max_partitions`` partitions (over all its entries), or a call to
+    more than ``max_total_partitions``, raises DecodeError before the excess is built.
+    """
     partitions: list[Partition] = []
     sizes: dict[str, int] = {}
+    budget = PartitionBudget(max_partitions, max_total_partitions)
     for text in topic_infos:
-        segs = text.split("#")
-        if len(segs) < 2 or not segs[0]:
-            raise DecodeError(f"bad topicInfo {text!r}")
-        topic = segs[0]
-        if len(segs) > 2 and segs[2].strip():
-            try:
-                sizes[topic] = int(segs[2])
-            except ValueError as exc:
-                raise DecodeError(f"bad max size in topicInfo {text!r}") from exc
-        for item in segs[1].split(","):
-            if not item:
-                continue
-            fields = item.split(":")
-            if len(fields) != 3:
-                raise DecodeError(f"bad topicInfo item {item!r} in {text!r}")
-            try:
-                bid, parts, stores = int(fields[0]), int(fields[1]), int(fields[2])
-            except ValueError as exc:
-                raise DecodeError(f"bad topicInfo item {item!r} in {text!r}") from exc
-            broker = brokers.get(bid)
-            if broker is None:
-                continue
-            for s in range(stores):
-                for i in range(parts):
-                    partitions.append(
-                        Partition(bid, broker.host, broker.port, topic, s * META_STORE_INS_BASE + i)
-                    )
+        topic_info_entry(text, brokers, partitions, sizes, budget)
     return partitions, sizes
 
 
 def parse_topic_meta_info(
-    topic_metas: Iterable[str], brokers: Mapping[int, BrokerInfo]
+    topic_metas: Iterable[str],
+    brokers: Mapping[int, BrokerInfo],
+    *,
+    max_partitions: int = DEFAULT_MAX_PARTITIONS,
+    max_total_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS,
 ) -> list[tuple[Partition, bool]]:
-    """Client-balance ``topic#brokerId:storeNum:partNum:statusId`` -> [(partition, subscribable)]."""
+    """Client-balance ``topic#brokerId:storeNum:partNum:statusId`` -> [(partition, subscribable)].
+
+    The same caps as :func:`parse_topic_info`; malformed numbers raise DecodeError.
+    """
     result: list[tuple[Partition, bool]] = []
+    budget = PartitionBudget(max_partitions, max_total_partitions, meta=True)
     for text in topic_metas:
         segs = text.split("#")
         if len(segs) < 2 or not segs[0]:
             raise DecodeError(f"bad topicMetaInfo {text!r}")
         topic = segs[0]
+        count = 0
+        start = len(result)
         for item in segs[1].split(","):
             if not item:
                 continue
             fields = item.split(":")
             if len(fields) != 4:
                 raise DecodeError(f"bad topicMetaInfo item {item!r}")
-            bid, stores, parts, status = (int(x) for x in fields)
+            try:
+                bid, stores, parts, status = (int(x) for x in fields)
+            except ValueError as exc:
+                raise DecodeError(f"bad topicMetaInfo item {item!r} in {text!r}") from exc
             broker = brokers.get(bid)
             if broker is None:
                 continue
-            for s in range(stores):
+            count += budget.check(topic, parts, stores, count, start, result)
+            for s in range(stores if parts > 0 else 0):
                 for i in range(parts):
                     p = Partition(bid, broker.host, broker.port, topic, s * META_STORE_INS_BASE + i)
                     result.append((p, status == 1))
@@ -773,28 +892,31 @@ def encode_send_request(
     auth_token: str | None = None,
     checksum: int = -1,
     timeout_ms: int = 10000,
-    service_type: int = 3,
+    service_type: int = ServiceType.BROKER_WRITE,
     protocol_ver: int = 3,
 ) -> bytes:
     """The whole send-message frame, byte-identical to building SendMessageRequestP2B with protobuf."""
-    auth = _f_varint(1, visit_token)
+    auth = _f_varint(F.AUTH_VISIT_TOKEN, visit_token)
     if auth_token:
-        auth += _f_bytes(2, auth_token.encode())
+        auth += _f_bytes(F.AUTH_AUTH_TOKEN, auth_token.encode())
     body = (
-        _f_bytes(1, client_id.encode())
-        + _f_bytes(2, topic.encode())
-        + _f_varint(3, partition_id)
-        + _f_bytes(4, bytes(data))
-        + _f_varint(5, flag)
-        + _f_varint(6, checksum)
-        + _f_varint(7, sent_addr)
+        _f_bytes(F.SEND_REQ_CLIENT_ID, client_id.encode())
+        + _f_bytes(F.SEND_REQ_TOPIC, topic.encode())
+        + _f_varint(F.SEND_REQ_PARTITION_ID, partition_id)
+        + _f_bytes(F.SEND_REQ_DATA, bytes(data))
+        + _f_varint(F.SEND_REQ_FLAG, flag)
+        + _f_varint(F.SEND_REQ_CHECKSUM, checksum)
+        + _f_varint(F.SEND_REQ_SENT_ADDR, sent_addr)
     )
     if msg_type is not None:
-        body += _f_bytes(8, msg_type.encode())
+        body += _f_bytes(F.SEND_REQ_MSG_TYPE, msg_type.encode())
     if msg_time is not None:
-        body += _f_bytes(9, msg_time.encode())
-    body += _f_bytes(10, auth)
-    return encode_request(serial, service_type, 13, body, timeout_ms=timeout_ms, protocol_ver=protocol_ver)
+        body += _f_bytes(F.SEND_REQ_MSG_TIME, msg_time.encode())
+    body += _f_bytes(F.SEND_REQ_AUTH_INFO, auth)
+    return encode_request(
+        serial, service_type, Method.BROKER_PRODUCER_SEND_MESSAGE, body, timeout_ms=timeout_ms,
+        protocol_ver=protocol_ver,
+    )
 
 
 def decode_send_response(body: Any) -> SendResponse:
@@ -808,31 +930,42 @@ def decode_send_response(body: Any) -> SendResponse:
     require_auth = False
     seen = 0
     for f, wt, v in _iter_fields(buf, 0, len(buf)):
-        if f == 1 and wt == 0:
-            success = bool(v)
-            seen |= 1
-        elif f == 2 and wt == 0:
-            code = _signed32(v)
-            seen |= 2
-        elif f == 3 and wt == 2:
+        if wt == F.WT_VARINT:
+            if f == F.SEND_RSP_SUCCESS:
+                success = bool(v)
+                seen |= 1
+            elif f == F.SEND_RSP_ERR_CODE:
+                code = _signed32(v)
+                seen |= 2
+            elif f == F.SEND_RSP_REQUIRE_AUTH:
+                require_auth = bool(v)
+            elif f == F.SEND_RSP_MESSAGE_ID:
+                mid = _signed64(v)
+            elif f == F.SEND_RSP_APPEND_TIME:
+                atime = _signed64(v)
+            elif f == F.SEND_RSP_APPEND_OFFSET:
+                aoff = _signed64(v)
+        elif f == F.SEND_RSP_ERR_MSG and wt == F.WT_LEN:
             msg = bytes(v).decode("utf-8", "replace")
             seen |= 4
-        elif f == 4 and wt == 0:
-            require_auth = bool(v)
-        elif f == 5 and wt == 0:
-            mid = _signed64(v)
-        elif f == 6 and wt == 0:
-            atime = _signed64(v)
-        elif f == 7 and wt == 0:
-            aoff = _signed64(v)
     if seen != 7:
         raise DecodeError("SendMessageResponseB2P: Message missing required fields")
     if mid is None:
-        try:
-            mid = int(msg) if success else -1
-        except ValueError:
-            mid = -1
+        mid = java_parse_long(msg) if success else -1
     return SendResponse(success, code, msg, mid, atime, aoff, require_auth)
+
+
+def java_parse_long(text: str) -> int:
+    """``Long.parseLong(text)``, or -1 where Java throws (old brokers' errMsg message id, §3.7).
+
+    Java takes an optional sign and decimal digits only (no spaces, no ``_``) within int64; Python's
+    ``int()`` is more lenient, so the rules are checked here for both codecs.
+    """
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not digits.isdecimal():
+        return -1
+    value = int(text)
+    return value if _INT64_MIN <= value <= _INT64_MAX else -1
 
 
 def decode_message(
@@ -863,13 +996,13 @@ def _parse_transfered(buf: Any) -> RawMessage:
     mid = cs = flag = None
     payload = None
     for f, wt, v in _iter_fields(buf, 0, len(buf)):
-        if f == 1 and wt == 0:
+        if f == F.TM_MESSAGE_ID and wt == F.WT_VARINT:
             mid = _signed64(v)
-        elif f == 2 and wt == 0:
+        elif f == F.TM_CHECKSUM and wt == F.WT_VARINT:
             cs = _signed32(v)
-        elif f == 3 and wt == 2:
+        elif f == F.TM_PAYLOAD and wt == F.WT_LEN:
             payload = v
-        elif f == 4 and wt == 0:
+        elif f == F.TM_FLAG and wt == F.WT_VARINT:
             flag = _signed32(v)
     if mid is None or cs is None or payload is None or flag is None:
         raise DecodeError("TransferedMessage: Message missing required fields")
@@ -893,28 +1026,30 @@ def decode_get_message_response(
     max_off = -1
     seen = 0
     for f, wt, v in _iter_fields(buf, 0, len(buf)):
-        if f == 1 and wt == 0:
-            success = bool(v)
-            seen |= 1
-        elif f == 2 and wt == 0:
-            code = _signed32(v)
-            seen |= 2
-        elif f == 3 and wt == 2:
-            msg = bytes(v).decode("utf-8", "replace")
-        elif f == 4 and wt == 2:
-            raws.append(_parse_transfered(v))
-        elif f == 5 and wt == 0:
-            curr = _signed64(v)
-        elif f == 6 and wt == 0:
-            min_limit = _signed32(v)
-        elif f == 7 and wt == 0:
-            esc = bool(v)
-        elif f == 8 and wt == 0:
-            dlt = _signed64(v)
-        elif f == 9 and wt == 0:
-            slow = bool(v)
-        elif f == 10 and wt == 0:
-            max_off = _signed64(v)
+        if wt == F.WT_VARINT:
+            if f == F.GET_RSP_SUCCESS:
+                success = bool(v)
+                seen |= 1
+            elif f == F.GET_RSP_ERR_CODE:
+                code = _signed32(v)
+                seen |= 2
+            elif f == F.GET_RSP_CURR_OFFSET:
+                curr = _signed64(v)
+            elif f == F.GET_RSP_MIN_LIMIT_TIME:
+                min_limit = _signed32(v)
+            elif f == F.GET_RSP_ESC_FLOW_CTRL:
+                esc = bool(v)
+            elif f == F.GET_RSP_CURR_DATA_DLT:
+                dlt = _signed64(v)
+            elif f == F.GET_RSP_REQUIRE_SLOW:
+                slow = bool(v)
+            elif f == F.GET_RSP_MAX_OFFSET:
+                max_off = _signed64(v)
+        elif wt == F.WT_LEN:
+            if f == F.GET_RSP_ERR_MSG:
+                msg = bytes(v).decode("utf-8", "replace")
+            elif f == F.GET_RSP_MESSAGES:
+                raws.append(_parse_transfered(v))
     if seen != 3:
         raise DecodeError("GetMessageResponseB2C: Message missing required fields")
     messages: list[Message] = []
@@ -936,7 +1071,12 @@ def decode_get_message_response(
 
 def encode_transfered_message(message_id: int, checksum: int, payload: Any, flag: int) -> bytes:
     """Server side: one TransferedMessage, in the form stored on disk and returned by getMessage."""
-    return _f_varint(1, message_id) + _f_varint(2, checksum) + _f_bytes(3, bytes(payload)) + _f_varint(4, flag)
+    return (
+        _f_varint(F.TM_MESSAGE_ID, message_id)
+        + _f_varint(F.TM_CHECKSUM, checksum)
+        + _f_bytes(F.TM_PAYLOAD, bytes(payload))
+        + _f_varint(F.TM_FLAG, flag)
+    )
 
 
 def wrap_repeated(field: int, encoded_messages: Iterable[Any]) -> bytes:

@@ -1,13 +1,66 @@
 """Typed exceptions. Every failure the library raises derives from :class:`TubeMQError`.
 
 Server answers carrying an error code become :class:`ServerError` subclasses (``.code`` and the
-server's ``.message``); :func:`error_for_code` maps every code of docs/PROTOCOL.md §6.1 to its class, so
-callers can catch by meaning (``except PartitionOccupiedError``) or by number (``e.code == 410``).
+server's ``.message``); :func:`error_for_code` maps every code of docs/PROTOCOL.md §6.1 to its class,
+so callers can catch by meaning (``except PartitionOccupiedError``) or by number (``e.code == 410``).
+
+This module imports nothing of the package (like httptools' ``parser/errors.py``), so the codec can
+raise these without loading protobuf. ``ErrorCode``, the ``ServerError`` subclasses and the code
+table are generated from ``tools/errcodes.txt`` by ``tools/generate_errors.py``.
 """
 
 from __future__ import annotations
 
-from .protocol.constants import ErrorCode
+import enum
+
+
+# ---- BEGIN GENERATED error codes (tools/generate_errors.py from tools/errcodes.txt; do not edit)
+class ErrorCode(enum.IntEnum):
+    """TErrCodeConstants.java (docs/PROTOCOL.md §6.1): every code a TubeMQ client or server uses."""
+
+    SUCCESS = 200  # wire: OK
+    NOT_READY = 201  # wire: heartbeat success that says: skip the metadata update (never sent by current masters)
+    MOVED = 301  # wire: requested index region already deleted (broker getMessage)
+    BAD_REQUEST = 400  # wire+local: parameter or format error, invalid opType, inconsistent input
+    UNAUTHORIZED = 401  # wire: commit on a partition not registered, or registered by another consumer
+    CONNECT_RETURN_NULL = 402  # local: the RPC returned nothing (client-balance API)
+    FORBIDDEN = 403  # wire: topic not found or closed, partition out of range, checksum mismatch
+    NOT_FOUND = 404  # wire+local: no message available at the offset; locally: partition not found
+    ALL_PARTITION_FROZEN = 405  # local: pull: all partitions frozen by the application
+    NO_PARTITION_ASSIGNED = 406  # local: pull: no partition yet
+    ALL_PARTITION_WAITING = 407  # local: pull: all partitions in delay timers
+    ALL_PARTITION_INUSE = 408  # local: pull: all partitions fetched and unconfirmed
+    PARTITION_OCCUPIED = 410  # wire: partition owned by another live consumer of the group
+    HB_NO_NODE = 411  # wire: sender not registered, or its registration expired
+    DUPLICATE_PARTITION = 412  # wire: partition owned by a different consumer
+    CERTIFICATE_FAILURE = 415  # wire: authentication or visit-token failure
+    SERVER_RECEIVE_OVERFLOW = 419  # wire: store could not accept the message (memory cache full)
+    CLIENT_SHUTDOWN = 420  # local: client closed
+    CLIENT_HIGH_FREQUENCY_REQUEST = 421  # local: client-balance: partition re-connect within 5 s
+    PARTITION_UNSUBSCRIBABLE = 422  # local: client-balance: partition status 0
+    PARTITION_UNPUBLISHABLE = 423  # unused: unused
+    CLIENT_INCONSISTENT_CONSUMETYPE = 424  # wire: group members mix unbound, bound and client-balance
+    CLIENT_INCONSISTENT_TOPICSET = 425  # wire: topic set differs from the group's
+    CLIENT_INCONSISTENT_FILTERSET = 426  # wire: filter conditions differ
+    CLIENT_INCONSISTENT_SESSIONKEY = 427  # wire: bound: sessionKey differs
+    CLIENT_INCONSISTENT_SELECTBIG = 428  # wire: bound: selectBig differs
+    CLIENT_INCONSISTENT_SOURCECOUNT = 429  # wire: bound / client-balance: sourceCount differs
+    CLIENT_DUPLICATE_INDEXID = 430  # wire: client-balance: nodeId already used
+    TOPIC_NOT_DEPLOYED = 431  # wire: subscribed topic does not exist
+    PARAMETER_MSG_NULL = 440  # local: producer: no message
+    PARAMETER_MSG_TOPIC_BLANK = 441  # local: producer: blank topic
+    PARAMETER_MSG_BODY_EMPTY = 442  # local: producer: empty body
+    PARAMETER_MSG_TOPIC_UNPUBLISHED = 443  # local: producer: topic not published
+    PARAMETER_MSG_TOPIC_NO_PARTITION = 444  # local: producer: topic without a partition
+    PARAMETER_MSG_OVER_MAX_LENGTH = 445  # local: producer: message above the maximum size
+    CONSUME_GROUP_FORBIDDEN = 450  # wire: group not authorized for a topic with consume control
+    SERVER_CONSUME_SPEED_LIMIT = 452  # wire: throttled; wait minLimitTime ms
+    CONSUME_CONTENT_FORBIDDEN = 455  # wire: group must or must not use certain filters
+    INTERNAL_SERVER_ERROR = 500  # wire+local: server exception or store error
+    SERVICE_UNAVAILABLE = 503  # wire: read or write service stopped
+    INTERNAL_SERVER_ERROR_MSGSET_NULL = 510  # unused: unused on the wire
+    UNSPECIFIED_ABNORMAL = 599  # local: RPC exception (statistics)
+# ---- END GENERATED error codes
 
 
 class TubeMQError(Exception):
@@ -105,12 +158,21 @@ class ServerError(TubeMQError):
         super().__init__(f"[{self.code} {name}] {message}")
 
 
+class ClientError(ServerError):
+    """A local failure that reuses a TubeMQ code number (44x, 40x pull results, 421, 422)."""
+
+
+# ---- BEGIN GENERATED error classes (tools/generate_errors.py from tools/errcodes.txt; do not edit)
 class MovedError(ServerError):
+    """The requested index region was already deleted (301): move the read offset."""
+
     default_code = ErrorCode.MOVED
     retryable = True
 
 
 class BadRequestError(ServerError):
+    """A request the server refused as malformed or inconsistent (400)."""
+
     default_code = ErrorCode.BAD_REQUEST
 
 
@@ -134,6 +196,8 @@ class NotFoundError(ServerError):
 
 
 class PartitionOccupiedError(ServerError):
+    """The partition is held by another live consumer of the group (410)."""
+
     default_code = ErrorCode.PARTITION_OCCUPIED
 
 
@@ -144,14 +208,20 @@ class NotRegisteredError(ServerError):
 
 
 class DuplicatePartitionError(ServerError):
+    """The partition is owned by a different consumer (412)."""
+
     default_code = ErrorCode.DUPLICATE_PARTITION
 
 
 class AuthenticationError(ServerError):
+    """Authentication or visit-token failure (415)."""
+
     default_code = ErrorCode.CERTIFICATE_FAILURE
 
 
 class ServerOverflowError(ServerError):
+    """The broker's store could not accept the message (419): retry later."""
+
     default_code = ErrorCode.SERVER_RECEIVE_OVERFLOW
     retryable = True
 
@@ -163,36 +233,41 @@ class InconsistentGroupError(ServerError):
 
 
 class TopicNotDeployedError(ServerError):
+    """A subscribed topic does not exist (431)."""
+
     default_code = ErrorCode.TOPIC_NOT_DEPLOYED
 
 
 class ConsumeForbiddenError(ServerError):
+    """The group may not consume the topic, or must use other filters (450, 455)."""
+
     default_code = ErrorCode.CONSUME_GROUP_FORBIDDEN
 
 
 class SpeedLimitError(ServerError):
+    """The broker throttles this consumer (452): wait ``minLimitTime`` ms."""
+
     default_code = ErrorCode.SERVER_CONSUME_SPEED_LIMIT
     retryable = True
 
 
 class InternalServerError(ServerError):
+    """A server-side exception or store error (500, 510)."""
+
     default_code = ErrorCode.INTERNAL_SERVER_ERROR
     retryable = True
 
 
 class ServiceUnavailableError(ServerError):
+    """The broker's read or write service is stopped (503)."""
+
     default_code = ErrorCode.SERVICE_UNAVAILABLE
     retryable = True
 
 
-# ---- local (client-produced) codes of §6.1
-
-
-class ClientError(ServerError):
-    """A local failure that reuses a TubeMQ code number (44x, 40x pull results, 421, 422)."""
-
-
 class MessageTooLargeError(ClientError):
+    """The message is above the topic's maximum size (445)."""
+
     default_code = ErrorCode.PARAMETER_MSG_OVER_MAX_LENGTH
 
 
@@ -203,47 +278,57 @@ class TopicNotPublishedError(ClientError):
 
 
 class NoPartitionError(ClientError):
+    """Pull: no partition can be fetched now (405-408)."""
+
     default_code = ErrorCode.NO_PARTITION_ASSIGNED
 
 
+#: code -> exception class (codes absent here give a plain ServerError).
 _BY_CODE: dict[int, type[ServerError]] = {
-    301: MovedError,
-    400: BadRequestError,
-    401: UnauthorizedError,
-    403: ForbiddenError,
-    404: NotFoundError,
-    405: NoPartitionError,
-    406: NoPartitionError,
-    407: NoPartitionError,
-    408: NoPartitionError,
-    410: PartitionOccupiedError,
-    411: NotRegisteredError,
-    412: DuplicatePartitionError,
-    415: AuthenticationError,
-    419: ServerOverflowError,
-    421: ClientError,
-    422: ClientError,
-    424: InconsistentGroupError,
-    425: InconsistentGroupError,
-    426: InconsistentGroupError,
-    427: InconsistentGroupError,
-    428: InconsistentGroupError,
-    429: InconsistentGroupError,
-    430: InconsistentGroupError,
-    431: TopicNotDeployedError,
-    440: ClientError,
-    441: ClientError,
-    442: ClientError,
-    443: TopicNotPublishedError,
-    444: TopicNotPublishedError,
-    445: MessageTooLargeError,
-    450: ConsumeForbiddenError,
-    452: SpeedLimitError,
-    455: ConsumeForbiddenError,
-    500: InternalServerError,
-    503: ServiceUnavailableError,
-    510: InternalServerError,
+    ErrorCode.MOVED: MovedError,
+    ErrorCode.BAD_REQUEST: BadRequestError,
+    ErrorCode.UNAUTHORIZED: UnauthorizedError,
+    ErrorCode.FORBIDDEN: ForbiddenError,
+    ErrorCode.NOT_FOUND: NotFoundError,
+    ErrorCode.ALL_PARTITION_FROZEN: NoPartitionError,
+    ErrorCode.NO_PARTITION_ASSIGNED: NoPartitionError,
+    ErrorCode.ALL_PARTITION_WAITING: NoPartitionError,
+    ErrorCode.ALL_PARTITION_INUSE: NoPartitionError,
+    ErrorCode.PARTITION_OCCUPIED: PartitionOccupiedError,
+    ErrorCode.HB_NO_NODE: NotRegisteredError,
+    ErrorCode.DUPLICATE_PARTITION: DuplicatePartitionError,
+    ErrorCode.CERTIFICATE_FAILURE: AuthenticationError,
+    ErrorCode.SERVER_RECEIVE_OVERFLOW: ServerOverflowError,
+    ErrorCode.CLIENT_HIGH_FREQUENCY_REQUEST: ClientError,
+    ErrorCode.PARTITION_UNSUBSCRIBABLE: ClientError,
+    ErrorCode.CLIENT_INCONSISTENT_CONSUMETYPE: InconsistentGroupError,
+    ErrorCode.CLIENT_INCONSISTENT_TOPICSET: InconsistentGroupError,
+    ErrorCode.CLIENT_INCONSISTENT_FILTERSET: InconsistentGroupError,
+    ErrorCode.CLIENT_INCONSISTENT_SESSIONKEY: InconsistentGroupError,
+    ErrorCode.CLIENT_INCONSISTENT_SELECTBIG: InconsistentGroupError,
+    ErrorCode.CLIENT_INCONSISTENT_SOURCECOUNT: InconsistentGroupError,
+    ErrorCode.CLIENT_DUPLICATE_INDEXID: InconsistentGroupError,
+    ErrorCode.TOPIC_NOT_DEPLOYED: TopicNotDeployedError,
+    ErrorCode.PARAMETER_MSG_NULL: ClientError,
+    ErrorCode.PARAMETER_MSG_TOPIC_BLANK: ClientError,
+    ErrorCode.PARAMETER_MSG_BODY_EMPTY: ClientError,
+    ErrorCode.PARAMETER_MSG_TOPIC_UNPUBLISHED: TopicNotPublishedError,
+    ErrorCode.PARAMETER_MSG_TOPIC_NO_PARTITION: TopicNotPublishedError,
+    ErrorCode.PARAMETER_MSG_OVER_MAX_LENGTH: MessageTooLargeError,
+    ErrorCode.CONSUME_GROUP_FORBIDDEN: ConsumeForbiddenError,
+    ErrorCode.SERVER_CONSUME_SPEED_LIMIT: SpeedLimitError,
+    ErrorCode.CONSUME_CONTENT_FORBIDDEN: ConsumeForbiddenError,
+    ErrorCode.INTERNAL_SERVER_ERROR: InternalServerError,
+    ErrorCode.SERVICE_UNAVAILABLE: ServiceUnavailableError,
+    ErrorCode.INTERNAL_SERVER_ERROR_MSGSET_NULL: InternalServerError,
 }
+# ---- END GENERATED error classes
+
+
+class InvalidMessageError(ClientError, ValueError):
+    """A message refused locally before any I/O (blank topic 441, empty body 442, bad attributes 400)."""
+
+    default_code = ErrorCode.BAD_REQUEST
 
 
 def error_for_code(code: int, message: str = "") -> ServerError:
@@ -258,24 +343,49 @@ def remote_error(exception_name: str, message: str, status: int) -> RemoteError:
     return cls(exception_name, message, status)
 
 
-__all__ = [name for name in dir() if name[0].isupper() and name.endswith("Error")] + [
+__all__ = [
+    "AuthenticationError",
+    "BadRequestError",
+    "ClientClosedError",
+    "ClientError",
+    "ConfigError",
+    "ConnectionLostError",
+    "ConsumeForbiddenError",
+    "DecodeError",
+    "DuplicatePartitionError",
+    "ErrorCode",
+    "ForbiddenError",
+    "FrameError",
+    "InLongMsgError",
+    "InconsistentGroupError",
+    "InternalServerError",
+    "InvalidMessageError",
+    "MessageTooLargeError",
+    "MovedError",
+    "NoPartitionError",
+    "NotFoundError",
+    "NotRegisteredError",
+    "NotTubeMQPortError",
+    "PartitionOccupiedError",
+    "ProtocolError",
+    "RemoteError",
+    "ServerError",
+    "ServerOverflowError",
+    "ServiceUnavailableError",
+    "SpeedLimitError",
+    "StandbyError",
+    "TopicNotDeployedError",
+    "TopicNotPublishedError",
+    "TubeMQConnectionError",
+    "TubeMQError",
+    "TubeMQTimeoutError",
+    "UnauthorizedError",
     "error_for_code",
     "remote_error",
 ]
-
-
-class InvalidMessageError(ClientError, ValueError):
-    """A message refused locally before any I/O (blank topic 441, empty body 442, bad attributes 400)."""
-
-    default_code = ErrorCode.BAD_REQUEST
-
-
-__all__.append("InvalidMessageError")
 
 
 class NotTubeMQPortError(FrameError):
     """The peer speaks another protocol (an HTTP server, a TLS port for a plaintext client): the
     address is wrong, so retrying it cannot help."""
 
-
-__all__.append("NotTubeMQPortError")

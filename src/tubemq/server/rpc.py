@@ -39,6 +39,7 @@ from .. import codec
 from ..errors import FrameError
 from ..protocol import broker_pb, master_pb
 from ..protocol import constants as C
+from . import wire
 from .config import ServerConfig
 
 log = logging.getLogger("tubemq.server.rpc")
@@ -303,7 +304,7 @@ def _slow_envelope(payload: bytes) -> tuple[int, int, int, int | None, bytes]:
 def _fast_envelope(payload: bytes) -> tuple[int, int, int, int | None, bytes]:
     """Hot path: the codec's envelope decoder; any failure is re-diagnosed by the slow path."""
     try:
-        r = codec.decode_request(payload)
+        r = wire.decode_request(payload)
     except Exception:
         return _slow_envelope(payload)
     return r.service_type, r.protocol_ver, r.method, r.timeout, r.body
@@ -566,12 +567,12 @@ class RpcServer:
         try:
             service_type, protocol_ver, method, timeout, body = _fast_envelope(payload)
         except _JavaParseError as exc:
-            return codec.encode_error_response(
+            return wire.encode_error_response(
                 serial, C.EXC_INVALID_PROTOBUF, _FATAL_READ + str(exc), status=2, protocol_ver=None
             )
         except Exception:  # defensive: never let a malformed frame break the connection
             log.exception("%s: envelope decode failed", self.name)
-            return codec.encode_error_response(
+            return wire.encode_error_response(
                 serial, C.EXC_INVALID_PROTOBUF, _FATAL_READ + PB_TRUNCATED, status=2, protocol_ver=None
             )
         try:
@@ -579,7 +580,7 @@ class RpcServer:
         except _JavaParseError as exc:
             text = str(exc)
             name = C.EXC_JAVA_EXCEPTION if text.startswith("Unsupported method ID") else C.EXC_INVALID_PROTOBUF
-            return codec.encode_error_response(serial, name, _FATAL_HANDLE + text, status=2, protocol_ver=None)
+            return wire.encode_error_response(serial, name, _FATAL_HANDLE + text, status=2, protocol_ver=None)
         timeout_ms = 0 if timeout is None else timeout
         # whitelist (PbEnDecoder.isValidServiceTypeAndMethod), then the service lookup
         allowed = C.SERVICE_METHOD_WHITELIST.get(service_type)
@@ -631,21 +632,21 @@ class RpcServer:
         if self._expired(ctx.received_at, ctx.timeout_ms):
             return None
         body = result.SerializeToString() if isinstance(result, Message) else result
-        return codec.encode_response(ctx.serial, ctx.method, body)
+        return wire.encode_response(ctx.serial, ctx.method, body)
 
     def _answer_error(
         self, serial: int, received: float, timeout_ms: int, name: str, message: str
     ) -> bytes | None:
         if self._expired(received, timeout_ms):
             return None
-        return codec.encode_error_response(serial, name, message, status=1, protocol_ver=C.PROTOCOL_VERSION)
+        return wire.encode_error_response(serial, name, message, status=1, protocol_ver=C.PROTOCOL_VERSION)
 
     def _answer_rpc_exception(self, ctx: RpcContext, exc: RpcException) -> bytes | None:
         if self._expired(ctx.received_at, ctx.timeout_ms):
             return None
         name = rewrite_exception_name(exc.exception_name, ctx.protocol_ver)
         fatal = exc.status == int(C.ResponseStatus.FATAL)
-        return codec.encode_error_response(
+        return wire.encode_error_response(
             ctx.serial, name, exc.message, status=exc.status, protocol_ver=None if fatal else C.PROTOCOL_VERSION
         )
 

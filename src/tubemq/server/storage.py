@@ -43,6 +43,7 @@ from google.protobuf.message import DecodeError as PbDecodeError
 from .. import codec
 from ..protocol import broker_pb
 from ..protocol import constants as C
+from . import wire
 
 log = logging.getLogger("tubemq.server.storage")
 
@@ -104,7 +105,7 @@ def _varint(value: int) -> bytes:
 
 def encode_record(message_id: int, checksum: int, payload: bytes, flag: int) -> bytes:
     """One stored record: the TransferedMessage wrapped as a repeated field-4 entry."""
-    tm = codec.encode_transfered_message(message_id, checksum, payload, flag)
+    tm = wire.encode_transfered_message(message_id, checksum, payload, flag)
     n = len(tm)
     if n < 0x80:
         return bytes((RECORD_KEY, n)) + tm
