@@ -20,6 +20,7 @@ import pytest
 import tubemq
 from tubemq import codec
 from tubemq.protocol import broker_pb
+from tubemq.protocol.constants import MAX_LIST_SIZE
 from tubemq.server import EmbeddedCluster
 from tubemq.server.rpc import RpcServer, frame_limit_for
 from tubemq.server.testing import FAST_TIMERS
@@ -102,7 +103,7 @@ def _hold_partial_frame(address: str, total: int) -> tuple[socket.socket, int, b
     """
     host, port = address.rsplit(":", 1)
     s = socket.create_connection((host, int(port)), timeout=5)
-    blocks = codec.MAX_LIST_SIZE
+    blocks = MAX_LIST_SIZE
     header = struct.pack(">III", codec.BEGIN_TOKEN, 7, blocks)
     block = struct.pack(">I", codec.MAX_BLOCK_SIZE) + b"\0" * codec.MAX_BLOCK_SIZE
     sent = 0
