@@ -45,6 +45,7 @@ _OK = "OK!"
 _FETCH_HEAD = broker_pb.GetMessageResponseB2C(success=True, errCode=E.SUCCESS, errMsg=_OK).SerializeToString()
 _TOKEN_INVALID = "Visit Authorized Token is invalid!"
 _TOKEN_UNVERIFIED = "Visit Authorized Token is invalid! (register or heartbeat with a valid token on this connection first)"
+_STORE_UNAVAILABLE = "StoreService temporary unavailable!"
 #: TServerConstants.CFG_DEFAULT_CONSUME_RULE: the qryPriorityId used when neither the consumer nor the
 #: cluster sets one (the Java client sends -2)
 _DEFAULT_QRY_PRIORITY = 300
@@ -414,17 +415,31 @@ class Broker:
         they are served only on a connection that already presented a valid token (register/heartbeat)."""
         return self.visit_token_check is None or ctx.token_verified
 
+    def _opening(
+        self, req: Any, ctx: RpcContext, available: bool, unavailable: str, by_token: bool, *names: str
+    ) -> tuple[list[str], tuple[int, str] | None]:
+        """The opening checks every data handler makes in this order: store service up, token (checked
+        on this request, or one already presented on the connection), then the named strings
+        (_precheck). Returns the trimmed values and, when refused, the (errCode, errMsg) to answer."""
+        if not available:
+            return [""] * len(names), (E.SERVICE_UNAVAILABLE, unavailable)
+        if by_token:
+            if self.visit_token_check is not None and not self._token_ok(req, ctx):
+                return [""] * len(names), (E.CERTIFICATE_FAILURE, _TOKEN_INVALID)
+        elif not self._read_allowed(ctx):
+            return [""] * len(names), (E.CERTIFICATE_FAILURE, _TOKEN_UNVERIFIED)
+        values, err = _precheck(req, *names)
+        return values, (None if err is None else (E.BAD_REQUEST, err))
+
     # ---- send (13)
 
     def send_message(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.SendMessageResponseB2P
-        if not self.write_available:
-            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="Write StoreService temporary unavailable!")
-        if self.visit_token_check is not None and not self._token_ok(req, ctx):
-            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_INVALID)
-        (_, name), err = _precheck(req, "clientId", "topicName")
-        if err:
-            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err)
+        (_, name), refused = self._opening(
+            req, ctx, self.write_available, "Write StoreService temporary unavailable!", True, "clientId", "topicName"
+        )
+        if refused:
+            return resp(success=False, errCode=refused[0], errMsg=refused[1])
         if name == C.OFFSET_HISTORY_TOPIC:
             return resp(
                 success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} does not allow producers to send data!"
@@ -509,13 +524,11 @@ class Broker:
 
     def register(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.RegisterResponseB2C
-        if not self.read_available:
-            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="StoreService temporary unavailable!", currOffset=-1)
-        if self.visit_token_check is not None and not self._token_ok(req, ctx):
-            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_INVALID, currOffset=-1)
-        (cid, name), err = _precheck(req, "clientId", "topicName")
-        if err:
-            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
+        (cid, name), refused = self._opening(
+            req, ctx, self.read_available, _STORE_UNAVAILABLE, True, "clientId", "topicName"
+        )
+        if refused:
+            return resp(success=False, errCode=refused[0], errMsg=refused[1], currOffset=-1)
         topic = self._topic(name)
         if topic is None:
             return resp(
@@ -596,13 +609,11 @@ class Broker:
 
     def heartbeat(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.HeartBeatResponseB2C
-        if not self.read_available:
-            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="StoreService temporary unavailable!")
-        if self.visit_token_check is not None and not self._token_ok(req, ctx):
-            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_INVALID)
-        (cid, group), err = _precheck(req, "clientId", "groupName")
-        if err:
-            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err)
+        (cid, group), refused = self._opening(
+            req, ctx, self.read_available, _STORE_UNAVAILABLE, True, "clientId", "groupName"
+        )
+        if refused:
+            return resp(success=False, errCode=refused[0], errMsg=refused[1])
         failures: list[str] = []
         now = time.monotonic()
         qry = req.qryPriorityId if req.HasField("qryPriorityId") else None
@@ -632,13 +643,12 @@ class Broker:
                 success=False, errCode=code, errMsg=msg, currOffset=-1, minLimitTime=min_limit, escFlowCtrl=False, currDataDlt=-1
             )
 
-        if not self.read_available:
-            return fail(E.SERVICE_UNAVAILABLE, "Read StoreService temporary unavailable!")
-        if not self._read_allowed(ctx):
-            return fail(E.CERTIFICATE_FAILURE, _TOKEN_UNVERIFIED)
-        (cid, group, name), err = _precheck(req, "clientId", "groupName", "topicName")
-        if err:
-            return fail(E.BAD_REQUEST, err)
+        (cid, group, name), refused = self._opening(
+            req, ctx, self.read_available, "Read StoreService temporary unavailable!", False,
+            "clientId", "groupName", "topicName",
+        )
+        if refused:
+            return fail(*refused)
         topic = self._topic(name)
         if topic is None:
             return fail(E.FORBIDDEN, f"topicName {name} not existed, please check your configure")
@@ -800,13 +810,11 @@ class Broker:
 
     def commit(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.CommitOffsetResponseB2C
-        if not self.read_available:
-            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="StoreService temporary unavailable!", currOffset=-1)
-        if not self._read_allowed(ctx):
-            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_UNVERIFIED, currOffset=-1)
-        (cid, group, name), err = _precheck(req, "clientId", "groupName", "topicName")
-        if err:
-            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
+        (cid, group, name), refused = self._opening(
+            req, ctx, self.read_available, _STORE_UNAVAILABLE, False, "clientId", "groupName", "topicName"
+        )
+        if refused:
+            return resp(success=False, errCode=refused[0], errMsg=refused[1], currOffset=-1)
         topic = self._topic(name)
         if topic is None:
             return resp(
