@@ -319,9 +319,7 @@ class ConsumerSession(MasterSessionBase):
             req.sessionKey, req.selectBig, req.totalCount = cfg.session_key, cfg.select_big, cfg.source_count
             req.requiredPartition = cfg.required_partition()
             req.notAllocated = self.not_allocated
-        cert = self.cert_info(force=True)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=True)
         rsp = await self.call_master(Method.MASTER_CONSUMER_REGISTER, req, master_pb.RegisterResponseM2C)
         self.check(rsp)
         self._apply(rsp)
@@ -343,9 +341,7 @@ class ConsumerSession(MasterSessionBase):
             core.table.changed = False
         if report is not None:
             report.fill_proto(req.event)
-        cert = self.cert_info(force=False)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=False)
         try:
             rsp = await self.call_master(Method.MASTER_CONSUMER_HEARTBEAT, req, master_pb.HeartResponseM2C)
             self.check(rsp)
@@ -374,9 +370,7 @@ class ConsumerSession(MasterSessionBase):
 
     async def _close_once(self) -> None:
         req = master_pb.CloseRequestC2M(clientId=self.client_id, groupName=self.cfg.group)
-        cert = self.cert_info(force=True)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=True)
         rsp = await self.call_master(Method.MASTER_CONSUMER_CLOSE, req, master_pb.CloseResponseM2C)
         if not rsp.success:
             log.info("consumer close answered [%d] %s", rsp.errCode, rsp.errMsg)

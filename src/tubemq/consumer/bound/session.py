@@ -96,9 +96,7 @@ class BoundSession(MasterSessionBase):
             topicCondition=cfg.topic_conditions(), jdkVersion=RUNTIME_VERSION,
         )
         req.subRepInfo.CopyFrom(self._sub_rep_info(report=report))
-        cert = self.cert_info(force=True)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=True)
         rsp = await self.call_master(Method.MASTER_CONSUMER_REGISTER_V2, req, master_pb.RegisterResponseM2CV2)
         check_v2(rsp)
         self._apply(rsp)
@@ -112,9 +110,7 @@ class BoundSession(MasterSessionBase):
         req.subRepInfo.CopyFrom(self._sub_rep_info(report=report))
         if report:
             core.table.changed = False
-        cert = self.cert_info(force=False)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=False)
         try:
             rsp = await self.call_master(Method.MASTER_CONSUMER_HEARTBEAT_V2, req, master_pb.HeartResponseM2CV2)
             check_v2(rsp)
@@ -128,9 +124,7 @@ class BoundSession(MasterSessionBase):
 
     async def _close_once(self) -> None:
         req = master_pb.CloseRequestC2M(clientId=self.client_id, groupName=self.cfg.group)
-        cert = self.cert_info(force=True)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=True)
         await self.call_master(Method.MASTER_CONSUMER_CLOSE, req, master_pb.CloseResponseM2C)
 
     def _apply(self, rsp: Any) -> None:
