@@ -288,22 +288,32 @@ class BrokerHeartbeats:
             self.on_lost(slots[0])
 
 
-class ConsumerSession(MasterSessionBase):
-    """Register / heartbeat / close of a server-balanced consumer (RegisterRequestC2M etc., §3.4)."""
+class ConsumerSessionBase(MasterSessionBase):
+    """What the server-balanced and the client-balanced consumer sessions share: their core, its
+    consumer config, the register failures that end the consumer, a heartbeat counter."""
 
-    role = "consumer"
     fatal_register_codes = FATAL_REGISTER_CODES
 
-    def __init__(self, core: ConsumerCore, client_id: str, metrics: Metrics) -> None:
+    def __init__(self, core: Any, client_id: str, metrics: Metrics) -> None:
         super().__init__(core.config, client_id, metrics=metrics)
         self.core = core
         self.cfg: ConsumerConfig = core.config
+        self._hb_count = 0
+
+
+class ConsumerSession(ConsumerSessionBase):
+    """Register / heartbeat / close of a server-balanced consumer (RegisterRequestC2M etc., §3.4)."""
+
+    role = "consumer"
+    core: ConsumerCore
+
+    def __init__(self, core: ConsumerCore, client_id: str, metrics: Metrics) -> None:
+        super().__init__(core, client_id, metrics)
         self.session_time = int(time.time() * 1000)
         self.not_allocated = True
         #: bound consumption: whether the group was still unallocated when the first connect event
         #: arrived (None = none yet); see ConsumerCore._bound_offset
         self.bound_first_event: bool | None = None
-        self._hb_count = 0
 
     async def _register_once(self) -> None:
         core, cfg = self.core, self.cfg

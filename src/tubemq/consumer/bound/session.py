@@ -21,14 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...client.session import RUNTIME_VERSION, MasterSessionBase
+from ...client.session import RUNTIME_VERSION
 from ...codec import Partition
-from ...config import ConsumerConfig
 from ...errors import error_for_code
-from ...metrics import Metrics
 from ...protocol import master_pb
 from ...protocol.constants import MAX_SUBSCRIBE_REPORT_INTERVAL_TIMES, META_VALUE_UNDEFINED, ErrorCode, Method
-from ..core import FATAL_REGISTER_CODES
+from ..core import ConsumerSessionBase
 
 if TYPE_CHECKING:
     from .core import BoundCore
@@ -62,17 +60,11 @@ def check_v2(rsp: Any) -> None:
         raise error_for_code(rsp.errCode, rsp.errMsg)
 
 
-class BoundSession(MasterSessionBase):
+class BoundSession(ConsumerSessionBase):
     """Client-balance session with the master: V2 register (20), V2 heartbeat (21), close (6)."""
 
     role = "bound consumer"
-    fatal_register_codes = FATAL_REGISTER_CODES
-
-    def __init__(self, core: BoundCore, client_id: str, metrics: Metrics) -> None:
-        super().__init__(core.config, client_id, metrics=metrics)
-        self.core = core
-        self.cfg: ConsumerConfig = core.config
-        self._hb_count = 0
+    core: BoundCore
 
     def _broker_config_id(self) -> int:
         return self.broker_checksum if self.brokers else META_VALUE_UNDEFINED
