@@ -139,6 +139,16 @@ class _Read:
         return cls([], 0, scanned, data_max, 0, -1, False, status)
 
 
+def _topic_missing(name: str) -> str:
+    """errMsg of a request naming a topic this broker does not hold (answered 403)."""
+    return f"topicName {name} not existed, please check your configure"
+
+
+def _partition_missing(name: str, pid: int) -> str:
+    """errMsg of a request naming a partition the topic does not have on this broker (answered 403)."""
+    return f"partitionId {name}-{pid} not existed, please check your configure"
+
+
 def _clamp(value: int, low: int, high: int) -> int:
     """MixedUtils.mid."""
     return min(max(value, low), high)
@@ -450,7 +460,7 @@ class Broker:
             topic = self._topic(name)
             if topic is None:
                 return resp(
-                    success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure"
+                    success=False, errCode=E.FORBIDDEN, errMsg=_topic_missing(name)
                 )
             if topic.closed:
                 return resp(success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} has been closed")
@@ -459,7 +469,7 @@ class Broker:
                 return resp(
                     success=False,
                     errCode=E.FORBIDDEN,
-                    errMsg=f"partitionId {name}-{pid} not existed, please check your configure",
+                    errMsg=_partition_missing(name, pid),
                 )
             max_size = topic.effective_max_msg_size(self.config.default_max_msg_size)
             limit = max_size + C.META_MAX_MESSAGE_HEADER_SIZE
@@ -532,7 +542,7 @@ class Broker:
         topic = self._topic(name)
         if topic is None:
             return resp(
-                success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
+                success=False, errCode=E.FORBIDDEN, errMsg=_topic_missing(name), currOffset=-1
             )
         (group,), err = _precheck(req, "groupName")
         if err:
@@ -651,7 +661,7 @@ class Broker:
             return fail(*refused)
         topic = self._topic(name)
         if topic is None:
-            return fail(E.FORBIDDEN, f"topicName {name} not existed, please check your configure")
+            return fail(E.FORBIDDEN, _topic_missing(name))
         pid = req.partitionId
         key: Key = (group, name, pid)
         reg = self._regs.get(key)
@@ -818,7 +828,7 @@ class Broker:
         topic = self._topic(name)
         if topic is None:
             return resp(
-                success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
+                success=False, errCode=E.FORBIDDEN, errMsg=_topic_missing(name), currOffset=-1
             )
         pid = req.partitionId
         store = self._store_for(topic, pid)
@@ -826,7 +836,7 @@ class Broker:
             return resp(
                 success=False,
                 errCode=E.FORBIDDEN,
-                errMsg=f"partitionId {name}-{pid} not existed, please check your configure",
+                errMsg=_partition_missing(name, pid),
                 currOffset=-1,
             )
         key: Key = (group, name, pid)
