@@ -6,9 +6,10 @@ its own; type checkers see them through the ``TYPE_CHECKING`` imports below (rea
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import TYPE_CHECKING, Any
+
+from ._lazy import load_lazy
 
 __version__ = "0.1.0"
 
@@ -42,13 +43,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'tubemq' has no attribute {name!r}")
-    module = importlib.import_module(mod)
-    value = module if mod.rsplit(".", 1)[-1] == name else getattr(module, name)
-    globals()[name] = value
-    return value
+    return load_lazy("tubemq", _LAZY, globals(), name)
 
 
 def __dir__() -> list[str]:

@@ -431,6 +431,12 @@ class MasterSessionBase:
             return auth.master_cert_info(cfg.auth_user, cfg.auth_password)
         return auth.master_token_info(self.auth_token)
 
+    def add_cert(self, req: Any, *, force: bool) -> None:
+        """Set ``req.authInfo`` from cert_info (left absent when auth is off)."""
+        cert = self.cert_info(force=force)
+        if cert is not None:
+            req.authInfo.CopyFrom(cert)
+
     # ------------------------------------------------------------------ subclass API
 
     async def _register_once(self) -> None:

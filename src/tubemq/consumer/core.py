@@ -288,22 +288,32 @@ class BrokerHeartbeats:
             self.on_lost(slots[0])
 
 
-class ConsumerSession(MasterSessionBase):
-    """Register / heartbeat / close of a server-balanced consumer (RegisterRequestC2M etc., §3.4)."""
+class ConsumerSessionBase(MasterSessionBase):
+    """What the server-balanced and the client-balanced consumer sessions share: their core, its
+    consumer config, the register failures that end the consumer, a heartbeat counter."""
 
-    role = "consumer"
     fatal_register_codes = FATAL_REGISTER_CODES
 
-    def __init__(self, core: ConsumerCore, client_id: str, metrics: Metrics) -> None:
+    def __init__(self, core: Any, client_id: str, metrics: Metrics) -> None:
         super().__init__(core.config, client_id, metrics=metrics)
         self.core = core
         self.cfg: ConsumerConfig = core.config
+        self._hb_count = 0
+
+
+class ConsumerSession(ConsumerSessionBase):
+    """Register / heartbeat / close of a server-balanced consumer (RegisterRequestC2M etc., §3.4)."""
+
+    role = "consumer"
+    core: ConsumerCore
+
+    def __init__(self, core: ConsumerCore, client_id: str, metrics: Metrics) -> None:
+        super().__init__(core, client_id, metrics)
         self.session_time = int(time.time() * 1000)
         self.not_allocated = True
         #: bound consumption: whether the group was still unallocated when the first connect event
         #: arrived (None = none yet); see ConsumerCore._bound_offset
         self.bound_first_event: bool | None = None
-        self._hb_count = 0
 
     async def _register_once(self) -> None:
         core, cfg = self.core, self.cfg
@@ -319,9 +329,7 @@ class ConsumerSession(MasterSessionBase):
             req.sessionKey, req.selectBig, req.totalCount = cfg.session_key, cfg.select_big, cfg.source_count
             req.requiredPartition = cfg.required_partition()
             req.notAllocated = self.not_allocated
-        cert = self.cert_info(force=True)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=True)
         rsp = await self.call_master(Method.MASTER_CONSUMER_REGISTER, req, master_pb.RegisterResponseM2C)
         self.check(rsp)
         self._apply(rsp)
@@ -343,9 +351,7 @@ class ConsumerSession(MasterSessionBase):
             core.table.changed = False
         if report is not None:
             report.fill_proto(req.event)
-        cert = self.cert_info(force=False)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=False)
         try:
             rsp = await self.call_master(Method.MASTER_CONSUMER_HEARTBEAT, req, master_pb.HeartResponseM2C)
             self.check(rsp)
@@ -374,9 +380,7 @@ class ConsumerSession(MasterSessionBase):
 
     async def _close_once(self) -> None:
         req = master_pb.CloseRequestC2M(clientId=self.client_id, groupName=self.cfg.group)
-        cert = self.cert_info(force=True)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=True)
         rsp = await self.call_master(Method.MASTER_CONSUMER_CLOSE, req, master_pb.CloseResponseM2C)
         if not rsp.success:
             log.info("consumer close answered [%d] %s", rsp.errCode, rsp.errMsg)

@@ -110,9 +110,7 @@ class ProducerSession(MasterSessionBase):
             jdkVersion=RUNTIME_VERSION,
             appdConfig=self.appd_config(),
         )
-        cert = self.cert_info(force=True)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=True)
         rsp = await self.call_master(Method.MASTER_PRODUCER_REGISTER, req, master_pb.RegisterResponseM2P)
         self.check(rsp)
         self.apply_authorized_info(rsp)
@@ -128,9 +126,7 @@ class ProducerSession(MasterSessionBase):
             topicList=list(self.topics),
             appdConfig=self.appd_config(),
         )
-        cert = self.cert_info(force=False)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=False)
         rsp = await self.call_master(Method.MASTER_PRODUCER_HEARTBEAT, req, master_pb.HeartResponseM2P)
         self.check(rsp)
         if rsp.HasField("requireAuth"):  # absent: keep a 415-triggered full authentication (as consumers)
@@ -175,9 +171,7 @@ class ProducerSession(MasterSessionBase):
 
     async def _close_once(self) -> None:
         req = master_pb.CloseRequestP2M(clientId=self.client_id)
-        cert = self.cert_info(force=True)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=True)
         rsp = await self.call_master(Method.MASTER_PRODUCER_CLOSE, req, master_pb.CloseResponseM2P)
         if not rsp.success:
             log.info("master answered the close with %s %s", rsp.errCode, rsp.errMsg)

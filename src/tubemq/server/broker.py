@@ -45,6 +45,7 @@ _OK = "OK!"
 _FETCH_HEAD = broker_pb.GetMessageResponseB2C(success=True, errCode=E.SUCCESS, errMsg=_OK).SerializeToString()
 _TOKEN_INVALID = "Visit Authorized Token is invalid!"
 _TOKEN_UNVERIFIED = "Visit Authorized Token is invalid! (register or heartbeat with a valid token on this connection first)"
+_STORE_UNAVAILABLE = "StoreService temporary unavailable!"
 #: TServerConstants.CFG_DEFAULT_CONSUME_RULE: the qryPriorityId used when neither the consumer nor the
 #: cluster sets one (the Java client sends -2)
 _DEFAULT_QRY_PRIORITY = 300
@@ -136,6 +137,16 @@ class _Read:
     def miss(cls, status: str, data_max: int, scanned: int = 0) -> _Read:
         """A 404 of the store; its minLimitTime is the data max (the result's data offset is 0)."""
         return cls([], 0, scanned, data_max, 0, -1, False, status)
+
+
+def _topic_missing(name: str) -> str:
+    """errMsg of a request naming a topic this broker does not hold (answered 403)."""
+    return f"topicName {name} not existed, please check your configure"
+
+
+def _partition_missing(name: str, pid: int) -> str:
+    """errMsg of a request naming a partition the topic does not have on this broker (answered 403)."""
+    return f"partitionId {name}-{pid} not existed, please check your configure"
 
 
 def _clamp(value: int, low: int, high: int) -> int:
@@ -414,17 +425,31 @@ class Broker:
         they are served only on a connection that already presented a valid token (register/heartbeat)."""
         return self.visit_token_check is None or ctx.token_verified
 
+    def _opening(
+        self, req: Any, ctx: RpcContext, available: bool, unavailable: str, by_token: bool, *names: str
+    ) -> tuple[list[str], tuple[int, str] | None]:
+        """The opening checks every data handler makes in this order: store service up, token (checked
+        on this request, or one already presented on the connection), then the named strings
+        (_precheck). Returns the trimmed values and, when refused, the (errCode, errMsg) to answer."""
+        if not available:
+            return [""] * len(names), (E.SERVICE_UNAVAILABLE, unavailable)
+        if by_token:
+            if self.visit_token_check is not None and not self._token_ok(req, ctx):
+                return [""] * len(names), (E.CERTIFICATE_FAILURE, _TOKEN_INVALID)
+        elif not self._read_allowed(ctx):
+            return [""] * len(names), (E.CERTIFICATE_FAILURE, _TOKEN_UNVERIFIED)
+        values, err = _precheck(req, *names)
+        return values, (None if err is None else (E.BAD_REQUEST, err))
+
     # ---- send (13)
 
     def send_message(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.SendMessageResponseB2P
-        if not self.write_available:
-            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="Write StoreService temporary unavailable!")
-        if self.visit_token_check is not None and not self._token_ok(req, ctx):
-            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_INVALID)
-        (_, name), err = _precheck(req, "clientId", "topicName")
-        if err:
-            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err)
+        (_, name), refused = self._opening(
+            req, ctx, self.write_available, "Write StoreService temporary unavailable!", True, "clientId", "topicName"
+        )
+        if refused:
+            return resp(success=False, errCode=refused[0], errMsg=refused[1])
         if name == C.OFFSET_HISTORY_TOPIC:
             return resp(
                 success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} does not allow producers to send data!"
@@ -435,7 +460,7 @@ class Broker:
             topic = self._topic(name)
             if topic is None:
                 return resp(
-                    success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure"
+                    success=False, errCode=E.FORBIDDEN, errMsg=_topic_missing(name)
                 )
             if topic.closed:
                 return resp(success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} has been closed")
@@ -444,7 +469,7 @@ class Broker:
                 return resp(
                     success=False,
                     errCode=E.FORBIDDEN,
-                    errMsg=f"partitionId {name}-{pid} not existed, please check your configure",
+                    errMsg=_partition_missing(name, pid),
                 )
             max_size = topic.effective_max_msg_size(self.config.default_max_msg_size)
             limit = max_size + C.META_MAX_MESSAGE_HEADER_SIZE
@@ -509,17 +534,15 @@ class Broker:
 
     def register(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.RegisterResponseB2C
-        if not self.read_available:
-            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="StoreService temporary unavailable!", currOffset=-1)
-        if self.visit_token_check is not None and not self._token_ok(req, ctx):
-            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_INVALID, currOffset=-1)
-        (cid, name), err = _precheck(req, "clientId", "topicName")
-        if err:
-            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
+        (cid, name), refused = self._opening(
+            req, ctx, self.read_available, _STORE_UNAVAILABLE, True, "clientId", "topicName"
+        )
+        if refused:
+            return resp(success=False, errCode=refused[0], errMsg=refused[1], currOffset=-1)
         topic = self._topic(name)
         if topic is None:
             return resp(
-                success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
+                success=False, errCode=E.FORBIDDEN, errMsg=_topic_missing(name), currOffset=-1
             )
         (group,), err = _precheck(req, "groupName")
         if err:
@@ -596,13 +619,11 @@ class Broker:
 
     def heartbeat(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.HeartBeatResponseB2C
-        if not self.read_available:
-            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="StoreService temporary unavailable!")
-        if self.visit_token_check is not None and not self._token_ok(req, ctx):
-            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_INVALID)
-        (cid, group), err = _precheck(req, "clientId", "groupName")
-        if err:
-            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err)
+        (cid, group), refused = self._opening(
+            req, ctx, self.read_available, _STORE_UNAVAILABLE, True, "clientId", "groupName"
+        )
+        if refused:
+            return resp(success=False, errCode=refused[0], errMsg=refused[1])
         failures: list[str] = []
         now = time.monotonic()
         qry = req.qryPriorityId if req.HasField("qryPriorityId") else None
@@ -632,16 +653,15 @@ class Broker:
                 success=False, errCode=code, errMsg=msg, currOffset=-1, minLimitTime=min_limit, escFlowCtrl=False, currDataDlt=-1
             )
 
-        if not self.read_available:
-            return fail(E.SERVICE_UNAVAILABLE, "Read StoreService temporary unavailable!")
-        if not self._read_allowed(ctx):
-            return fail(E.CERTIFICATE_FAILURE, _TOKEN_UNVERIFIED)
-        (cid, group, name), err = _precheck(req, "clientId", "groupName", "topicName")
-        if err:
-            return fail(E.BAD_REQUEST, err)
+        (cid, group, name), refused = self._opening(
+            req, ctx, self.read_available, "Read StoreService temporary unavailable!", False,
+            "clientId", "groupName", "topicName",
+        )
+        if refused:
+            return fail(*refused)
         topic = self._topic(name)
         if topic is None:
-            return fail(E.FORBIDDEN, f"topicName {name} not existed, please check your configure")
+            return fail(E.FORBIDDEN, _topic_missing(name))
         pid = req.partitionId
         key: Key = (group, name, pid)
         reg = self._regs.get(key)
@@ -800,17 +820,15 @@ class Broker:
 
     def commit(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.CommitOffsetResponseB2C
-        if not self.read_available:
-            return resp(success=False, errCode=E.SERVICE_UNAVAILABLE, errMsg="StoreService temporary unavailable!", currOffset=-1)
-        if not self._read_allowed(ctx):
-            return resp(success=False, errCode=E.CERTIFICATE_FAILURE, errMsg=_TOKEN_UNVERIFIED, currOffset=-1)
-        (cid, group, name), err = _precheck(req, "clientId", "groupName", "topicName")
-        if err:
-            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
+        (cid, group, name), refused = self._opening(
+            req, ctx, self.read_available, _STORE_UNAVAILABLE, False, "clientId", "groupName", "topicName"
+        )
+        if refused:
+            return resp(success=False, errCode=refused[0], errMsg=refused[1], currOffset=-1)
         topic = self._topic(name)
         if topic is None:
             return resp(
-                success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} not existed, please check your configure", currOffset=-1
+                success=False, errCode=E.FORBIDDEN, errMsg=_topic_missing(name), currOffset=-1
             )
         pid = req.partitionId
         store = self._store_for(topic, pid)
@@ -818,7 +836,7 @@ class Broker:
             return resp(
                 success=False,
                 errCode=E.FORBIDDEN,
-                errMsg=f"partitionId {name}-{pid} not existed, please check your configure",
+                errMsg=_partition_missing(name, pid),
                 currOffset=-1,
             )
         key: Key = (group, name, pid)

@@ -84,6 +84,19 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _rejected(resp: Message, exc: BadParam) -> Message:
+    """A request check failed: the answer carries its code and text (success stays false)."""
+    resp.errCode, resp.errMsg = exc.code, exc.message
+    return resp
+
+
+def _reported_sub_ids(req: Any) -> tuple[int, int]:
+    """(lstAssignedTime, topicMetaInfoId) a client-balance consumer reports; -2 where absent."""
+    sub = req.subRepInfo
+    assigned = sub.lstAssignedTime if sub.HasField("lstAssignedTime") else META_VALUE_UNDEFINED
+    return assigned, sub.topicMetaInfoId if req.HasField("subRepInfo") else META_VALUE_UNDEFINED
+
+
 class Master:
     """Master service: ``handlers()`` for the rpc layer, ``start()/stop()`` for its timers."""
 
@@ -321,6 +334,41 @@ class Master:
         resp.ssdStoreId = META_VALUE_UNDEFINED
         resp.qryPriorityId = META_VALUE_UNDEFINED
 
+    def _set_broker_configs(self, resp: Message, known_id: int, tls: bool) -> None:
+        """The broker list travels only when the client's checksum is stale (§4.11)."""
+        checksum = self.meta.broker_checksum
+        resp.brokerConfigId = checksum
+        if known_id != checksum:
+            resp.brokerConfigList.extend(self.topology.broker_infos(tls))
+
+    def _set_topic_meta(self, resp: Message, g: GroupInfo, known_id: int) -> None:
+        """Client-balance topic meta: computed on first need, sent only when the client's id is stale."""
+        if g.topic_meta_id == META_VALUE_UNDEFINED:
+            self._fresh_topic_meta(g)
+        resp.topicMetaInfoId = g.topic_meta_id
+        if g.topic_meta_id != known_id:
+            resp.topicMetaInfoList.extend(g.topic_meta.values())
+
+    def _finish_client_balance_reply(self, resp: Message, req: Any, auth: AuthResult, ctx: RpcContext) -> Message:
+        """Common tail of the client-balance register and heartbeat answers."""
+        sub = req.subRepInfo
+        self._set_broker_configs(
+            resp, sub.brokerConfigId if req.HasField("subRepInfo") else META_VALUE_UNDEFINED, ctx.tls
+        )
+        resp.opsTaskInfo.SetInParent()  # capture s5: always present, empty without flow control
+        resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
+        resp.errCode, resp.errMsg = ErrorCode.SUCCESS, OK_MSG
+        return resp
+
+    def _finish_consumer_reply(self, resp: Message, req: Message, auth: AuthResult, g: GroupInfo) -> Message:
+        """Common tail of the server-balance register and heartbeat answers."""
+        if req.HasField("defFlowCheckId") or req.HasField("groupFlowCheckId"):
+            self._set_flow_fields(resp)
+        resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
+        resp.notAllocated = g.not_allocated
+        resp.success, resp.errCode, resp.errMsg = True, ErrorCode.SUCCESS, OK_MSG
+        return resp
+
     def _sub_info(self, consumer: ConsumerInfo, p: Partition) -> str:
         host, port = p.host, p.port
         if p.broker_id in self.meta.brokers:
@@ -343,8 +391,7 @@ class Master:
         try:
             auth, pid, host, topics = self._producer_params(req, allow_token=False)
         except BadParam as exc:
-            resp.errCode, resp.errMsg = exc.code, exc.message
-            return resp
+            return _rejected(resp, exc)
         self._check_standby(pid, ctx)
         self.state.producers[pid] = ProducerInfo(pid, host, topics, ctx.tls, time.monotonic())
         log.info("[Producer Register] %s, isOverTLS=%s", pid, ctx.tls)
@@ -360,8 +407,7 @@ class Master:
         try:
             auth, pid, host, topics = self._producer_params(req, allow_token=True)
         except BadParam as exc:
-            resp.errCode, resp.errMsg = exc.code, exc.message
-            return resp
+            return _rejected(resp, exc)
         self._check_standby(pid, ctx)
         info = self.state.producers.get(pid)
         if info is None:
@@ -386,8 +432,7 @@ class Master:
             self._auth(req, allow_token=False)
             pid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
         except BadParam as exc:
-            resp.errCode, resp.errMsg = exc.code, exc.message
-            return resp
+            return _rejected(resp, exc)
         self._check_standby(pid, ctx)
         if self.state.producers.pop(pid, None) is not None:
             log.info("[Producer Closed] %s, isOverTLS=%s", pid, ctx.tls)
@@ -423,6 +468,28 @@ class Master:
         return frozenset(topics)
 
 
+    @staticmethod
+    def _consumer_ids(req: Any) -> tuple[str, str]:
+        """clientId then groupName, checked in the real master's order."""
+        cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
+        return cid, check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
+
+    @staticmethod
+    def _register_params(req: Any) -> tuple[str, str, str]:
+        """clientId, hostName, groupName of a consumer register, checked in the real master's order."""
+        cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
+        host = check_string("hostName", req.hostName, META_MAX_CLIENT_HOSTNAME_LENGTH)
+        return cid, host, check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
+
+    def _live_member(self, req: Any, ctx: RpcContext) -> tuple[AuthResult, str, GroupInfo, ConsumerInfo]:
+        """Checks of a client-balance heartbeat or meta query; touches the member it finds."""
+        auth = self._auth(req, allow_token=True)
+        cid, group = self._consumer_ids(req)
+        self._check_standby(cid, ctx)
+        g, consumer = self.state.lookup_member(cid, group)
+        self.state.touch_consumer(cid, group)
+        return auth, cid, g, consumer
+
     def _parse_sub_infos(self, items: Iterable[str]) -> list[Partition]:
         """Reported subscribeInfo strings -> partitions; a malformed one fails the call like Java."""
         return [parse_subscribe_info(s).partition for s in items]
@@ -431,9 +498,7 @@ class Master:
         resp = master_pb.RegisterResponseM2C(success=False)
         try:
             auth = self._auth(req, allow_token=False)
-            cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            host = check_string("hostName", req.hostName, META_MAX_CLIENT_HOSTNAME_LENGTH)
-            group = check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
+            cid, host, group = self._register_params(req)
             topics = self._check_consumer_topics(req.topicList)
             conds = parse_conditions(req.topicCondition)
             bound = req.HasField("requireBound") and req.requireBound
@@ -466,8 +531,7 @@ class Master:
             )
             g, new_group = self.state.add_consumer(info)
         except BadParam as exc:
-            resp.errCode, resp.errMsg = exc.code, exc.message
-            return resp
+            return _rejected(resp, exc)
         if reported or (req.HasField("notAllocated") and not req.notAllocated):
             g.not_allocated = False
         if reported:
@@ -476,25 +540,18 @@ class Master:
         log.info("[Consumer Register] %s, isOverTLS=%s", cid, ctx.tls)
         if new_group:
             self._first_balance(group)
-        if req.HasField("defFlowCheckId") or req.HasField("groupFlowCheckId"):
-            self._set_flow_fields(resp)
-        resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
-        resp.notAllocated = g.not_allocated
-        resp.success, resp.errCode, resp.errMsg = True, ErrorCode.SUCCESS, OK_MSG
-        return resp
+        return self._finish_consumer_reply(resp, req, auth, g)
 
     def consumer_heartbeat(self, req: master_pb.HeartRequestC2M, ctx: RpcContext) -> Message:
         resp = master_pb.HeartResponseM2C(success=False)
         try:
             auth = self._auth(req, allow_token=True)
-            cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            group = check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
+            cid, group = self._consumer_ids(req)
             self._check_standby(cid, ctx)
             g = self.state.lookup_group(group)
             self.state.touch_consumer(cid, group)
         except BadParam as exc:
-            resp.errCode, resp.errMsg = exc.code, exc.message
-            return resp
+            return _rejected(resp, exc)
         members = list(g.consumers)
         rebalance_id = req.event.rebalanceId if req.HasField("event") else META_VALUE_UNDEFINED
         reported = req.reportSubscribeInfo
@@ -513,22 +570,15 @@ class Master:
             resp.event.rebalanceId = event.rebalance_id
             resp.event.opType = int(event.op_type)
             resp.event.subscribeInfo.extend(self._sub_info(consumer, p) for p in event.partitions)
-        if req.HasField("defFlowCheckId") or req.HasField("groupFlowCheckId"):
-            self._set_flow_fields(resp)
-        resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
-        resp.notAllocated = g.not_allocated
-        resp.success, resp.errCode, resp.errMsg = True, ErrorCode.SUCCESS, OK_MSG
-        return resp
+        return self._finish_consumer_reply(resp, req, auth, g)
 
     def consumer_close(self, req: master_pb.CloseRequestC2M, ctx: RpcContext) -> Message:
         resp = master_pb.CloseResponseM2C(success=False)
         try:
             self._auth(req, allow_token=True)
-            cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            group = check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
+            cid, group = self._consumer_ids(req)
         except BadParam as exc:
-            resp.errCode, resp.errMsg = exc.code, exc.message
-            return resp
+            return _rejected(resp, exc)
         self._check_standby(cid, ctx)
         log.info("[Consumer Closed]%s@%s, isOverTLS=%s", cid, group, ctx.tls)
         self._release_consumer(cid, group)
@@ -541,9 +591,7 @@ class Master:
         resp = master_pb.RegisterResponseM2CV2()
         try:
             auth = self._auth(req, allow_token=False)
-            cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            host = check_string("hostName", req.hostName, META_MAX_CLIENT_HOSTNAME_LENGTH)
-            group = check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
+            cid, host, group = self._register_params(req)
             topics = self._check_consumer_topics(req.topicList)
             conds = parse_conditions(req.topicCondition)
             if req.sourceCount > 0 and not 0 <= req.nodeId <= req.sourceCount - 1:
@@ -553,6 +601,7 @@ class Master:
             self._check_standby(cid, ctx)
             check_filter_topics(cid, topics, conds)
             sub = req.subRepInfo
+            assigned_time, meta_id = _reported_sub_ids(req)
             info = ConsumerInfo(
                 cid,
                 group,
@@ -564,90 +613,43 @@ class Master:
                 conds,
                 source_count=req.sourceCount,
                 node_id=req.nodeId,
-                lst_assigned_time=sub.lstAssignedTime
-                if sub.HasField("lstAssignedTime")
-                else META_VALUE_UNDEFINED,
-                topic_meta_info_id=sub.topicMetaInfoId
-                if req.HasField("subRepInfo")
-                else META_VALUE_UNDEFINED,
+                lst_assigned_time=assigned_time,
+                topic_meta_info_id=meta_id,
             )
             self.state.add_consumer(info)
         except BadParam as exc:
-            resp.errCode, resp.errMsg = exc.code, exc.message
-            return resp
+            return _rejected(resp, exc)
         self.state.seen(cid, group)
         self.balancer.set_record(cid, self.topology.parse_part_sub_info(sub.partSubInfo) if sub.reportSubInfo else [])
         log.info("[Consumer Register] %s, isOverTLS=%s (client-balance)", cid, ctx.tls)
-        checksum = self.meta.broker_checksum
-        resp.brokerConfigId = checksum
-        client_id = sub.brokerConfigId if req.HasField("subRepInfo") else META_VALUE_UNDEFINED
-        if client_id != checksum:
-            resp.brokerConfigList.extend(self.topology.broker_infos(ctx.tls))
-        resp.opsTaskInfo.SetInParent()  # capture s5: always present, empty without flow control
-        resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
-        resp.errCode, resp.errMsg = ErrorCode.SUCCESS, OK_MSG
-        return resp
+        return self._finish_client_balance_reply(resp, req, auth, ctx)
 
     def consumer_heartbeat_v2(self, req: master_pb.HeartRequestC2MV2, ctx: RpcContext) -> Message:
         resp = master_pb.HeartResponseM2CV2()
         try:
-            auth = self._auth(req, allow_token=True)
-            cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            group = check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
-            self._check_standby(cid, ctx)
-            g, consumer = self.state.lookup_member(cid, group)
-            self.state.touch_consumer(cid, group)
+            auth, cid, g, consumer = self._live_member(req, ctx)
         except BadParam as exc:
-            resp.errCode, resp.errMsg = exc.code, exc.message
-            return resp
+            return _rejected(resp, exc)
         sub = req.subRepInfo
-        has_sub = req.HasField("subRepInfo")
-        consumer.lst_assigned_time = (
-            sub.lstAssignedTime if sub.HasField("lstAssignedTime") else META_VALUE_UNDEFINED
-        )
-        consumer.topic_meta_info_id = sub.topicMetaInfoId if has_sub else META_VALUE_UNDEFINED
+        consumer.lst_assigned_time, consumer.topic_meta_info_id = _reported_sub_ids(req)
         if sub.reportSubInfo:
             self.balancer.set_record(cid, self.topology.parse_part_sub_info(sub.partSubInfo))
-        checksum = self.meta.broker_checksum
-        resp.brokerConfigId = checksum
-        if (sub.brokerConfigId if has_sub else META_VALUE_UNDEFINED) != checksum:
-            resp.brokerConfigList.extend(self.topology.broker_infos(ctx.tls))
         if (
             consumer.lst_assigned_time >= 0
             and self.balancer.record(cid)
             and _now_ms() - consumer.lst_assigned_time > MAX_META_FORCE_UPDATE_MS
         ):
-            if g.topic_meta_id == META_VALUE_UNDEFINED:
-                self._fresh_topic_meta(g)
-            resp.topicMetaInfoId = g.topic_meta_id
-            if g.topic_meta_id != consumer.topic_meta_info_id:
-                resp.topicMetaInfoList.extend(g.topic_meta.values())
-        resp.opsTaskInfo.SetInParent()
-        resp.authorizedInfo.CopyFrom(self._authorized_info(auth))
-        resp.errCode, resp.errMsg = ErrorCode.SUCCESS, OK_MSG
-        return resp
+            self._set_topic_meta(resp, g, consumer.topic_meta_info_id)
+        return self._finish_client_balance_reply(resp, req, auth, ctx)
 
     def consumer_get_part_meta(self, req: master_pb.GetPartMetaRequestC2M, ctx: RpcContext) -> Message:
         resp = master_pb.GetPartMetaResponseM2C()
         try:
-            self._auth(req, allow_token=True)
-            cid = check_string("clientId", req.clientId, META_MAX_CLIENT_ID_LENGTH)
-            group = check_string("groupName", req.groupName, META_MAX_GROUPNAME_LENGTH)
-            self._check_standby(cid, ctx)
-            g, _consumer = self.state.lookup_member(cid, group)
-            self.state.touch_consumer(cid, group)
+            _auth, _cid, g, _consumer = self._live_member(req, ctx)
         except BadParam as exc:
-            resp.errCode, resp.errMsg = exc.code, exc.message
-            return resp
-        if g.topic_meta_id == META_VALUE_UNDEFINED:
-            self._fresh_topic_meta(g)
-        resp.topicMetaInfoId = g.topic_meta_id
-        if g.topic_meta_id != req.topicMetaInfoId:
-            resp.topicMetaInfoList.extend(g.topic_meta.values())
-        checksum = self.meta.broker_checksum
-        resp.brokerConfigId = checksum
-        if req.brokerConfigId != checksum:
-            resp.brokerConfigList.extend(self.topology.broker_infos(ctx.tls))
+            return _rejected(resp, exc)
+        self._set_topic_meta(resp, g, req.topicMetaInfoId)
+        self._set_broker_configs(resp, req.brokerConfigId, ctx.tls)
         resp.errCode, resp.errMsg = ErrorCode.SUCCESS, OK_MSG
         return resp
 

@@ -29,6 +29,7 @@ keyCode i32 (Java hashCode of msgType or -1), append time ms i64.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -94,22 +95,13 @@ def payload_length(record: bytes) -> int:
     raise ValueError("record without payload")
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_record(message_id: int, checksum: int, payload: bytes, flag: int) -> bytes:
     """One stored record: the TransferedMessage wrapped as a repeated field-4 entry."""
     tm = wire.encode_transfered_message(message_id, checksum, payload, flag)
     n = len(tm)
     if n < 0x80:
         return bytes((RECORD_KEY, n)) + tm
-    return bytes((RECORD_KEY,)) + _varint(n) + tm
+    return wire.wrap_repeated(RECORD_KEY >> 3, (tm,))
 
 
 def record_valid(record: bytes) -> bool:
@@ -144,9 +136,8 @@ def _fsync_dir(path: Path) -> None:
     except OSError:  # pragma: no cover - platform without directory fds
         return
     try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
+        with contextlib.suppress(OSError):  # pragma: no cover - fs without directory fsync
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -430,10 +421,8 @@ class MessageStore:
         keep = []
         for fd in self.retired_fds:
             if fd in done:
-                try:
+                with contextlib.suppress(OSError):  # pragma: no cover
                     os.close(fd)
-                except OSError:  # pragma: no cover
-                    pass
             else:
                 keep.append(fd)
         self.retired_fds = keep

@@ -17,9 +17,9 @@ See :mod:`tubemq.spark.offsets` for the offsets model and its at-least-once boun
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from .._lazy import load_lazy
 from ._compat import SparkUnavailableError, TubeMQSparkError, require_pyspark
 
 _LAZY = {
@@ -34,13 +34,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'tubemq.spark' has no attribute {name!r}")
-    require_pyspark()
-    value = getattr(importlib.import_module(mod), name)
-    globals()[name] = value
-    return value
+    return load_lazy("tubemq.spark", _LAZY, globals(), name, require_pyspark)
 
 
 def __dir__() -> list[str]:

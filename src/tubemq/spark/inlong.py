@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, InLongMsgError, TubeMQError
 from ._compat import TubeMQSparkError
-from .schema import format_msg_time, struct_of
+from .schema import format_msg_time, struct_of, typed_columns
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -183,16 +183,7 @@ class InLongArrowBuilder:
 
 def check_write_schema(schema: StructType, topic_option: str | None) -> dict[str, str]:
     """The columns a ``valueFormat=inlongmsg`` write uses: {column: simple type}."""
-    used: dict[str, str] = {}
-    for f in schema.fields:
-        name = f.name.lower()
-        if name not in WRITE_COLUMNS:
-            continue
-        kind = f.dataType.simpleString()
-        if kind not in WRITE_COLUMNS[name]:
-            raise ConfigError(name, f"column {f.name!r} must be "
-                                    f"{' or '.join(t.upper() for t in WRITE_COLUMNS[name])}, got {kind.upper()}")
-        used[name] = kind
+    used = {name: kind for _, name, kind in typed_columns(schema, WRITE_COLUMNS)}
     if "body" not in used and "value" not in used:
         raise ConfigError("body", "valueFormat=inlongmsg needs a 'body' (or 'value') column, BINARY or STRING")
     if topic_option is None and "topic" not in used:
@@ -243,6 +234,7 @@ def write_batches(opts: WriteOptions, used: dict[str, str], write_id: str, batch
         TubeMQCommitMessage,
         _Acks,
         _task_identity,
+        close_quietly,
     )
 
     query, batch_id, task = _task_identity(write_id)
@@ -311,8 +303,5 @@ def write_batches(opts: WriteOptions, used: dict[str, str], write_id: str, batch
     except ValueError as exc:  # an attribute map that cannot be an InLong attribute string
         raise TubeMQSparkError(f"row {rows} of Spark partition {task}: {exc}") from exc
     finally:
-        try:
-            producer.close()
-        except Exception as exc:  # noqa: BLE001 - closing is best effort; the outcome is already known
-            log.warning("closing the producer failed: %s", exc)
+        close_quietly(producer, log)
     return TubeMQCommitMessage(partition=task, rows=rows, bytes=size, topics=topics)

@@ -117,20 +117,27 @@ def check_read_schema(schema: StructType, include_attributes: bool) -> None:
         )
 
 
-def check_write_schema(schema: StructType, topic_option: str | None) -> dict[str, str]:
-    """Validate the DataFrame's columns for a write; returns {column: simple type} of the used ones."""
-    used: dict[str, str] = {}
+def typed_columns(schema: StructType, columns: dict[str, tuple[str, ...]]) -> list[tuple[str, str, str]]:
+    """(field name, lower-case name, simple type) of the fields a write uses, in schema order; a used
+    column of another type fails with ConfigError naming it (names match case-insensitively)."""
+    out: list[tuple[str, str, str]] = []
     for f in schema.fields:
         name = f.name.lower()
-        if name not in WRITE_COLUMNS:
+        if name not in columns:
             continue
         kind = f.dataType.simpleString()
-        if kind not in WRITE_COLUMNS[name]:
+        if kind not in columns[name]:
             raise ConfigError(
                 name,
-                f"column {f.name!r} must be {' or '.join(t.upper() for t in WRITE_COLUMNS[name])}, got {kind.upper()}",
+                f"column {f.name!r} must be {' or '.join(t.upper() for t in columns[name])}, got {kind.upper()}",
             )
-        used[f.name] = kind
+        out.append((f.name, name, kind))
+    return out
+
+
+def check_write_schema(schema: StructType, topic_option: str | None) -> dict[str, str]:
+    """Validate the DataFrame's columns for a write; returns {column: simple type} of the used ones."""
+    used = {fname: kind for fname, _, kind in typed_columns(schema, WRITE_COLUMNS)}
     lowered = {k.lower() for k in used}
     if "value" not in lowered:
         raise ConfigError(

@@ -322,17 +322,20 @@ def _check_loss(
     stop = part.end
     if start < lo:
         msg = f"{where}: offsets [{start}, {min(lo, part.end)}) expired before they were read (earliest is now {lo})"
-        if opts.fail_on_data_loss:
-            raise TubeMQSparkError(msg + "; set failOnDataLoss=false to continue without them")
-        log.warning("%s; continuing from %d", msg, lo)
+        _data_lost(opts, msg, "continue without them", "%s; continuing from %d", lo)
         start = lo
     if hi < stop:
         msg = f"{where}: the broker's latest offset is now {hi}, below the end of the range (store truncated)"
-        if opts.fail_on_data_loss:
-            raise TubeMQSparkError(msg + "; set failOnDataLoss=false to read what is left")
-        log.warning("%s; reading up to %d", msg, hi)
+        _data_lost(opts, msg, "read what is left", "%s; reading up to %d", hi)
         stop = hi
     return start, stop
+
+
+def _data_lost(opts: ReadOptions, msg: str, instead: str, warning: str, offset: int) -> None:
+    """failOnDataLoss: raise saying how to go on without the lost data, else log that it goes on."""
+    if opts.fail_on_data_loss:
+        raise TubeMQSparkError(msg + f"; set failOnDataLoss=false to {instead}")
+    log.warning(warning, msg, offset)
 
 
 __all__ = ["read_partition"]

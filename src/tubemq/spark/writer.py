@@ -183,11 +183,16 @@ def write_batches(
                 f"within flushTimeoutMs={opts.flush_timeout_ms}"
             )
     finally:
-        try:
-            producer.close()
-        except Exception as exc:  # noqa: BLE001 - closing is best effort; the outcome is already known
-            log.warning("closing the producer failed: %s", exc)
+        close_quietly(producer, log)
     return TubeMQCommitMessage(partition=task, rows=rows, bytes=size, topics=topics)
+
+
+def close_quietly(producer: Any, logger: logging.Logger) -> None:
+    """Close a task's producer after the outcome is known: a failure to close is only logged."""
+    try:
+        producer.close()
+    except Exception as exc:  # noqa: BLE001 - closing is best effort; the outcome is already known
+        logger.warning("closing the producer failed: %s", exc)
 
 
 def _summary(messages: list[Any]) -> str:
@@ -197,16 +202,20 @@ def _summary(messages: list[Any]) -> str:
     return f"{rows} rows, {size} bytes from {len(done)} of {len(messages)} tasks"
 
 
-class TubeMQBatchWriter(DataSourceArrowWriter):
-    """``df.write.format("tubemq").mode("append")``."""
+class _TaskWriter:
+    """What the batch and the stream writer share: the options, the used columns, one id per write."""
 
     def __init__(self, opts: WriteOptions, used: dict[str, str]) -> None:
         self.opts = opts
         self.used = used
         self.write_id = uuid.uuid4().hex
 
-    def write(self, iterator: Iterator[Any]) -> TubeMQCommitMessage:  # type: ignore[override]
+    def write(self, iterator: Iterator[Any]) -> TubeMQCommitMessage:
         return write_batches(self.opts, self.used, self.write_id, iterator)
+
+
+class TubeMQBatchWriter(_TaskWriter, DataSourceArrowWriter):
+    """``df.write.format("tubemq").mode("append")``."""
 
     def commit(self, messages: list[Any]) -> None:  # type: ignore[override]
         log.info("write %s committed: %s", self.write_id, _summary(messages))
@@ -219,16 +228,8 @@ class TubeMQBatchWriter(DataSourceArrowWriter):
         )
 
 
-class TubeMQStreamWriter(DataSourceStreamArrowWriter):
+class TubeMQStreamWriter(_TaskWriter, DataSourceStreamArrowWriter):
     """``df.writeStream.format("tubemq")`` (append output mode)."""
-
-    def __init__(self, opts: WriteOptions, used: dict[str, str]) -> None:
-        self.opts = opts
-        self.used = used
-        self.write_id = uuid.uuid4().hex
-
-    def write(self, iterator: Iterator[Any]) -> TubeMQCommitMessage:  # type: ignore[override]
-        return write_batches(self.opts, self.used, self.write_id, iterator)
 
     def commit(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]  # noqa: N803
         log.info("micro-batch %d committed: %s", batchId, _summary(messages))

@@ -183,9 +183,7 @@ class BoundCore:
             brokerConfigId=self.session.broker_checksum if self.session.brokers else META_VALUE_UNDEFINED,
             topicMetaInfoId=self.meta_id,
         )
-        cert = self.session.cert_info(force=False)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.session.add_cert(req, force=False)
         rsp = await self.session.call_master(Method.MASTER_CONSUMER_GET_PART_META, req,
                                              master_pb.GetPartMetaResponseM2C)
         check_v2(rsp)

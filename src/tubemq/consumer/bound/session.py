@@ -21,14 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...client.session import RUNTIME_VERSION, MasterSessionBase
+from ...client.session import RUNTIME_VERSION
 from ...codec import Partition
-from ...config import ConsumerConfig
 from ...errors import error_for_code
-from ...metrics import Metrics
 from ...protocol import master_pb
 from ...protocol.constants import MAX_SUBSCRIBE_REPORT_INTERVAL_TIMES, META_VALUE_UNDEFINED, ErrorCode, Method
-from ..core import FATAL_REGISTER_CODES
+from ..core import ConsumerSessionBase
 
 if TYPE_CHECKING:
     from .core import BoundCore
@@ -62,17 +60,11 @@ def check_v2(rsp: Any) -> None:
         raise error_for_code(rsp.errCode, rsp.errMsg)
 
 
-class BoundSession(MasterSessionBase):
+class BoundSession(ConsumerSessionBase):
     """Client-balance session with the master: V2 register (20), V2 heartbeat (21), close (6)."""
 
     role = "bound consumer"
-    fatal_register_codes = FATAL_REGISTER_CODES
-
-    def __init__(self, core: BoundCore, client_id: str, metrics: Metrics) -> None:
-        super().__init__(core.config, client_id, metrics=metrics)
-        self.core = core
-        self.cfg: ConsumerConfig = core.config
-        self._hb_count = 0
+    core: BoundCore
 
     def _broker_config_id(self) -> int:
         return self.broker_checksum if self.brokers else META_VALUE_UNDEFINED
@@ -96,9 +88,7 @@ class BoundSession(MasterSessionBase):
             topicCondition=cfg.topic_conditions(), jdkVersion=RUNTIME_VERSION,
         )
         req.subRepInfo.CopyFrom(self._sub_rep_info(report=report))
-        cert = self.cert_info(force=True)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=True)
         rsp = await self.call_master(Method.MASTER_CONSUMER_REGISTER_V2, req, master_pb.RegisterResponseM2CV2)
         check_v2(rsp)
         self._apply(rsp)
@@ -112,9 +102,7 @@ class BoundSession(MasterSessionBase):
         req.subRepInfo.CopyFrom(self._sub_rep_info(report=report))
         if report:
             core.table.changed = False
-        cert = self.cert_info(force=False)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=False)
         try:
             rsp = await self.call_master(Method.MASTER_CONSUMER_HEARTBEAT_V2, req, master_pb.HeartResponseM2CV2)
             check_v2(rsp)
@@ -128,9 +116,7 @@ class BoundSession(MasterSessionBase):
 
     async def _close_once(self) -> None:
         req = master_pb.CloseRequestC2M(clientId=self.client_id, groupName=self.cfg.group)
-        cert = self.cert_info(force=True)
-        if cert is not None:
-            req.authInfo.CopyFrom(cert)
+        self.add_cert(req, force=True)
         await self.call_master(Method.MASTER_CONSUMER_CLOSE, req, master_pb.CloseResponseM2C)
 
     def _apply(self, rsp: Any) -> None:
