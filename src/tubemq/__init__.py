@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ._lazy import load_lazy
-
 __version__ = "0.1.0"
 
 # a library never configures logging, but it must not print "No handlers could be found" either
@@ -21,6 +19,7 @@ if TYPE_CHECKING:
     from .codec import BrokerInfo, Message, Partition
     from .config import ClientConfig, ConsumerConfig, ProducerConfig
     from .consumer import Batch, BoundConsumer, Consumer
+    from .errors import TubeMQError
     from .producer import Producer, SendResult
 
 _LAZY = {
@@ -35,6 +34,7 @@ _LAZY = {
     "Message": "tubemq.codec",
     "Partition": "tubemq.codec",
     "BrokerInfo": "tubemq.codec",
+    "TubeMQError": "tubemq.errors",
     "errors": "tubemq.errors",
     "codec": "tubemq.codec",
     "aio": "tubemq.aio",
@@ -43,6 +43,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    from ._lazy import load_lazy  # here, not at the top: `import tubemq.errors` loads nothing else
+
     return load_lazy("tubemq", _LAZY, globals(), name)
 
 
@@ -52,5 +54,5 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "BoundConsumer", "BrokerInfo", "Batch", "ClientConfig", "Consumer", "ConsumerConfig", "Message", "Partition",
-    "Producer", "ProducerConfig", "SendResult", "__version__", "aio", "codec", "errors", "server",
+    "Producer", "ProducerConfig", "SendResult", "TubeMQError", "__version__", "aio", "codec", "errors", "server",
 ]
