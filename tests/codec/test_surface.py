@@ -83,3 +83,14 @@ def test_protocol_protobuf_modules_load_on_first_use() -> None:
 def test_result_types_are_shared() -> None:
     assert codec.Partition is _codec_py.Partition
     assert codec.TopicPartition is codec.Partition
+
+
+def test_readme_documents_every_exported_name() -> None:
+    """`from tubemq.codec import *` exports only what the README's codec section names."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## The codec (`tubemq.codec`) for other SDKs and tools", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)", section))
+    assert set(codec.__all__) <= documented, sorted(set(codec.__all__) - documented)
