@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ import timeit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_server import create_topic, free_port, wait_port  # noqa: E402
+from bench_server import create_topic, embedded_server  # noqa: E402
 
 import tubemq  # noqa: E402
 from tubemq import codec  # noqa: E402
@@ -124,16 +123,8 @@ def main() -> None:
             ns = decode_cost(100, count, attrs)
             print(f"decode 100 B x{count:<3} {'attrs' if attrs else 'plain'}: {ns:7.0f} ns/message")
 
-    master_port, broker_port, admin_port = free_port(), free_port(), free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "tubemq.server", "--data-dir", tmp, "--master-port", str(master_port),
-             "--broker-port", str(broker_port), "--admin-port", str(admin_port), "--balance-period-ms", "200",
-             "--log-level", "WARNING"],
-        )
-        try:
-            for port in (master_port, broker_port, admin_port):
-                wait_port(port)
+        with embedded_server(tmp, "--balance-period-ms", "200") as (master_port, broker_port, admin_port):
             master = f"127.0.0.1:{master_port}"
             for size in (int(s) for s in args.sizes.split(",")):
                 n = args.messages if size <= 200 else max(1, args.messages // 3)
@@ -144,9 +135,6 @@ def main() -> None:
                 for mode in args.modes.split(","):
                     msgs, mb = drain(master, f"g_{topic}_{mode}", topic, n, mode, args.concurrency)
                     print(f"  {mode:8s}: {msgs:12,.0f} msg/s  {mb:7.1f} MB/s")
-        finally:
-            server.terminate()
-            server.wait(10)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import asyncio
 import collections
 import concurrent.futures
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ import timeit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_server import create_topic, free_port, wait_port  # noqa: E402
+from bench_server import create_topic, embedded_server  # noqa: E402
 
 import tubemq  # noqa: E402
 import tubemq.aio  # noqa: E402
@@ -140,11 +139,13 @@ def _varint(v: int) -> bytes:
             return bytes(out)
 
 
+#: scenario -> (runner, message size). No Java figure here: those were taken on a real broker, these run
+#: against the embedded server, and a ratio between the two would compare servers, not clients.
 SCENARIOS = {
-    "sync": (run_sync, 100, 10_400),
-    "async": (run_async, 100, 70_000),
-    "async1k": (run_async, 1024, 62_000),
-    "aio": (run_aio, 100, 70_000),
+    "sync": (run_sync, 100),
+    "async": (run_async, 100),
+    "async1k": (run_async, 1024),
+    "aio": (run_aio, 100),
 }
 
 
@@ -160,25 +161,14 @@ def main() -> None:
         print(f"encode send request {size:>5} B: hot path {fast:8.0f} ns, protobuf objects {proto:8.0f} ns "
               f"({proto / fast:.1f}x)")
     with tempfile.TemporaryDirectory() as data_dir:
-        mport, bport, aport = free_port(), free_port(), free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "tubemq.server", "--data-dir", data_dir, "--master-port", str(mport),
-             "--broker-port", str(bport), "--admin-port", str(aport), "--log-level", "WARNING"],
-        )
-        try:
-            for port in (mport, bport, aport):
-                wait_port(port)
+        with embedded_server(data_dir) as (mport, bport, aport):
             master = f"127.0.0.1:{mport}"
             for i, name in enumerate(args.scenarios.split(",")):
-                fn, size, java = SCENARIOS[name]
+                fn, size = SCENARIOS[name]
                 topic = f"bench{i}"
                 create_topic(aport, topic, args.partitions)
                 rate = fn(master, topic, size, args.seconds)
-                print(f"{name:8s} {size:>5} B: {rate:10,.0f} msg/s   (Java reference {java:,} msg/s: "
-                      f"{rate / java:.2f}x)", flush=True)
-        finally:
-            server.terminate()
-            server.wait(10)
+                print(f"{name:8s} {size:>5} B: {rate:10,.0f} msg/s (embedded server)", flush=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ Usage: python bench/bench_server.py [--messages 200000] [--size 100] [--window 2
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 
 from tubemq import codec
 from tubemq.protocol import broker_pb
@@ -41,6 +43,24 @@ def wait_port(port: int, timeout: float = 20.0) -> None:
         except OSError:
             time.sleep(0.05)
     raise SystemExit(f"server did not open port {port}")
+
+
+@contextlib.contextmanager
+def embedded_server(data_dir: str, *extra: str, stop_timeout: float = 10) -> Iterator[tuple[int, int, int]]:
+    """`python -m tubemq.server` in a child process on free ports: yields (master, broker, admin) ports
+    once all three listen; terminates the server on exit."""
+    mport, bport, aport = free_port(), free_port(), free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tubemq.server", "--data-dir", data_dir, "--master-port", str(mport),
+         "--broker-port", str(bport), "--admin-port", str(aport), *extra, "--log-level", "WARNING"],
+    )
+    try:
+        for port in (mport, bport, aport):
+            wait_port(port)
+        yield mport, bport, aport
+    finally:
+        server.terminate()
+        server.wait(stop_timeout)
 
 
 def create_topic(admin_port: int, topic: str, partitions: int, stores: int = 1) -> list[int]:
@@ -127,16 +147,7 @@ def main() -> None:
     ap.add_argument("--flush", default="interval", choices=("always", "interval", "never"))
     args = ap.parse_args()
     data_dir = tempfile.mkdtemp(prefix="tubemq-bench-")
-    mport, bport, aport = free_port(), free_port(), free_port()
-    env = dict(os.environ)
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tubemq.server", "--data-dir", data_dir, "--master-port", str(mport),
-         "--broker-port", str(bport), "--admin-port", str(aport), "--flush", args.flush, "--log-level", "WARNING"],
-        env=env,
-    )
-    try:
-        wait_port(aport)
-        wait_port(bport)
+    with embedded_server(data_dir, "--flush", args.flush) as (_, bport, aport):
         create_topic(aport, "bench1", 1)
         create_topic(aport, "bench3", 3)
         print(f"codec implementation: {codec.implementation}; flush={args.flush}; {args.messages} x {args.size} B")
@@ -148,9 +159,6 @@ def main() -> None:
         print(f"fetch backlog, 1-partition store: {frate:,.0f} msg/s")
         frate3 = fetch(bport, "bench3", 0, args.messages // 3)
         print(f"fetch backlog, partition 0 of a 3-partition store: {frate3:,.0f} msg/s")
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 if __name__ == "__main__":

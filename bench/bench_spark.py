@@ -28,7 +28,6 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_server import create_topic, free_port, wait_port  # noqa: E402
+from bench_server import create_topic, embedded_server  # noqa: E402
 
 import tubemq  # noqa: E402
 from tubemq import codec  # noqa: E402
@@ -151,14 +150,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = os.path.join(tmp, "data")
-        mport, bport, aport = free_port(), free_port(), free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "tubemq.server", "--data-dir", data_dir, "--master-port", str(mport),
-             "--broker-port", str(bport), "--admin-port", str(aport), "--log-level", "WARNING"],
-        )
-        try:
-            for port in (mport, bport, aport):
-                wait_port(port)
+        with embedded_server(data_dir, stop_timeout=30) as (mport, bport, aport):
             master = f"127.0.0.1:{mport}"
             names = ["warm"] + [f"{kind}{r}" for r in range(args.rounds) for kind in ("sparkt", "plaint")]
             for name in names:
@@ -200,9 +192,6 @@ def main() -> None:
                 plan_batch_ranges(plan_opts)
                 plan_runs.append(time.perf_counter() - t_plan)
             plan_s = statistics.median(plan_runs)
-        finally:
-            server.terminate()
-            server.wait(30)
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
 

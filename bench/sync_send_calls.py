@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -21,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_server import create_topic, free_port, wait_port  # noqa: E402
+from bench_server import create_topic, embedded_server  # noqa: E402
 
 import tubemq  # noqa: E402
 
@@ -39,14 +38,7 @@ def main() -> None:
             counts["loop thread" if "loop" in name else "caller thread"] += 1
 
     with tempfile.TemporaryDirectory() as data_dir:
-        mport, bport, aport = free_port(), free_port(), free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "tubemq.server", "--data-dir", data_dir, "--master-port", str(mport),
-             "--broker-port", str(bport), "--admin-port", str(aport), "--log-level", "WARNING"],
-        )
-        try:
-            for port in (mport, bport, aport):
-                wait_port(port)
+        with embedded_server(data_dir) as (mport, bport, aport):
             create_topic(aport, "calls", 3)
             threading.setprofile(profile)  # the loop thread starts with the producer, after this
             sys.setprofile(profile)
@@ -60,9 +52,6 @@ def main() -> None:
                 counting[0] = False
             sys.setprofile(None)
             threading.setprofile(None)  # type: ignore[arg-type]
-        finally:
-            server.terminate()
-            server.wait(10)
     for where, n in sorted(counts.items()):
         print(f"{where:13s} {n / args.messages:6.1f} Python calls per send")
 
