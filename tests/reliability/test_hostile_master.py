@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -40,17 +40,47 @@ def _attempt(make: Callable[[str], Any], address: str, out: dict[str, Any], name
         out[name] = (None, time.monotonic() - t0)
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_constructors_fail_typed_and_bounded(mode: str) -> None:
-    with HostilePeer(mode) as peer:
-        results: dict[str, Any] = {}
-        threads = [threading.Thread(target=_attempt, args=(make, peer.address, results, name))
-                   for name, make in CLIENTS.items()]
-        for t in threads:
+TEST_NAME = "test_constructors_fail_typed_and_bounded"
+
+
+class _Run:
+    """One hostile master and the three constructors attempting against it, on their own threads."""
+
+    def __init__(self, mode: str) -> None:
+        self.peer = HostilePeer(mode).start()
+        self.results: dict[str, Any] = {}
+        self.threads = [threading.Thread(target=_attempt, args=(make, self.peer.address, self.results, name),
+                                         daemon=True) for name, make in CLIENTS.items()]
+        for t in self.threads:
             t.start()
-        for t in threads:
-            t.join(BOUND_S + 30)
-        assert peer.requests > 0, "the clients never reached the hostile master"
+
+
+@pytest.fixture(scope="module")
+def runs(request: pytest.FixtureRequest) -> Iterator[dict[str, _Run]]:
+    """Every selected mode's attempts, all started at once: each waits on its own RPC timeouts (5 x 3 s
+    for the silent kinds), so running the modes side by side takes the time of one, not of seven. Each
+    test then checks its own mode; the clock of each attempt starts on its own thread, as before."""
+    modes = [item.callspec.params["mode"] for item in request.session.items
+             if item.module is request.module and getattr(item, "originalname", "") == TEST_NAME]
+    started: dict[str, _Run] = {}
+    try:
+        for mode in dict.fromkeys(modes):
+            started[mode] = _Run(mode)
+        yield started
+    finally:
+        for run in started.values():
+            for t in run.threads:
+                t.join(BOUND_S + 30)
+            run.peer.stop()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_constructors_fail_typed_and_bounded(mode: str, runs: dict[str, _Run]) -> None:
+    run = runs[mode]
+    peer, results = run.peer, run.results
+    for t in run.threads:
+        t.join(BOUND_S + 30)
+    assert peer.requests > 0, "the clients never reached the hostile master"
     for name in CLIENTS:
         assert name in results, f"{name}() still running after {BOUND_S + 30:.0f} s against a {mode} master"
         exc, took = results[name]
