@@ -10,6 +10,7 @@ proxy forwards faithfully until a test turns it hostile mid-connection.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -149,33 +150,53 @@ def test_close_timeout_is_configurable(proxied: Any) -> None:
         consumer.close()
 
 
+def _fails_typed_and_bounded(name: str, op: Callable[[], Any], mode: str) -> None:
+    """``op()`` against a broker in ``mode`` raises a TubeMQError (nothing else) within the bound."""
+    t0 = time.monotonic()
+    try:
+        op()
+    except TubeMQError:
+        pass
+    except BaseException as exc:  # noqa: BLE001
+        raise AssertionError(f"{name}() raised untyped {type(exc).__name__}: {exc}") from exc
+    else:
+        if mode != "garbage":  # garbage may be skipped by the codec only if it is not a frame
+            raise AssertionError(f"{name}() succeeded against a {mode} broker")
+    took = time.monotonic() - t0
+    assert took < 3 * RPC_TIMEOUT_MS / 1000 + 3, f"{name}() took {took:.1f} s against a {mode} broker"
+
+
 @pytest.mark.parametrize("mode", ["silent", "half", "stall", "garbage", "oversized", "token", "close"])
 def test_send_and_bound_consumer_fail_typed_and_bounded(proxied: Any, mode: str) -> None:
     """send(), BoundConsumer.attach() and .offsets() against a broker turned hostile: a TubeMQError
-    within about one RPC timeout (plus the producer's own retry budget)."""
+    within about one RPC timeout (plus the producer's own retry budget).
+
+    The producer and the bound consumer are separate clients with their own (private) connections, so
+    send() runs on a thread while offsets() then attach() run here: the waits overlap, nothing is shared."""
     cluster, proxy = proxied
     producer = tubemq.Producer(cluster.master_address, **OPTS)
     bound = tubemq.BoundConsumer(cluster.master_address, f"g_rel_b_{mode}", ["rel_t"], **OPTS)
+    send_failure: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            _fails_typed_and_bounded("send", lambda: producer.send("rel_t", b"x"), mode)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the test's thread
+            send_failure.append(exc)
+
+    sender = threading.Thread(target=send, daemon=True)
     try:
         producer.send("rel_t", b"warm")  # connection to the (proxied) broker is open
         part = bound.partitions("rel_t")[0]
         bound.attach(part)
         proxy.mode = mode
-        for name, op in (("send", lambda: producer.send("rel_t", b"x")),
-                         ("offsets", lambda: bound.offsets(part)),
-                         ("attach", lambda: bound.attach(bound.partitions("rel_t")[1]))):
-            t0 = time.monotonic()
-            try:
-                op()
-            except TubeMQError:
-                pass
-            except BaseException as exc:  # noqa: BLE001
-                raise AssertionError(f"{name}() raised untyped {type(exc).__name__}: {exc}") from exc
-            else:
-                if mode != "garbage":  # garbage may be skipped by the codec only if it is not a frame
-                    raise AssertionError(f"{name}() succeeded against a {mode} broker")
-            took = time.monotonic() - t0
-            assert took < 3 * RPC_TIMEOUT_MS / 1000 + 3, f"{name}() took {took:.1f} s against a {mode} broker"
+        sender.start()
+        _fails_typed_and_bounded("offsets", lambda: bound.offsets(part), mode)
+        _fails_typed_and_bounded("attach", lambda: bound.attach(bound.partitions("rel_t")[1]), mode)
+        sender.join(3 * RPC_TIMEOUT_MS / 1000 + 30)
+        assert not sender.is_alive(), f"send() still running against a {mode} broker"
+        if send_failure:
+            raise send_failure[0]
     finally:
         proxy.mode = "pass"
         bound.close()
