@@ -102,8 +102,10 @@ def test_drain_timeout_against_a_frozen_server_reports_unknown() -> None:
     with temporary_server_process(quiet=True, balance_period_ms=200) as server:
         server.create_topic("frozen_drain", partitions=1)
         proc = subprocess.Popen(
+            # rpc_timeout_ms=3000 (the smallest allowed): the close after the drain waits one RPC timeout
+            # for the frozen server, 3 s instead of the default 10 s; the outcome is the same
             [sys.executable, "-m", "tubemq", "produce", "-t", "frozen_drain", "-m", server.master, "--json-summary",
-             "--drain-timeout", "1", "-"],
+             "--drain-timeout", "1", "-X", "rpc_timeout_ms=3000", "-"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(),
         )
         assert proc.stdin is not None and proc.stderr is not None
