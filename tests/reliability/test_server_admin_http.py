@@ -9,6 +9,8 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
+
 from tubemq.server import admin as admin_mod
 from tubemq.server.admin import AdminApi, AdminServer
 from tubemq.server.config import ServerConfig
@@ -66,7 +68,10 @@ def test_half_sent_requests_do_not_lock_out_others(tmp_path: Path) -> None:
     _run(tmp_path, body)
 
 
-def test_header_deadline_closes_a_silent_client(tmp_path: Path) -> None:
+def test_header_deadline_closes_a_silent_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the server reads the deadline at each request: 1 s here instead of 5, the same code path
+    monkeypatch.setattr(admin_mod, "HEADER_DEADLINE_S", 1.0)
+
     def body(port: int) -> None:
         with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
             s.sendall(b"GET /webapi.htm?type=op_query")
