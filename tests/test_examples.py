@@ -1,6 +1,7 @@
 """Every script in examples/ runs against an embedded server (so the examples cannot rot).
 
-Each example runs as a subprocess with a timeout; the Spark examples run only when Java is present.
+Each example runs as a subprocess with a timeout; the Spark examples run only when Java is present, both
+in one subprocess (one JVM; see ``_SEQUENTIAL``).
 The master is given as a DSN with a short heartbeat period so consumer groups get their partitions
 within a second or two instead of Java's 13 s.
 """
@@ -138,33 +139,102 @@ def test_inlongmsg_asyncio(tube: Any) -> None:
 
 needs_spark = pytest.mark.skipif(java_missing() is not None, reason=str(java_missing()))
 
+#: Runs example scripts one after the other in ONE Python process, each exactly as ``python SCRIPT ARGS``
+#: would (``__main__``, its own argv, its directory first on sys.path, the environment restored between
+#: scripts), and prints ``<<<example SCRIPT exit CODE>>>`` after each. The scripts' SparkSessions then
+#: share one JVM: a Spark example's own work takes seconds, the JVM's start and warm-up most of a minute
+#: on a small machine, so the second example no longer pays it again.
+_SEQUENTIAL = r"""
+import json, os, runpy, sys, traceback
+for script, args in json.loads(sys.argv[1]):
+    env, path = dict(os.environ), list(sys.path)
+    sys.argv, sys.path[0] = [script, *args], os.path.dirname(script)
+    try:
+        runpy.run_path(script, run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    os.environ.clear()
+    os.environ.update(env)
+    sys.path[:] = path
+    sys.stdout.flush()
+    print(f"<<<example {os.path.basename(script)} exit {code}>>>", flush=True)
+"""
+
+class SparkRuns:
+    """The Spark examples' runs (see ``_SEQUENTIAL``): their cluster, inputs and outputs."""
+
+    def __init__(self, cluster: Any, tmp: Path) -> None:
+        self.cluster, self.tmp = cluster, tmp
+        self.stdout: dict[str, tuple[str, str]] = {}  # script: (its stdout, its exit code)
+        self.stderr = ""
+
+    def output(self, script: str) -> str:
+        """The script's stdout; fails with its stderr unless it exited 0."""
+        assert script in self.stdout, f"{script} did not run:\n{self.stderr[-4000:]}"
+        out, code = self.stdout[script]
+        assert code == "0", f"{script} failed ({code}):\n{out}\n{self.stderr[-4000:]}"
+        return out
+
+
+@pytest.fixture(scope="module")
+def spark_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkRuns]:
+    """Each selected Spark example prepared against one embedded cluster, then all run in one process."""
+    from tubemq.server import EmbeddedCluster
+
+    selected = {item.originalname for item in request.session.items if item.module is request.module}
+    tmp = tmp_path_factory.mktemp("spark-examples")
+    with EmbeddedCluster(data_dir=tmp / "data", balance_period_ms=200) as cluster:
+        runs = SparkRuns(cluster, tmp)
+        plan: list[tuple[str, list[str]]] = []
+        if "test_spark_batch_ingest" in selected:
+            cluster.create_topic("ex_spark_batch", partitions=2)
+            src = tmp / "orders.jsonl"
+            src.write_text("".join(json.dumps({"order": i, "amount": i * 1.5}) + "\n" for i in range(200)))
+            plan.append(("spark_batch_ingest.py",
+                         ["--master", cluster.master_address, "--topic", "ex_spark_batch", str(src)]))
+        if "test_spark_streaming_parquet" in selected:
+            cluster.create_topic("ex_spark_stream", partitions=2)
+            _fill(cluster, "ex_spark_stream", [b"event-%d" % i for i in range(300)])
+            plan.append(("spark_streaming_parquet.py",
+                         ["--master", cluster.master_address, "--topic", "ex_spark_stream", "--output",
+                          str(tmp / "parquet"), "--checkpoint", str(tmp / "ckpt"), "--available-now",
+                          "--max-per-trigger", "120"]))
+        env = dict(os.environ, PYTHONUNBUFFERED="1", SPARK_LOCAL_IP="127.0.0.1")
+        todo = json.dumps([(str(EXAMPLES / script), args) for script, args in plan])
+        r = subprocess.run([sys.executable, "-c", _SEQUENTIAL, todo], capture_output=True, text=True,
+                           timeout=300 + 300 * len(plan), env=env)
+        runs.stderr = r.stderr
+        rest = r.stdout
+        for script, _ in plan:
+            before, marker, after = rest.partition(f"<<<example {script} exit ")
+            if not marker:
+                break
+            code, _, rest = after.partition(">>>\n")
+            runs.stdout[script] = (before, code)
+        yield runs
+
 
 @pytest.mark.spark
 @needs_spark
-def test_spark_batch_ingest(tube: Any, tmp_path: Path) -> None:
-    tube.create_topic("ex_spark_batch", partitions=2)
-    src = tmp_path / "orders.jsonl"
-    src.write_text("".join(json.dumps({"order": i, "amount": i * 1.5}) + "\n" for i in range(200)))
-    r = _run("spark_batch_ingest.py", "--master", tube.master_address, "--topic", "ex_spark_batch", str(src),
-             timeout=400)
-    assert "wrote 200 rows to ex_spark_batch; the topic now holds 200 rows from this job" in r.stdout
-    msgs = _drain(tube, "ex_spark_batch", "ex_spark_check", 200)
+def test_spark_batch_ingest(spark_runs: SparkRuns) -> None:
+    out = spark_runs.output("spark_batch_ingest.py")
+    assert "wrote 200 rows to ex_spark_batch; the topic now holds 200 rows from this job" in out
+    msgs = _drain(spark_runs.cluster, "ex_spark_batch", "ex_spark_check", 200)
     assert sorted(json.loads(m.data)["order"] for m in msgs) == list(range(200))
     assert all(m.stream_id == "spark-ingest" and m.attributes.get("source") == "orders.jsonl" for m in msgs)
 
 
 @pytest.mark.spark
 @needs_spark
-def test_spark_streaming_parquet(tube: Any, tmp_path: Path) -> None:
-    tube.create_topic("ex_spark_stream", partitions=2)
-    _fill(tube, "ex_spark_stream", [b"event-%d" % i for i in range(300)])
-    out, ckpt = tmp_path / "parquet", tmp_path / "ckpt"
-    args = ["--master", tube.master_address, "--topic", "ex_spark_stream", "--output", str(out), "--checkpoint",
-            str(ckpt), "--available-now", "--max-per-trigger", "120"]
-    r = _run("spark_streaming_parquet.py", *args, timeout=400)
-    assert "now holds 300 rows from ex_spark_stream" in r.stdout
+def test_spark_streaming_parquet(spark_runs: SparkRuns) -> None:
+    out = spark_runs.output("spark_streaming_parquet.py")
+    assert "now holds 300 rows from ex_spark_stream" in out
     import pyarrow.parquet as pq
 
-    bodies = pq.read_table(out).column("body").to_pylist()
+    bodies = pq.read_table(spark_runs.tmp / "parquet").column("body").to_pylist()
     assert sorted(bodies) == sorted(f"event-{i}" for i in range(300))
-    assert (ckpt / "offsets").is_dir()  # the offsets a restarted query resumes from
+    assert (spark_runs.tmp / "ckpt" / "offsets").is_dir()  # the offsets a restarted query resumes from
