@@ -277,7 +277,9 @@ def test_authentication_options(tmp_path: Path) -> None:
     with EmbeddedCluster(data_dir=tmp_path / "d", auth_enabled=True, auth_users={"alice": "s3cret"},
                          visit_token_check=True, **CLI_SERVER) as c:
         c.create_topic("secure", partitions=1)
-        r = run_cli(["produce", "-t", "secure", "-m", c.master_address, "-"], input=b"x\n", timeout=120)
+        # the refused register is tried 5 times, register_retry_wait_ms apart (1 s by default)
+        r = run_cli(["produce", "-t", "secure", "-m", c.master_address, "-X", "register_retry_wait_ms=100", "-"],
+                    input=b"x\n", timeout=120)
         assert r.returncode == 1
         err = r.stderr.decode()
         assert "Traceback" not in err and "auth_user" in err
