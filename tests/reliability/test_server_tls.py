@@ -28,12 +28,12 @@ def _openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
 
 
-@pytest.fixture
-def pki(tmp_path: Path) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Made once for the module (three RSA keys cost seconds); the tests only read the files."""
     if shutil.which("openssl") is None:
         pytest.skip("the openssl CLI is not installed: cannot make test certificates")
-    d = tmp_path / "pki"
-    d.mkdir()
+    d = tmp_path_factory.mktemp("pki")
     f = {n: str(d / n) for n in ("ca.crt", "ca.key", "srv.crt", "srv.key", "cli.csr", "cli.crt", "cli.key")}
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", f["ca.key"], "-out", f["ca.crt"],
              "-days", "1", "-subj", "/CN=test client CA")
