@@ -32,20 +32,21 @@ ROUNDS = int(os.environ.get("TUBEMQ_FUZZ_ROUNDS", "1500"))
 BROKERS = {1: py.BrokerInfo(1, "10.0.0.1", 8123), 2: py.BrokerInfo(2, "h2", 8124), 7: py.BrokerInfo(7, "h7", 1)}
 
 
-_SCALARS = (int, str, bytes, float, type(None))
+#: exact types (a set lookup is the cheapest test); a subclass takes the longer way, to the same result
+_SCALARS = frozenset({int, bool, str, bytes, float, type(None)})
 
 
 def _norm(value: Any) -> Any:
     """A value both codecs' results can be compared by (their classes differ); scalars are themselves.
     (Topic infos hold thousands of partitions: scalars, most of the values, are passed without a call.)"""
-    if isinstance(value, _SCALARS):
+    if type(value) in _SCALARS:
         return value
     if hasattr(value, "attributes") and hasattr(value, "offset") and hasattr(value, "data"):
         return ("Message",) + tuple([_norm(getattr(value, a)) for a in py.Message.__slots__])
     if isinstance(value, tuple):
-        return type(value).__name__, tuple([v if isinstance(v, _SCALARS) else _norm(v) for v in value])
+        return type(value).__name__, tuple([v if type(v) in _SCALARS else _norm(v) for v in value])
     if isinstance(value, list):
-        return [v if isinstance(v, _SCALARS) else _norm(v) for v in value]
+        return [v if type(v) in _SCALARS else _norm(v) for v in value]
     if isinstance(value, dict):
         return {k: _norm(v) for k, v in value.items()}
     return value
