@@ -164,6 +164,7 @@ for script, args in json.loads(sys.argv[1]):
     print(f"<<<example {os.path.basename(script)} exit {code}>>>", flush=True)
 """
 
+
 class SparkRuns:
     """The Spark examples' runs (see ``_SEQUENTIAL``): their cluster, inputs and outputs."""
 
