@@ -62,17 +62,19 @@ def test_requests_match_java_field_presence(cluster, relay, monkeypatch) -> None
     frames: list[bytes] = []
     from tubemq.net import connection as conn_mod
 
-    orig = conn_mod.Connection.start_call_cb
+    def spying(orig):  # every send frame, whichever path writes it (loop or blocking caller)
+        def spy(self, build, arg, timeout_ms, callback, **kw):
+            def capture(serial: int, a) -> bytes:
+                frame = build(serial, a)
+                frames.append(frame)
+                return frame
 
-    def spy(self, build, arg, timeout_ms, callback, **kw):
-        def capture(serial: int, a) -> bytes:
-            frame = build(serial, a)
-            frames.append(frame)
-            return frame
+            return orig(self, capture, arg, timeout_ms, callback, **kw)
 
-        return orig(self, capture, arg, timeout_ms, callback, **kw)
+        return spy
 
-    monkeypatch.setattr(conn_mod.Connection, "start_call_cb", spy)
+    for name in ("start_call_cb", "send_direct"):
+        monkeypatch.setattr(conn_mod.Connection, name, spying(getattr(conn_mod.Connection, name)))
     with tubemq.Producer(r.address) as p:  # default rpc timeout 10000 like Java
         p.send("cap_main", b"plain message #1")
         p.send("cap_main", b"attr message #5", attributes={"k": "v"}, stream_id="typeA", msg_time="202611221030")
