@@ -437,15 +437,21 @@ class Connection:
                 if pending.pop(serial, None) is None:
                     return True
                 if not isinstance(exc, BlockingIOError):  # a dead socket: let the loop close it
-                    self._loop.call_soon_threadsafe(self._write_failed, exc)
+                    self._to_loop(self._write_failed, exc)
                 return False
             self.bytes_sent += len(frame)
             if n < len(frame):
                 self._wrest = frame[n:]
-                self._loop.call_soon_threadsafe(self._write_queued)
+                self._to_loop(self._write_queued)
         if self._sweeper is None:
-            self._loop.call_soon_threadsafe(self._start_sweeper)
+            self._to_loop(self._start_sweeper)
         return True
+
+    def _to_loop(self, fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is closed: nothing runs there any more (the caller's wait ends it)
+            pass
 
     def _write_failed(self, exc: OSError) -> None:
         self._shutdown(ConnectionLostError(f"{self.address}: write failed: {exc}"))

@@ -52,6 +52,7 @@ class Producer:
         self._closed = False
         self._release_loop: Callable[[], None] | None = None  # a sync facade's loop-thread reference
         self._finalizer: Any = None
+        self._max_wait = self._default_wait()
 
     @property
     def closed(self) -> bool:
@@ -189,7 +190,7 @@ class Producer:
         if not core.send_direct(job):
             core.submit_threadsafe(job)
             core.kick()  # the job may sit in the inbox behind other threads' sends: make sure it moves
-        wait = self._default_wait() if timeout is None else timeout
+        wait = self._max_wait if timeout is None else timeout
         if not waiter.lock.acquire(True, min(max(wait, 0.0), threading.TIMEOUT_MAX)):
             raise TubeMQTimeoutError(f"no answer for the message to topic {topic!r} within {wait:g} s "
                                      "(it may still be sent)")

@@ -566,7 +566,11 @@ class ProducerCore:
             job.direct = True
             self._direct_started += 1  # before the write: the answer may finish the job at once
             self._inflight.add(job)
-            if not conn.send_direct(self._build, job, self.timeout_ms, self._answer):
+            try:
+                started = conn.send_direct(self._build, job, self.timeout_ms, self._answer)
+            except Exception:  # noqa: BLE001 - e.g. an encode error: the loop path reports it
+                started = False
+            if not started:
                 self._inflight.discard(job)
                 job.direct = False
                 self._direct_started -= 1
