@@ -5,14 +5,15 @@ runs, while these counts are stable; comparing two trees with them shows whether
 (or took work from) the hot path:
 
 * Python calls per send (``call`` + ``c_call`` profile events), in the caller thread and on the client's
-  loop thread;
+  loop thread; with ``--pipelined``, per message of ``send_async`` in batches of 1000 (the other path,
+  which a change to the blocking one must not make dearer);
 * with ``--syscalls``: system calls per send of the client process only (``strace -c -f`` on a client
   subprocess, the server not traced), from the difference between a run with ``--messages`` sends and
   one with none (same start-up and warm-up), so start-up costs cancel out.
 
 The server runs as ``python -m tubemq.server`` in a subprocess (embedded server).
 
-Usage: python bench/sync_send_calls.py [--messages 2000] [--syscalls]
+Usage: python bench/sync_send_calls.py [--messages 2000] [--syscalls] [--pipelined]
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import tubemq  # noqa: E402
 TOPIC = "calls"
 
 
-def send_loop(master: str, messages: int, profile: Any = None) -> None:
+def send_loop(master: str, messages: int, profile: Any = None, pipelined: bool = False) -> None:
     """200 warm-up sends, then ``messages`` counted ones (no heartbeat meanwhile)."""
     counting = profile is not None
     if counting:
@@ -48,8 +49,13 @@ def send_loop(master: str, messages: int, profile: Any = None) -> None:
                 p.send(TOPIC, b"x" * 100)
             if counting:
                 profile.on = True
-            for _ in range(messages):
-                p.send(TOPIC, b"x" * 100)
+            if pipelined:
+                for start in range(0, messages, 1000):
+                    for f in [p.send_async(TOPIC, b"x" * 100) for _ in range(min(1000, messages - start))]:
+                        f.result()
+            else:
+                for _ in range(messages):
+                    p.send(TOPIC, b"x" * 100)
             if counting:
                 profile.on = False
     finally:
@@ -88,6 +94,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--syscalls", action="store_true", help="also count system calls per send (needs strace)")
+    ap.add_argument("--pipelined", action="store_true", help="count Python calls per send_async message instead")
     ap.add_argument("--client", metavar="MASTER", help=argparse.SUPPRESS)  # the traced child
     args = ap.parse_args()
     if args.client:
@@ -100,9 +107,10 @@ def main() -> None:
         with embedded_server(data_dir) as (mport, _bport, aport):
             create_topic(aport, TOPIC, 3)
             master = f"127.0.0.1:{mport}"
-            send_loop(master, args.messages, counter)
+            send_loop(master, args.messages, counter, args.pipelined)
+            what = "pipelined send_async" if args.pipelined else "send"
             for where, n in sorted(counter.counts.items()):
-                print(f"{where:13s} {n / args.messages:6.1f} Python calls per send")
+                print(f"{where:13s} {n / args.messages:6.1f} Python calls per {what}")
             if args.syscalls:
                 full = strace_counts(master, args.messages, os.path.join(data_dir, "strace-full.txt"))
                 base = strace_counts(master, 0, os.path.join(data_dir, "strace-base.txt"))

@@ -136,16 +136,12 @@ class Producer:
 
     def submit_threadsafe(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None,
                           stream_id: str | None, msg_time: Any, key: Any, callback: SendCallback | None,
-                          waiter: Any) -> None:
+                          waiter: Any, direct: bool = False) -> bool:
         """``send_async``/``send`` of the blocking API (any thread but the loop's, unless from a
         callback): take a buffer slot, waiting for one if needed, and queue the job on the core's
-        inbox; ``waiter`` (a :class:`SendFuture` or :class:`Waiter`) is completed on the loop thread."""
-        self._core.submit_threadsafe(self._job_threadsafe(topic, data, attributes, stream_id, msg_time, key,
-                                                          callback, waiter))
-
-    def _job_threadsafe(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None, stream_id: str | None,
-                        msg_time: Any, key: Any, callback: SendCallback | None, waiter: Any) -> Any:
-        """A job for ``waiter`` holding a buffer slot (waiting for one if needed); any thread."""
+        inbox; ``waiter`` (a :class:`SendFuture` or :class:`Waiter`) is completed on the loop thread.
+        ``direct``: write it from this thread if possible (:meth:`ProducerCore.send_direct`); returns
+        whether it was (False: it went to the inbox)."""
         if self._closed:
             raise ClientClosedError("producer is closed")
         core = self._core
@@ -160,7 +156,10 @@ class Producer:
         if self._closed:
             core.loop.call_soon_threadsafe(buf.release)
             raise ClientClosedError("producer is closed")
-        return job
+        if direct and core.send_direct(job):
+            return True
+        core.submit_threadsafe(job)
+        return False
 
     def send_threadsafe(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None = None,
                         stream_id: str | None = None, msg_time: Any = None, key: Any = None,
@@ -186,9 +185,7 @@ class Producer:
             raise TubeMQError("Producer.send() would block the client's own event-loop thread (called from "
                               "a callback?): use send_async() there")
         waiter = Waiter()
-        job = self._job_threadsafe(topic, data, attributes, stream_id, msg_time, key, None, waiter)
-        if not core.send_direct(job):
-            core.submit_threadsafe(job)
+        if not self.submit_threadsafe(topic, data, attributes, stream_id, msg_time, key, None, waiter, True):
             core.kick()  # the job may sit in the inbox behind other threads' sends: make sure it moves
         wait = self._max_wait if timeout is None else timeout
         if not waiter.lock.acquire(True, min(max(wait, 0.0), threading.TIMEOUT_MAX)):
