@@ -13,7 +13,9 @@ runs, while these counts are stable; comparing two trees with them shows whether
 
 The server runs as ``python -m tubemq.server`` in a subprocess (embedded server).
 
-Usage: python bench/sync_send_calls.py [--messages 2000] [--syscalls] [--pipelined]
+``--threads N``: N threads share the producer, each sending ``--messages`` (figures per message).
+
+Usage: python bench/sync_send_calls.py [--messages 2000] [--syscalls] [--pipelined] [--threads 1]
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ import tubemq  # noqa: E402
 TOPIC = "calls"
 
 
-def send_loop(master: str, messages: int, profile: Any = None, pipelined: bool = False) -> None:
-    """200 warm-up sends, then ``messages`` counted ones (no heartbeat meanwhile)."""
+def send_loop(master: str, messages: int, profile: Any = None, pipelined: bool = False, threads: int = 1) -> None:
+    """200 warm-up sends, then ``messages`` counted ones per thread (no heartbeat meanwhile)."""
     counting = profile is not None
     if counting:
         threading.setprofile(profile)  # the loop thread starts with the producer, after this
@@ -49,13 +51,24 @@ def send_loop(master: str, messages: int, profile: Any = None, pipelined: bool =
                 p.send(TOPIC, b"x" * 100)
             if counting:
                 profile.on = True
-            if pipelined:
-                for start in range(0, messages, 1000):
-                    for f in [p.send_async(TOPIC, b"x" * 100) for _ in range(min(1000, messages - start))]:
-                        f.result()
+
+            def one_thread() -> None:
+                if pipelined:
+                    for start in range(0, messages, 1000):
+                        for f in [p.send_async(TOPIC, b"x" * 100) for _ in range(min(1000, messages - start))]:
+                            f.result()
+                else:
+                    for _ in range(messages):
+                        p.send(TOPIC, b"x" * 100)
+
+            if threads == 1:
+                one_thread()
             else:
-                for _ in range(messages):
-                    p.send(TOPIC, b"x" * 100)
+                workers = [threading.Thread(target=one_thread, name=f"sender-{i}") for i in range(threads)]
+                for w in workers:
+                    w.start()
+                for w in workers:
+                    w.join()
             if counting:
                 profile.on = False
     finally:
@@ -75,10 +88,10 @@ class CallCounter:
             self.counts["loop thread" if "loop" in name else "caller thread"] += 1
 
 
-def strace_counts(master: str, messages: int, out: str) -> dict[str, int]:
+def strace_counts(master: str, messages: int, out: str, threads: int = 1) -> dict[str, int]:
     """syscall -> calls of a client subprocess sending ``messages`` (strace -c -f, client only)."""
     cmd = ["strace", "-f", "-c", "-o", out, sys.executable, os.path.abspath(__file__), "--client", master,
-           "--messages", str(messages)]
+           "--messages", str(messages), "--threads", str(threads)]
     subprocess.run(cmd, check=True, timeout=600)
     counts: dict[str, int] = {}
     with open(out) as f:
@@ -95,10 +108,11 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--syscalls", action="store_true", help="also count system calls per send (needs strace)")
     ap.add_argument("--pipelined", action="store_true", help="count Python calls per send_async message instead")
+    ap.add_argument("--threads", type=int, default=1, help="sending threads sharing the producer (default 1)")
     ap.add_argument("--client", metavar="MASTER", help=argparse.SUPPRESS)  # the traced child
     args = ap.parse_args()
     if args.client:
-        send_loop(args.client, args.messages)
+        send_loop(args.client, args.messages, threads=args.threads)
         return
     if args.syscalls and shutil.which("strace") is None:
         raise SystemExit("--syscalls needs strace on PATH")
@@ -107,14 +121,15 @@ def main() -> None:
         with embedded_server(data_dir) as (mport, _bport, aport):
             create_topic(aport, TOPIC, 3)
             master = f"127.0.0.1:{mport}"
-            send_loop(master, args.messages, counter, args.pipelined)
+            send_loop(master, args.messages, counter, args.pipelined, args.threads)
             what = "pipelined send_async" if args.pipelined else "send"
+            total = args.messages * args.threads
             for where, n in sorted(counter.counts.items()):
-                print(f"{where:13s} {n / args.messages:6.1f} Python calls per {what}")
+                print(f"{where:13s} {n / total:6.1f} Python calls per {what}")
             if args.syscalls:
-                full = strace_counts(master, args.messages, os.path.join(data_dir, "strace-full.txt"))
-                base = strace_counts(master, 0, os.path.join(data_dir, "strace-base.txt"))
-                per = {k: (full.get(k, 0) - base.get(k, 0)) / args.messages for k in full}
+                full = strace_counts(master, args.messages, os.path.join(data_dir, "strace-full.txt"), args.threads)
+                base = strace_counts(master, 0, os.path.join(data_dir, "strace-base.txt"), args.threads)
+                per = {k: (full.get(k, 0) - base.get(k, 0)) / total for k in full}
                 shown = {k: v for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v >= 0.05}
                 print(f"client        {sum(per.values()):6.1f} system calls per send: "
                       + ", ".join(f"{k} {v:.1f}" for k, v in shown.items()))

@@ -57,7 +57,7 @@ def test_many_threads_keep_their_order_per_partition(cluster: Any, stored: Any) 
         direct = p._core._direct_sent
         counters = p.metrics()["counters"]
     assert not errors, errors
-    assert direct >= 50  # many blocking sends took the direct path (others queued behind a send_async)
+    assert direct > 0  # some blocking sends took the direct path (the others found messages in flight)
     assert counters["producer.sent"] == counters["producer.acknowledged"] == n_threads * per_thread + 1
     by_thread: dict[int, list[int]] = {}
     for msgs in stored(cluster.broker_address, "order", range(3)).values():
@@ -168,7 +168,7 @@ def test_close_during_blocking_sends(fake_cluster: Any) -> None:
     while len(broker.sends) < 5 and time.monotonic() < deadline:  # all four written (and unanswered)
         time.sleep(0.01)
     assert len(broker.sends) == 5
-    assert p._core._direct_sent >= 4
+    assert p._core._direct_sent >= 1  # the first one written by its own thread, the others by the loop
     t0 = time.monotonic()
     p.close(timeout=0)
     for t in threads:

@@ -414,7 +414,8 @@ class Connection:
         tail of an earlier direct write), so frames stay whole and in order; every socket write (this
         one, the loop's flush) and the close hold ``_wlock``. Returns False, having started nothing,
         when the request must go through the loop instead: TLS, a closed or full connection, queued
-        output, or a socket that would block. A kernel that takes only part of the frame gets the rest
+        output, another thread writing right now (the loop then batches the waiting requests), or a
+        socket that would block. A kernel that takes only part of the frame gets the rest
         from the loop, before anything else. The answer arrives on the loop thread, as for
         :meth:`start_call_cb`.
         """
@@ -423,7 +424,10 @@ class Connection:
         serial = next(self._serials) & _SERIAL_MASK
         frame = build(serial, arg)
         pending = self._pending
-        with self._wlock:
+        wlock = self._wlock
+        if not wlock.acquire(False):  # another thread is writing: the loop batches this one with others
+            return False
+        try:
             transport = self._transport
             if (self.closed or transport is None or self._wbuf or self._wrest is not None
                     or transport.get_write_buffer_size() or transport.is_closing()):
@@ -443,6 +447,8 @@ class Connection:
             if n < len(frame):
                 self._wrest = frame[n:]
                 self._to_loop(self._write_queued)
+        finally:
+            wlock.release()
         if self._sweeper is None:
             self._to_loop(self._start_sweeper)
         return True
