@@ -564,14 +564,16 @@ class ProducerCore:
         if conn is None:
             return False
         # _dlock is never held across I/O: only these counter updates and close() take it
+        job.part = part
+        job.t0 = time.monotonic()
         with self._dlock:
             if self.closed:
                 return False
-            self._direct_started += 1  # before the write: the answer may finish the job at once
-        job.part = part
-        job.t0 = time.monotonic()
-        job.direct = True
-        self._inflight.add(job)
+            # counted and in flight before the write: the answer may finish the job at once, and
+            # close() fails what is in flight
+            job.direct = True
+            self._direct_started += 1
+            self._inflight.add(job)
         try:
             started = conn.send_direct(self._build, job, self.timeout_ms, self._answer)
         except Exception:  # noqa: BLE001 - e.g. an encode error: the loop path reports it
