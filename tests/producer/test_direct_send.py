@@ -178,3 +178,34 @@ def test_close_during_blocking_sends(fake_cluster: Any) -> None:
     assert len(outcomes) == 4 and all(isinstance(e, ClientClosedError) for e in outcomes), outcomes
     with pytest.raises(ClientClosedError):
         p.send("demo", b"after close")
+
+
+def test_would_block_and_dead_socket_fall_back_to_the_loop(cluster: Any, stored: Any, monkeypatch: Any) -> None:
+    """A socket that would block (EAGAIN) or is dead (EPIPE) at the direct write: nothing was written,
+    so the message goes through the loop (a new connection for the dead one) and is stored exactly once,
+    the caller sees a plain success."""
+    cluster.create_topic("fb", partitions=1)
+    real_write = conn_mod._os_write
+    plan: list[type[OSError] | None] = []
+    failed: list[str] = []
+
+    def flaky(fd: int, data: bytes) -> int:
+        exc = plan.pop(0) if plan else None
+        if exc is not None:
+            failed.append(exc.__name__)
+            raise exc(f"scripted {exc.__name__}")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(conn_mod, "_os_write", flaky)
+    with tubemq.Producer(cluster.master_address, **FAST) as p:
+        p.send("fb", b"warm-up")
+        connects = p.metrics()["brokers"]
+        plan.extend([BlockingIOError, None, BlockingIOError, BrokenPipeError, None, None])
+        results = [p.send("fb", b"m%d" % i) for i in range(8)]
+        after = p.metrics()["brokers"]
+    assert failed == ["BlockingIOError", "BlockingIOError", "BrokenPipeError"]
+    assert len({r.message_id for r in results}) == 8
+    bodies = [m.data for ms in stored(cluster.broker_address, "fb", [0]).values() for m in ms]
+    assert bodies == [b"warm-up"] + [b"m%d" % i for i in range(8)]  # once each, in order
+    (address,) = list(after)  # the one broker
+    assert after[address]["reconnects"] == connects[address]["reconnects"] + 1  # the dead socket was replaced
