@@ -544,7 +544,8 @@ class ProducerCore:
 
         The checks run in the order jobs move (inbox, ``_drain``, backlog, backlog task; the
         connection checks its own queue under its write lock): a job that left one stage is seen in
-        a later one, so nothing submitted earlier by this thread can still be unwritten.
+        a later one, so nothing submitted earlier by this thread can still be unwritten (a retry
+        waiting out its backoff aside, as on the loop path).
         """
         if (self._inflight or self._inbox or self._draining or self._backlog or self._backlog_task is not None
                 or not self._direct_ok or self.closed):
