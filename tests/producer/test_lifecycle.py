@@ -297,6 +297,7 @@ def test_tls_end_to_end(tmp_path, stored) -> None:
         with tubemq.Producer(c.master_address, tls=True, tls_ca=str(cert), heartbeat_period_ms=200) as p:
             r = p.send("secure", b"over tls", attributes={"a": "b"})
             assert p.send_async("secure", b"again").result(timeout=30).message_id > 0
+            assert p._core._direct_sent == 0  # TLS: the blocking send never writes the socket itself
         with pytest.raises(TubeMQError):  # a plain-text client cannot talk to the TLS master
             tubemq.Producer(c.master_address, connect_timeout_ms=1000, register_retry_wait_ms=10,
                             rpc_timeout_ms=3000)
