@@ -5,6 +5,7 @@ Java client's broker was on the reference machine); the producer runs in this pr
 on 127.0.0.1. Scenarios (reference: the official Java client against a real broker on loopback):
 
 * ``sync``       ``Producer.send`` one at a time, 100 B            (Java ~10.4k msg/s)
+* ``sync4``      ``Producer.send`` from 4 threads sharing one producer, 100 B (total msg/s)
 * ``async``      ``Producer.send_async`` pipelined, 100 B            (Java ~70k msg/s)
 * ``async1k``    ``Producer.send_async`` pipelined, 1 KiB            (Java ~62k msg/s)
 * ``aio``        ``tubemq.aio.Producer.send_async`` pipelined (futures, no task per message), 100 B
@@ -12,7 +13,7 @@ on 127.0.0.1. Scenarios (reference: the official Java client against a real brok
 Also reports the encode cost of one send-request frame: ``codec.encode_send_request`` vs building
 the same frame from protobuf objects (issue target: at least 5x faster).
 
-Usage: python bench/bench_producer.py [--seconds 5] [--scenarios sync,async,async1k,aio] [--partitions 3]
+Usage: python bench/bench_producer.py [--seconds 5] [--scenarios sync,sync4,async,async1k,aio] [--partitions 3]
 """
 
 from __future__ import annotations
@@ -52,6 +53,29 @@ def run_sync(master: str, topic: str, size: int, seconds: float) -> float:
             now = time.perf_counter()
             if now >= deadline:
                 return n / (now - t0)
+
+
+def run_sync_threads(master: str, topic: str, size: int, seconds: float, threads: int = 4) -> float:
+    """``threads`` threads each sending one message at a time through one producer (total msg/s)."""
+    payload = os.urandom(size)
+    counts = [0] * threads
+    with tubemq.Producer(master) as p:
+        for _ in range(200):
+            p.send(topic, payload)
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+
+        def worker(i: int) -> None:
+            n = 0
+            while time.perf_counter() < deadline:
+                for _ in range(50):
+                    p.send(topic, payload)
+                n += 50
+            counts[i] = n
+
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            list(pool.map(worker, range(threads)))
+        return sum(counts) / (time.perf_counter() - t0)
 
 
 def run_async(master: str, topic: str, size: int, seconds: float) -> float:
@@ -143,6 +167,7 @@ def _varint(v: int) -> bytes:
 #: against the embedded server, and a ratio between the two would compare servers, not clients.
 SCENARIOS = {
     "sync": (run_sync, 100),
+    "sync4": (run_sync_threads, 100),
     "async": (run_async, 100),
     "async1k": (run_async, 1024),
     "aio": (run_aio, 100),
@@ -152,7 +177,7 @@ SCENARIOS = {
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--scenarios", default="sync,async,async1k,aio")
+    ap.add_argument("--scenarios", default="sync,sync4,async,async1k,aio")
     ap.add_argument("--partitions", type=int, default=3)
     args = ap.parse_args()
     print(f"codec: {codec.implementation}")

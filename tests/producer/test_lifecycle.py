@@ -62,17 +62,19 @@ def test_requests_match_java_field_presence(cluster, relay, monkeypatch) -> None
     frames: list[bytes] = []
     from tubemq.net import connection as conn_mod
 
-    orig = conn_mod.Connection.start_call_cb
+    def spying(orig):  # every send frame, whichever path writes it (loop or blocking caller)
+        def spy(self, build, arg, timeout_ms, callback, **kw):
+            def capture(serial: int, a) -> bytes:
+                frame = build(serial, a)
+                frames.append(frame)
+                return frame
 
-    def spy(self, build, arg, timeout_ms, callback, **kw):
-        def capture(serial: int, a) -> bytes:
-            frame = build(serial, a)
-            frames.append(frame)
-            return frame
+            return orig(self, capture, arg, timeout_ms, callback, **kw)
 
-        return orig(self, capture, arg, timeout_ms, callback, **kw)
+        return spy
 
-    monkeypatch.setattr(conn_mod.Connection, "start_call_cb", spy)
+    for name in ("start_call_cb", "send_direct"):
+        monkeypatch.setattr(conn_mod.Connection, name, spying(getattr(conn_mod.Connection, name)))
     with tubemq.Producer(r.address) as p:  # default rpc timeout 10000 like Java
         p.send("cap_main", b"plain message #1")
         p.send("cap_main", b"attr message #5", attributes={"k": "v"}, stream_id="typeA", msg_time="202611221030")
@@ -295,6 +297,7 @@ def test_tls_end_to_end(tmp_path, stored) -> None:
         with tubemq.Producer(c.master_address, tls=True, tls_ca=str(cert), heartbeat_period_ms=200) as p:
             r = p.send("secure", b"over tls", attributes={"a": "b"})
             assert p.send_async("secure", b"again").result(timeout=30).message_id > 0
+            assert p._core._direct_sent == 0  # TLS: the blocking send never writes the socket itself
         with pytest.raises(TubeMQError):  # a plain-text client cannot talk to the TLS master
             tubemq.Producer(c.master_address, connect_timeout_ms=1000, register_retry_wait_ms=10,
                             rpc_timeout_ms=3000)

@@ -7,7 +7,8 @@ messages in flight (:class:`~tubemq.producer.core.SendBuffer`; further senders w
 ``tubemq.Producer`` runs this class on the shared loop thread; its hot paths (``send``,
 ``send_async`` from other threads) enter through :meth:`Producer.submit_threadsafe` and
 :meth:`Producer.send_blocking` without a coroutine per message: the job goes through the core's
-inbox and the caller waits on a future or a bare lock the loop thread completes.
+inbox (a blocking send writes its frame itself when nothing is queued ahead of it) and the caller
+waits on a future or a bare lock the loop thread completes.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Producer:
         self._closed = False
         self._release_loop: Callable[[], None] | None = None  # a sync facade's loop-thread reference
         self._finalizer: Any = None
+        self._max_wait = self._default_wait()
 
     @property
     def closed(self) -> bool:
@@ -134,10 +136,12 @@ class Producer:
 
     def submit_threadsafe(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None,
                           stream_id: str | None, msg_time: Any, key: Any, callback: SendCallback | None,
-                          waiter: Any) -> None:
+                          waiter: Any, direct: bool = False) -> bool:
         """``send_async``/``send`` of the blocking API (any thread but the loop's, unless from a
         callback): take a buffer slot, waiting for one if needed, and queue the job on the core's
-        inbox; ``waiter`` (a :class:`SendFuture` or :class:`Waiter`) is completed on the loop thread."""
+        inbox; ``waiter`` (a :class:`SendFuture` or :class:`Waiter`) is completed on the loop thread.
+        ``direct``: write it from this thread if possible (:meth:`ProducerCore.send_direct`); returns
+        whether it was (False: it went to the inbox)."""
         if self._closed:
             raise ClientClosedError("producer is closed")
         core = self._core
@@ -152,7 +156,10 @@ class Producer:
         if self._closed:
             core.loop.call_soon_threadsafe(buf.release)
             raise ClientClosedError("producer is closed")
+        if direct and core.send_direct(job):
+            return True
         core.submit_threadsafe(job)
+        return False
 
     def send_threadsafe(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None = None,
                         stream_id: str | None = None, msg_time: Any = None, key: Any = None,
@@ -168,17 +175,19 @@ class Producer:
                       timeout: float | None = None) -> SendResult:
         """``tubemq.Producer.send``: send from another thread and block for the answer.
 
-        The caller blocks on a bare lock that the loop thread releases (:class:`Waiter`), not on a
-        Future's Condition: measured cheaper per send.
+        This thread writes the frame itself when nothing is queued ahead of it
+        (:meth:`ProducerCore.send_direct`: no loop wake-up), else queues it like ``send_async``. It
+        then blocks on a bare lock that the loop thread releases with the answer (:class:`Waiter`),
+        not on a Future's Condition: measured cheaper per send.
         """
         core = self._core
         if core.loop is _running_loop():
             raise TubeMQError("Producer.send() would block the client's own event-loop thread (called from "
                               "a callback?): use send_async() there")
         waiter = Waiter()
-        self.submit_threadsafe(topic, data, attributes, stream_id, msg_time, key, None, waiter)
-        core.kick()  # the job may sit in the inbox behind other threads' sends: make sure it moves
-        wait = self._default_wait() if timeout is None else timeout
+        if not self.submit_threadsafe(topic, data, attributes, stream_id, msg_time, key, None, waiter, True):
+            core.kick()  # the job may sit in the inbox behind other threads' sends: make sure it moves
+        wait = self._max_wait if timeout is None else timeout
         if not waiter.lock.acquire(True, min(max(wait, 0.0), threading.TIMEOUT_MAX)):
             raise TubeMQTimeoutError(f"no answer for the message to topic {topic!r} within {wait:g} s "
                                      "(it may still be sent)")

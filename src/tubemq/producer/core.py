@@ -9,6 +9,8 @@ ones to a backlog drained by one task, which keeps the order.
 
 Sync callers hand jobs over through a lock-free deque and at most one ``call_soon_threadsafe`` per
 batch, so pipelined ``send_async`` from threads costs one loop wake-up per batch, not per message.
+A blocking ``send`` does not wake the loop at all when it can help it (:meth:`ProducerCore.send_direct`):
+its thread routes, encodes and writes the frame itself; only the answer is read on the loop thread.
 
 Failure rules (§6.2): a broker's explicit refusal with a retryable code (419, 500, 503) is resent up
 to ``retries`` times after ``retry_backoff_ms`` (the message was not stored, so no duplicate); a
@@ -123,7 +125,7 @@ class _Job:
     """One message on its way; ``done`` is called exactly once."""
 
     __slots__ = ("topic", "payload", "flag", "size", "msg_type", "msg_time", "key", "done", "fut", "cb", "attempt",
-                 "t0", "finished", "part")
+                 "t0", "finished", "part", "direct")
 
     def __init__(self, topic: str, payload: bytes, flag: int, size: int, msg_type: str | None,
                  msg_time: str | None, key: Any, done: Done) -> None:
@@ -141,6 +143,7 @@ class _Job:
         self.attempt = 0
         self.t0 = 0.0
         self.finished = False
+        self.direct = False  # started by send_direct (counted in the _direct_* counters)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -367,7 +370,16 @@ class ProducerCore:
         self._backlog: collections.deque[_Job] = collections.deque()
         self._backlog_task: asyncio.Task[None] | None = None
         self._inflight: set[_Job] = set()
-        self._outstanding = 0
+        self._outstanding = 0  # jobs accepted on the loop thread and not finished (loop thread only)
+        # send_direct (caller threads): the counters are written under _dlock (never held across I/O),
+        # which also orders them with close(); the *_finished one is written by the loop thread only
+        self._dlock = threading.Lock()
+        self._draining = False  # True while _drain holds jobs taken from the inbox
+        self._direct_ok = not callable(config.partitioner)  # a user partitioner runs on the loop thread
+        self._direct_started = 0
+        self._direct_finished = 0
+        self._direct_sent = 0
+        self._direct_bytes = 0
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._bg: set[asyncio.Task[Any]] = set()
         # hot-path counters: plain ints bumped on the loop thread, read by metrics snapshots
@@ -383,14 +395,14 @@ class ProducerCore:
 
     def _register_metrics(self) -> None:
         m = self.metrics
-        m.register_counter("producer.accepted", lambda: self.acknowledged + self.failed + self._outstanding)
-        m.register_counter("producer.sent", lambda: self.sent)
+        m.register_counter("producer.accepted", lambda: self.acknowledged + self.failed + self.outstanding)
+        m.register_counter("producer.sent", lambda: self.sent + self._direct_sent)
         m.register_counter("producer.acknowledged", lambda: self.acknowledged)
         m.register_counter("producer.failed", lambda: self.failed)
         m.register_counter("producer.retried", lambda: self.retried)
-        m.register_counter("producer.bytes_sent", lambda: self.bytes_sent)
+        m.register_counter("producer.bytes_sent", lambda: self.bytes_sent + self._direct_bytes)
         m.inc("producer.unknown_outcome", 0)  # present from the start (counted on the failure path)
-        m.set_gauge("producer.outstanding", lambda: self._outstanding)
+        m.set_gauge("producer.outstanding", lambda: self.outstanding)
         m.set_gauge("producer.in_flight", lambda: len(self._inflight))
         m.set_gauge("producer.backlog", lambda: len(self._backlog) + len(self._inbox))
         self.health = SessionHealth(m, self.session, self._broker_addresses, self._broker_extra)
@@ -425,6 +437,11 @@ class ProducerCore:
         self.started = True
 
     @property
+    def outstanding(self) -> int:
+        """Messages accepted and not yet finished (both entry paths)."""
+        return self._outstanding + self._direct_started - self._direct_finished
+
+    @property
     def loop(self) -> asyncio.AbstractEventLoop:
         assert self._loop is not None
         return self._loop
@@ -441,7 +458,7 @@ class ProducerCore:
     async def flush(self, timeout: float | None = None) -> int:
         """Wait until every accepted message is answered (or ``timeout``); returns how many are left."""
         self._drain()
-        if self._outstanding == 0:
+        if self.outstanding == 0:
             return 0
         fut: asyncio.Future[None] = self.loop.create_future()
         self._idle_waiters.append(fut)
@@ -452,7 +469,7 @@ class ProducerCore:
         finally:
             if fut in self._idle_waiters:
                 self._idle_waiters.remove(fut)
-        return self._outstanding
+        return self.outstanding
 
     async def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout``), fail what is left, close the master session and connections.
@@ -462,9 +479,10 @@ class ProducerCore:
         if self.closed:
             return
         self._drain()
-        self.closed = True
+        with self._dlock:  # a send_direct either counted its job (flushed / failed below) or sees this
+            self.closed = True
         wait = self.timeout_ms / 1000.0 if timeout is None else timeout
-        if self._outstanding:
+        if self.outstanding:
             await self.flush(wait)
         if self._backlog_task is not None:
             self._backlog_task.cancel()
@@ -475,9 +493,10 @@ class ProducerCore:
         closed_exc = ClientClosedError("producer closed before the message was sent")
         while self._backlog:
             self._finish(self._backlog.popleft(), None, closed_exc)
-        for job in list(self._inflight):
-            self._finish(job, None, ClientClosedError("producer closed before the broker answered; "
-                                                      "the message may or may not be stored"))
+        with self._dlock:  # a send_direct whose write failed meanwhile must see its job finished (or not)
+            for job in list(self._inflight):
+                self._finish(job, None, ClientClosedError("producer closed before the broker answered; "
+                                                          "the message may or may not be stored"))
         for t in list(self._bg):
             t.cancel()
         await self.session.close()
@@ -511,6 +530,67 @@ class ProducerCore:
                 self._inbox.clear()
                 self._finish(job, None, ClientClosedError("producer is closed"))
 
+    def send_direct(self, job: _Job) -> bool:
+        """Start ``job`` from the calling thread (not the loop's): route it, encode it and write it to
+        the broker's socket here (:meth:`Connection.send_direct`), so a blocking send costs no loop
+        wake-up; its answer completes it on the loop thread as usual. Returns False, having started
+        nothing, when the job must take the inbox instead: anything queued ahead of it (it must not
+        overtake this thread's earlier ``send_async``), a topic or connection not ready yet, shielded
+        brokers or a user partitioner (loop-thread business), TLS, or a socket that would block.
+
+        Also while other messages of this producer are in flight (other threads sending): the loop
+        thread is awake for their answers anyway and writes whatever waits in the inbox as one batch,
+        one syscall for many messages, where a write per thread would cost more CPU per message.
+
+        The checks run in the order jobs move (inbox, ``_drain``, backlog, backlog task; the
+        connection checks its own queue under its write lock): a job that left one stage is seen in
+        a later one, so nothing submitted earlier by this thread can still be unwritten (a retry
+        waiting out its backoff aside, as on the loop path).
+        """
+        if (self._inflight or self._inbox or self._draining or self._backlog or self._backlog_task is not None
+                or not self._direct_ok or self.closed):
+            return False
+        session = self.session
+        topic = job.topic
+        parts = session.partitions.get(topic)
+        pool = session._pool
+        if (not parts or pool is None or topic not in session.topics or self.quality.any_shielded
+                or job.size > session.topic_max_sizes.get(topic, session.max_msg_size)):
+            return False
+        try:
+            part = self.router.choose(topic, parts, job.key)  # a lost round-robin step at worst
+        except Exception:  # noqa: BLE001 - the loop path reports it to the caller
+            return False
+        conn = pool.connected(part.address)
+        if conn is None:
+            return False
+        # _dlock is never held across I/O: only these counter updates and close() take it
+        job.part = part
+        job.t0 = time.monotonic()
+        with self._dlock:
+            if self.closed:
+                return False
+            # counted and in flight before the write: the answer may finish the job at once, and
+            # close() fails what is in flight
+            job.direct = True
+            self._direct_started += 1
+            self._inflight.add(job)
+        try:
+            started = conn.send_direct(self._build, job, self.timeout_ms, self._answer)
+        except Exception:  # noqa: BLE001 - e.g. an encode error: the loop path reports it
+            started = False
+        with self._dlock:
+            if started:
+                self._direct_sent += 1
+                self._direct_bytes += job.size
+                return True
+            if job.finished:  # close() failed it meanwhile: its waiter has the outcome
+                return True
+            self._inflight.discard(job)
+            job.direct = False
+            self._direct_started -= 1
+        return False
+
     def kick(self) -> None:
         """Wake the loop thread if jobs wait in the inbox (any thread; e.g. before blocking on one)."""
         if self._inbox and not self._drain_scheduled:
@@ -521,6 +601,13 @@ class ProducerCore:
                 self._drain_scheduled = False
 
     def _drain(self) -> None:
+        self._draining = True  # first: send_direct must see jobs taken from the inbox (see there)
+        try:
+            self._drain_inbox()
+        finally:
+            self._draining = False
+
+    def _drain_inbox(self) -> None:
         self._drain_scheduled = False
         self._last_drain = time.monotonic()
         inbox = self._inbox
@@ -756,7 +843,10 @@ class ProducerCore:
         if job.finished:
             return
         job.finished = True
-        self._outstanding -= 1
+        if job.direct:
+            self._direct_finished += 1
+        else:
+            self._outstanding -= 1
         if result is not None:
             n = self.acknowledged = self.acknowledged + 1
             if not n & _LATENCY_SAMPLE_MASK and job.t0:
@@ -767,7 +857,7 @@ class ProducerCore:
             job.done(job, result, exc)
         except Exception:
             log.exception("send completion callback failed")
-        if self._outstanding == 0 and self._idle_waiters:
+        if self._idle_waiters and self.outstanding == 0:
             waiters, self._idle_waiters = self._idle_waiters, []
             for w in waiters:
                 if not w.done():
