@@ -13,6 +13,7 @@ Result handling follows docs/PROTOCOL.md §5.2.7 (waits per error code) and §5.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -145,7 +146,8 @@ class DeliveryBuffer:
         self._items: deque[Batch] = deque()
         self._space = asyncio.Event()
         self._space.set()
-        self._avail = asyncio.Event()
+        #: futures of ``take`` calls waiting for a batch: woken by ``push``, no Task per wait
+        self._waiters: list[asyncio.Future[None]] = []
         self._closed = False
 
     def __len__(self) -> int:
@@ -167,7 +169,20 @@ class DeliveryBuffer:
 
     def push(self, batch: Batch) -> None:
         self._items.append(batch)
-        self._avail.set()
+        self._wake()
+
+    def put_back(self, batch: Batch) -> None:
+        """A batch taken but never shown to the application goes back to the head of the queue (it
+        takes its unit of space again, so the buffer may briefly exceed ``capacity`` by it)."""
+        self._credits -= 1
+        self._items.appendleft(batch)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
 
     def take_nowait(self, is_current: Callable[[Batch], bool]) -> Batch | None:
         while self._items:
@@ -175,23 +190,29 @@ class DeliveryBuffer:
             self.unreserve()
             if is_current(batch):
                 return batch
-        self._avail.clear()
         return None
 
     async def take(self, timeout: float | None, is_current: Callable[[Batch], bool]) -> Batch | None:
         """The next current batch, or None after ``timeout`` seconds (None = wait forever) or close."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
         while True:
             batch = self.take_nowait(is_current)
             if batch is not None or self._closed:
                 return batch
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
+            if deadline is not None and deadline <= loop.time():
                 return None
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            timer = None if deadline is None else loop.call_at(deadline, _expire, waiter)
             try:
-                await asyncio.wait_for(self._avail.wait(), remaining)
-            except asyncio.TimeoutError:
-                return None
+                await waiter
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                if not waiter.done():  # cancelled: forget it
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove(waiter)
 
     def drain(self) -> list[Batch]:
         items = list(self._items)
@@ -201,7 +222,12 @@ class DeliveryBuffer:
     def close(self) -> None:
         self._closed = True
         self._space.set()
-        self._avail.set()
+        self._wake()
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class Fetcher:
