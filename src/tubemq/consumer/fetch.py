@@ -40,6 +40,8 @@ _ERROR_WAITS: dict[int, float] = {
     ErrorCode.MOVED: 0.2,
 }
 _OTHER_ERROR_WAIT = 0.3
+#: serialized getMessage requests kept (two per partition); the cache is emptied when it is full
+_MAX_CACHED_REQUESTS = 4096
 #: the broker no longer holds the partition for us: drop it locally (the master learns from the report)
 _LOST_CODES = frozenset({ErrorCode.HB_NO_NODE, ErrorCode.DUPLICATE_PARTITION, ErrorCode.CERTIFICATE_FAILURE})
 
@@ -210,7 +212,7 @@ class DeliveryBuffer:
             finally:
                 if timer is not None:
                     timer.cancel()
-                if not waiter.done():  # cancelled: forget it
+                if self._waiters:  # timed out or cancelled: not woken, so still listed
                     with contextlib.suppress(ValueError):
                         self._waiters.remove(waiter)
 
@@ -283,6 +285,7 @@ class Fetcher:
             for name in ("fetch_errors", "decode_errors", "dropped_messages"):
                 metrics.inc(f"consumer.{name}", 0)  # present from the start (counted on failure paths)
         self._tasks: list[asyncio.Task[None]] = []
+        self._requests: dict[tuple[Partition, bool], bytes] = {}
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -334,7 +337,14 @@ class Fetcher:
         """One getMessage for the FETCHING ``slot``; the batch (slot now IN_FLIGHT) or None, in which
         case the slot was released (with the back-off the answer asks for) or dropped."""
         p = slot.partition
-        body = get_message_request(self.client_id, self.group, p, slot.last_consumed)
+        # the request of a partition takes two shapes (lastPackConsumed true / false): built once each
+        cache_key = (p, slot.last_consumed)
+        body = self._requests.get(cache_key)
+        if body is None:
+            if len(self._requests) >= _MAX_CACHED_REQUESTS:
+                self._requests.clear()
+            body = self._requests[cache_key] = get_message_request(self.client_id, self.group, p,
+                                                                    slot.last_consumed)
         self.fetches += 1
         self.in_flight += 1
         try:
