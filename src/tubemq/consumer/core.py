@@ -674,7 +674,7 @@ class ConsumerCore:
         if not self._is_current(batch):
             self.confirm_local(batch, False)  # a revoke waits for it: roll it back now
             return
-        batch.delivered = False
+        batch.delivered = batch.held = False
         self.batches -= 1
         self.buffer.put_back(batch)
 
@@ -770,7 +770,7 @@ class ConsumerCore:
             now = time.monotonic()
             for slot in self.table.slots():
                 b = slot.batch
-                if slot.state is PartitionState.IN_FLIGHT and b is not None and b.delivered \
+                if slot.state is PartitionState.IN_FLIGHT and b is not None and b.delivered and not b.held \
                         and now - b.fetched_at > timeout:
                     log.warning("partition %s: batch not confirmed within %.1f s; rolling it back",
                                 slot.key, timeout)

@@ -62,6 +62,7 @@ class Batch(Sequence[Message]):
         "next_offset",
         "fetched_at",
         "delivered",
+        "held",
         "confirmed",
         "release_delay",
         "_slot",
@@ -86,6 +87,8 @@ class Batch(Sequence[Message]):
         self.next_offset = -1
         self.fetched_at = time.monotonic()
         self.delivered = False
+        #: polled ahead for a blocking iterator and not yet taken by it: exempt from the confirm timeout
+        self.held = False
         self.confirmed = False
         self.release_delay = release_delay
         self._slot = slot

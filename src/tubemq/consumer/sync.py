@@ -164,7 +164,9 @@ class BatchFeed:
     a deque (polled = delivered, exactly as ``poll()`` would return it); the iterating thread takes
     it under a lock and posts the confirm of the batch it finished with ``call_soon_threadsafe``
     (fire and forget: a local confirm has no outcome the iterator reports). When the loop stops, a
-    batch still queued ahead goes back to the head of the delivery buffer, never shown.
+    batch still queued ahead goes back to the head of the delivery buffer, never shown. While queued
+    it is ``held``: the confirm timeout ignores it (as it ignores batches in the buffer), and a revoke
+    waits for its confirm like for any polled batch (up to ``rebalance_confirm_wait_ms``).
     """
 
     def __init__(self, lt: Any, consumer: aio.Consumer) -> None:
@@ -197,6 +199,7 @@ class BatchFeed:
                 batch = await self._aio.poll(1.0)
                 if batch is None:
                     continue
+                batch.held = True
                 with self._cond:
                     self._ready.append(batch)
                     self._cond.notify()
@@ -240,6 +243,7 @@ class BatchFeed:
         with self._cond:
             batch = self._ready.popleft() if self._ready else None
         if batch is not None:
+            batch.held = False
             self._post(self._advance, done)
             return batch
         self._post(self._advance, done)  # the confirm may be what the next batch waits for
@@ -255,6 +259,7 @@ class BatchFeed:
                 self._cond.wait(wait)
             batch = self._ready.popleft() if self._ready else None
         if batch is not None:
+            batch.held = False
             self._post(self._advance, None)
         elif self._error is not None:
             raise self._error
