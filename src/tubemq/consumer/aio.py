@@ -162,7 +162,7 @@ class Consumer:
         done, self._iter_batch, self._iter_msgs = self._iter_batch, None, None
         core = self._core
         if done is not None and not core.closing:
-            await core.confirm(done, True, local=True)
+            core.confirm_local(done, True)
         limit = self.config.iter_timeout_ms / 1000.0
         deadline = time.monotonic() + limit if limit > 0 else None
         while not core.closing:
