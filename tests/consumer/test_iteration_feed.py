@@ -175,6 +175,23 @@ def test_close_from_another_thread_ends_a_waiting_iteration(small_batches: Embed
     assert sorted(got) == sorted(BODIES[:10])
 
 
+def test_close_with_a_batch_queued_ends_the_loop_and_shows_it_to_nobody(small_batches: EmbeddedCluster) -> None:
+    cluster = small_batches
+    cluster.create_topic("clq", partitions=2)
+    produce(cluster, "clq", BODIES[:80], partitions=2)
+    c = open_consumer(cluster, "g_clq", "clq", iter_timeout_ms=0)
+    it = iter(c)
+    first = next(it)
+    current = c._aio._iter_batch
+    wait_for(lambda: delivered_unconfirmed(c) == 2, timeout=5, what="a batch queued ahead")
+    c.close()
+    rest = list(it)  # the rest of the current batch, then the end: the queued batch is not shown
+    assert [first.data] + [m.data for m in rest] == [m.data for m in current]
+    with open_consumer(cluster, "g_clq", "clq") as again:  # nothing was confirmed: all of it again
+        got = [m.data for m in again]
+    assert sorted(got) == sorted(BODIES[:80])
+
+
 def test_async_for_break_and_resume(small_batches: EmbeddedCluster) -> None:
     cluster = small_batches
     cluster.create_topic("abrk", partitions=3)

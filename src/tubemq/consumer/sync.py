@@ -170,7 +170,6 @@ class BatchFeed:
     """
 
     def __init__(self, lt: Any, consumer: aio.Consumer) -> None:
-        self._lt = lt
         self._aio = consumer
         self._loop: asyncio.AbstractEventLoop = lt.loop
         self._ready: collections.deque[Batch] = collections.deque()
@@ -240,6 +239,9 @@ class BatchFeed:
     def next_batch(self, done: Batch | None, timeout: float | None) -> Batch | None:
         """Confirm ``done`` (if any) and return the next batch; None after ``timeout`` seconds (None:
         wait forever) without one, or once the consumer closed."""
+        core = self._aio._core
+        if core.closing:
+            return None  # close rolls back whatever is queued
         with self._cond:
             batch = self._ready.popleft() if self._ready else None
         if batch is not None:
@@ -248,7 +250,6 @@ class BatchFeed:
             return batch
         self._post(self._advance, done)  # the confirm may be what the next batch waits for
         deadline = None if timeout is None else time.monotonic() + timeout
-        core = self._aio._core
         with self._cond:
             while not self._ready:
                 if self._ended or core.closing:
@@ -257,7 +258,7 @@ class BatchFeed:
                 if wait <= 0:
                     break
                 self._cond.wait(wait)
-            batch = self._ready.popleft() if self._ready else None
+            batch = self._ready.popleft() if self._ready and not core.closing else None
         if batch is not None:
             batch.held = False
             self._post(self._advance, None)
