@@ -133,9 +133,22 @@ def blocking(master: str, topic: str, size: int, count: int, seconds: float, ser
     return result
 
 
+def _fetch_figures(consumer: tubemq.Consumer) -> tuple[int, float]:
+    """(getMessage requests answered, seconds they spent waiting for the broker in total)."""
+    snap = consumer.metrics()
+    lat = snap["latency"]["consumer.fetch_latency"]
+    return int(lat["count"]), lat["count"] * lat["mean_ms"] / 1e3
+
+
 def consume(master: str, topic: str, count: int, seconds: float, concurrency: int,
             server_pid: int | None) -> dict[str, Any]:
-    """A fresh group drains ``count`` messages; clock and CPU from the first message to the last."""
+    """A fresh group drains ``count`` messages; clock and CPU from the first message to the last.
+
+    Also: getMessage calls per second, messages per call, the broker's median answer time and the
+    mean number of calls waiting for the broker (sum of answer times / wall). That number near the
+    partitions owned (one fetch per partition at a time) with the client's CPU / wall well below 1.0
+    says the broker is the limit: the client has a fetch waiting on every partition it may fetch.
+    """
     group = f"compare_{os.getpid()}_{concurrency}_{int(time.time() * 1000) % 10**8}"
     got = nbytes = 0
     meter: Meter | None = None
@@ -146,11 +159,13 @@ def consume(master: str, topic: str, count: int, seconds: float, concurrency: in
                          fetch_concurrency=concurrency, prefetch_batches=max(4, 2 * concurrency),
                          heartbeat_period_ms=2000, iter_timeout_ms=int(max(seconds, 60) * 1000)) as consumer:
         deadline = time.monotonic() + 120
+        fetches0, waited0 = 0, 0.0
         for msg in consumer:
             if meter is None:
                 meter = Meter(server_pid)
                 waited = time.perf_counter() - t_reg
                 deadline = time.monotonic() + seconds
+                fetches0, waited0 = _fetch_figures(consumer)
             got += 1
             nbytes += len(msg.data)
             if got >= count or not (got & 4095 or time.monotonic() < deadline):
@@ -158,7 +173,13 @@ def consume(master: str, topic: str, count: int, seconds: float, concurrency: in
         if meter is None:
             raise SystemExit(f"no message arrived (topic {topic}, group {group})")
         result = meter.stop(got, nbytes)
-    result.update({"fetch_concurrency": concurrency, "first_message_after_s": round(waited, 2)})
+        fetches1, waited1 = _fetch_figures(consumer)
+        partitions = len(consumer.assignment())
+    fetches = max(1, fetches1 - fetches0)
+    result.update({"fetch_concurrency": concurrency, "first_message_after_s": round(waited, 2),
+                   "partitions": partitions, "fetches_per_s": round(fetches / result["seconds"]),
+                   "messages_per_fetch": round(got / fetches), "fetch_wait_ms_mean": round((waited1 - waited0) / fetches * 1e3, 2),
+                   "fetches_waiting_on_broker": round((waited1 - waited0) / result["seconds"], 2)})
     return result
 
 
@@ -210,7 +231,10 @@ def main() -> None:
         if "p50_ms" in row:
             extra = f"  latency p50 {row['p50_ms']:.3f} / p99 {row['p99_ms']:.3f} / p99.9 {row['p999_ms']:.3f} ms"
         if "fetch_concurrency" in row:
-            extra = f"  fetch_concurrency {row['fetch_concurrency']}, first message after {row['first_message_after_s']} s"
+            extra = (f"  fetch_concurrency {row['fetch_concurrency']}, first message after {row['first_message_after_s']} s;"
+                     f" {row['fetches_per_s']} fetches/s of {row['messages_per_fetch']} msgs, broker answer"
+                     f" {row['fetch_wait_ms_mean']} ms mean, {row['fetches_waiting_on_broker']} fetches waiting on it"
+                     f" (of {row['partitions']} partitions)")
         server = ""
         if "server_cpu_per_wall" in row:
             server = f", server CPU/wall {row['server_cpu_per_wall']:.2f}"

@@ -13,7 +13,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 from ..codec import Message, Partition
@@ -125,8 +125,19 @@ class Consumer:
         return await self._core.confirm(batch, consumed)
 
     # ------------------------------------------------------------------ iteration
-    def __aiter__(self) -> Consumer:
-        return self
+    def __aiter__(self) -> AsyncIterator[Message]:
+        """``async for msg in consumer``: the semantics of :meth:`__anext__` (each batch confirmed
+        once iterated to its end), as an async generator: no coroutine per message."""
+        return self._messages()
+
+    async def _messages(self) -> AsyncIterator[Message]:
+        while True:
+            msgs = self._iter_msgs
+            if msgs is not None:
+                for msg in msgs:  # shared with __anext__: a break leaves the rest for the next loop
+                    yield msg
+            if await self._next_batch() is None:
+                return
 
     async def __anext__(self) -> Message:
         msg = self._next_buffered()
@@ -151,7 +162,7 @@ class Consumer:
         done, self._iter_batch, self._iter_msgs = self._iter_batch, None, None
         core = self._core
         if done is not None and not core.closing:
-            await core.confirm(done, True, local=True)
+            core.confirm_local(done, True)
         limit = self.config.iter_timeout_ms / 1000.0
         deadline = time.monotonic() + limit if limit > 0 else None
         while not core.closing:

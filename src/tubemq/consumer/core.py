@@ -652,11 +652,31 @@ class ConsumerCore:
                         self.table.drop(slot, f"commit [{code}] {msg}")
                         self._on_lost(slot)
                         return False
+        return self.confirm_local(batch, consumed)
+
+    def confirm_local(self, batch: Batch, consumed: bool = True) -> bool:
+        """The local half of :meth:`confirm` (the commit rides on the partition's next fetch), callable
+        from plain code on the loop thread: what iteration uses at the end of each batch."""
+        slot = batch._slot
+        if slot is None or batch.confirmed:
+            return False
         ok = self.table.confirm(slot, batch._booking, consumed, batch.release_delay)
         batch.confirmed = ok
         if ok:
             self.confirms += 1
         return ok
+
+    def unpoll(self, batch: Batch) -> None:
+        """``batch`` came from :meth:`poll` but the application never saw it (an iterator that stopped
+        with it queued ahead): back to the head of the buffer, not delivered, as if never polled."""
+        if batch.confirmed or self.closing:
+            return  # close rolls it back
+        if not self._is_current(batch):
+            self.confirm_local(batch, False)  # a revoke waits for it: roll it back now
+            return
+        batch.delivered = batch.held = False
+        self.batches -= 1
+        self.buffer.put_back(batch)
 
     def pause(self) -> None:
         """Stop fetching (batches already fetched can still be polled)."""
@@ -750,7 +770,7 @@ class ConsumerCore:
             now = time.monotonic()
             for slot in self.table.slots():
                 b = slot.batch
-                if slot.state is PartitionState.IN_FLIGHT and b is not None and b.delivered \
+                if slot.state is PartitionState.IN_FLIGHT and b is not None and b.delivered and not b.held \
                         and now - b.fetched_at > timeout:
                     log.warning("partition %s: batch not confirmed within %.1f s; rolling it back",
                                 slot.key, timeout)

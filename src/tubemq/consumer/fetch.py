@@ -13,6 +13,7 @@ Result handling follows docs/PROTOCOL.md §5.2.7 (waits per error code) and §5.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -39,6 +40,8 @@ _ERROR_WAITS: dict[int, float] = {
     ErrorCode.MOVED: 0.2,
 }
 _OTHER_ERROR_WAIT = 0.3
+#: serialized getMessage requests kept (two per partition); the cache is emptied when it is full
+_MAX_CACHED_REQUESTS = 4096
 #: the broker no longer holds the partition for us: drop it locally (the master learns from the report)
 _LOST_CODES = frozenset({ErrorCode.HB_NO_NODE, ErrorCode.DUPLICATE_PARTITION, ErrorCode.CERTIFICATE_FAILURE})
 
@@ -59,6 +62,7 @@ class Batch(Sequence[Message]):
         "next_offset",
         "fetched_at",
         "delivered",
+        "held",
         "confirmed",
         "release_delay",
         "_slot",
@@ -83,6 +87,8 @@ class Batch(Sequence[Message]):
         self.next_offset = -1
         self.fetched_at = time.monotonic()
         self.delivered = False
+        #: polled ahead for a blocking iterator and not yet taken by it: exempt from the confirm timeout
+        self.held = False
         self.confirmed = False
         self.release_delay = release_delay
         self._slot = slot
@@ -145,7 +151,8 @@ class DeliveryBuffer:
         self._items: deque[Batch] = deque()
         self._space = asyncio.Event()
         self._space.set()
-        self._avail = asyncio.Event()
+        #: futures of ``take`` calls waiting for a batch: woken by ``push``, no Task per wait
+        self._waiters: list[asyncio.Future[None]] = []
         self._closed = False
 
     def __len__(self) -> int:
@@ -167,7 +174,20 @@ class DeliveryBuffer:
 
     def push(self, batch: Batch) -> None:
         self._items.append(batch)
-        self._avail.set()
+        self._wake()
+
+    def put_back(self, batch: Batch) -> None:
+        """A batch taken but never shown to the application goes back to the head of the queue (it
+        takes its unit of space again, so the buffer may briefly exceed ``capacity`` by it)."""
+        self._credits -= 1
+        self._items.appendleft(batch)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
 
     def take_nowait(self, is_current: Callable[[Batch], bool]) -> Batch | None:
         while self._items:
@@ -175,23 +195,29 @@ class DeliveryBuffer:
             self.unreserve()
             if is_current(batch):
                 return batch
-        self._avail.clear()
         return None
 
     async def take(self, timeout: float | None, is_current: Callable[[Batch], bool]) -> Batch | None:
         """The next current batch, or None after ``timeout`` seconds (None = wait forever) or close."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
         while True:
             batch = self.take_nowait(is_current)
             if batch is not None or self._closed:
                 return batch
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
+            if deadline is not None and deadline <= loop.time():
                 return None
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            timer = None if deadline is None else loop.call_at(deadline, _expire, waiter)
             try:
-                await asyncio.wait_for(self._avail.wait(), remaining)
-            except asyncio.TimeoutError:
-                return None
+                await waiter
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                if self._waiters:  # timed out or cancelled: not woken, so still listed
+                    with contextlib.suppress(ValueError):
+                        self._waiters.remove(waiter)
 
     def drain(self) -> list[Batch]:
         items = list(self._items)
@@ -201,7 +227,12 @@ class DeliveryBuffer:
     def close(self) -> None:
         self._closed = True
         self._space.set()
-        self._avail.set()
+        self._wake()
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class Fetcher:
@@ -257,6 +288,7 @@ class Fetcher:
             for name in ("fetch_errors", "decode_errors", "dropped_messages"):
                 metrics.inc(f"consumer.{name}", 0)  # present from the start (counted on failure paths)
         self._tasks: list[asyncio.Task[None]] = []
+        self._requests: dict[tuple[Partition, bool], bytes] = {}
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -308,7 +340,14 @@ class Fetcher:
         """One getMessage for the FETCHING ``slot``; the batch (slot now IN_FLIGHT) or None, in which
         case the slot was released (with the back-off the answer asks for) or dropped."""
         p = slot.partition
-        body = get_message_request(self.client_id, self.group, p, slot.last_consumed)
+        # the request of a partition takes two shapes (lastPackConsumed true / false): built once each
+        cache_key = (p, slot.last_consumed)
+        body = self._requests.get(cache_key)
+        if body is None:
+            if len(self._requests) >= _MAX_CACHED_REQUESTS:
+                self._requests.clear()
+            body = self._requests[cache_key] = get_message_request(self.client_id, self.group, p,
+                                                                    slot.last_consumed)
         self.fetches += 1
         self.in_flight += 1
         try:
