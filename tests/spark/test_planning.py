@@ -461,3 +461,39 @@ def test_resume_dedup_skips_only_already_returned_messages() -> None:
     for k in range(4):
         d.remember([_msg(10_000 + k, 0, None)] * (_RESUME_WINDOW // 2))
     assert d.kept <= _RESUME_WINDOW + _RESUME_WINDOW // 2 and len(d.chunks) <= 3
+
+
+def test_discovery_and_planning_imports_stay_light() -> None:
+    """Spark restarts Python workers idle for a minute and every planning call may land in a fresh one:
+    the discovery module must not drag in PyArrow or the asyncio client, and a missing PyArrow is still
+    reported as SparkUnavailableError."""
+    code = textwrap.dedent(
+        """
+        import sys
+        import pyspark_tubemq
+        heavy = sorted(m for m in ("pyarrow", "asyncio", "tubemq.spark.reader", "tubemq.spark.writer",
+                                   "tubemq.spark.stream", "tubemq.spark.inlong") if m in sys.modules)
+        print("heavy", heavy)
+        from tubemq.spark.source import TubeMQDataSource
+        ds = TubeMQDataSource({"tubemq.master": "h:1", "subscribe": "t"})
+        reader = ds.reader(ds.schema())
+        print("reader", type(reader).__name__)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "heavy []" in out.stdout and "reader TubeMQBatchReader" in out.stdout
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["pyarrow"] = None  # as if not installed
+        from tubemq.spark import require_pyspark, SparkUnavailableError
+        try:
+            require_pyspark()
+        except SparkUnavailableError as exc:
+            print("unavailable", exc)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "unavailable tubemq.spark needs PyArrow" in out.stdout
