@@ -12,7 +12,12 @@ starts the Python workers):
 * ``plain read``   one ``tubemq.Consumer`` in this process iterating N messages from the earliest offset
                    (clock from the first message: the server-side rebalance wait is excluded)
 
-and the ratio of each Spark figure to its plain-Python counterpart. ``--rounds N`` alternates the Spark
+and the ratio of each Spark figure to its plain-Python counterpart. The analysis splits a Spark read
+into a fixed cost per query and a rate per row (a 20 000-row read next to each big one, taken after a
+throwaway one: Spark stops Python workers idle for a minute, and the first query after a pause pays
+for fresh ones, reported separately) and, on Linux, counts the CPU seconds each process spent per row
+(the JVM, Spark's Python workers and the server for the Spark read; this process and the server for
+the plain loop). ``--rounds N`` alternates the Spark
 and the plain runs N times (fresh topics each round), so that a change of load hits both sides; the
 verdicts against the targets of issue 12 (read >= 0.9x, write >= 1.0x of the plain loop) are computed
 from the median ratio. With ``--results`` the "Spark" section of bench/RESULTS.md is replaced (other
@@ -43,6 +48,51 @@ from tubemq import codec  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 WARM = 20_000  # rows of the warm-up topic (also the small read of the fixed-cost estimate)
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds (user + system) so far of this process and its descendants, by role: "server"
+    (``python -m tubemq.server``), "jvm" (Spark), "workers" (Spark's Python workers), "self".
+    Empty where /proc is missing."""
+    if not os.path.isdir("/proc/self"):
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[str, list[str]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stats[pid] = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+    mine = {str(os.getpid())}
+    grown = True
+    while grown:
+        more = {pid for pid, st in stats.items() if st[1] in mine} - mine
+        grown = bool(more)
+        mine |= more
+    out: dict[str, float] = {}
+    for pid in mine & stats.keys():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if pid == str(os.getpid()):
+            role = "self"
+        elif b"tubemq.server" in argv:
+            role = "server"
+        elif argv and argv[0].endswith(b"java"):
+            role = "jvm"
+        else:
+            role = "workers"
+        st = stats[pid]
+        out[role] = out.get(role, 0.0) + (int(st[11]) + int(st[12])) / tick
+    return out
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds per role between two ``cpu_seconds()`` (a process that ended in between is left out)."""
+    return {k: after[k] - before[k] for k in after if k in before and after[k] >= before[k]}
 
 
 def spark_session(tmp: str) -> Any:
@@ -158,6 +208,7 @@ def main() -> None:
             time.sleep(1.0)  # let the broker report the topics to the master
             spark = spark_session(tmp)
             runs: list[dict[str, float]] = []
+            cpu: dict[str, list[dict[str, float]]] = {"spark": [], "plain": []}
             try:
                 spark_write(spark, master, "warm", WARM, args.size)  # start the Python workers
                 spark_read(spark, master, "warm", WARM, args.size)
@@ -168,13 +219,20 @@ def main() -> None:
                     for side in order:
                         if side == "spark":
                             run["sw"] = spark_write(spark, master, f"sparkt{r}", args.rows, args.size)
-                            # a small read next to the big one separates Spark's fixed cost per query
-                            # (planning, scheduling, worker hand-off) from the cost per row
+                            # the first read after the write may find Spark's read-side Python workers
+                            # stopped (idle > 1 min): a throwaway small read measures that, then a small
+                            # read next to the big one separates the fixed cost per query (planning,
+                            # scheduling, worker hand-off) from the cost per row
+                            run["cold"] = WARM / spark_read(spark, master, "warm", WARM, args.size)
                             run["small"] = WARM / spark_read(spark, master, "warm", WARM, args.size)
+                            c0 = cpu_seconds()
                             run["sr"] = spark_read(spark, master, f"sparkt{r}", args.rows, args.size)
+                            cpu["spark"].append(cpu_delta(c0, cpu_seconds()))
                         else:
                             run["pw"] = plain_write(master, f"plaint{r}", args.rows, args.size)
+                            c0 = cpu_seconds()
                             run["pr"] = plain_read(master, f"plaint{r}", args.rows, args.size)
+                            cpu["plain"].append(cpu_delta(c0, cpu_seconds()))
                     print(f"round {r + 1}: spark write {run['sw']:,.0f} / plain write {run['pw']:,.0f} rows/s "
                           f"({run['sw'] / run['pw']:.2f}); spark read {run['sr']:,.0f} / plain read "
                           f"{run['pr']:,.0f} rows/s ({run['sr'] / run['pr']:.2f})", flush=True)
@@ -218,8 +276,23 @@ def main() -> None:
         if per_row > 0 and fixed_s > 0
         else "The small and the big read did not separate into a fixed cost and a per-row rate (noise)"
     )
+    cold_s = statistics.median(run["cold"] - run["small"] for run in runs)
+    if cold_s > 0.05:
+        split += (f"; the first read after the write (Spark had stopped its idle Python workers) took "
+                  f"{cold_s:.1f} s longer")
     split += (f"; the plain loop reads at {med('pr'):,.0f} rows/s, so without the fixed cost the read would "
               f"run at {(1 / per_row) / med('pr'):.2f}x of it." if per_row > 0 and fixed_s > 0 else ".")
+    def per_row(side: str, role: str) -> str:
+        values = [c[role] for c in cpu[side] if role in c]
+        return f"{statistics.median(values) / args.rows * 1e6:.2f}" if values else "n/a"
+
+    if cpu["spark"] and cpu["plain"]:
+        split += (
+            f"\n\nCPU per row read (microseconds, medians; /proc of this process and its children): Spark read = "
+            f"JVM {per_row('spark', 'jvm')} + Python workers {per_row('spark', 'workers')} + server "
+            f"{per_row('spark', 'server')}; plain loop = client {per_row('plain', 'self')} + server "
+            f"{per_row('plain', 'server')}."
+        )
     spread = ""
     if len(runs) > 1:
         spread = "\n\nPer round (spark / plain rows/s, write then read): " + "; ".join(

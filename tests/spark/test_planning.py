@@ -8,6 +8,7 @@ import pkgutil
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -400,3 +401,99 @@ def test_missing_pyspark_gives_a_clear_error() -> None:
     assert out.returncode == 0, out.stderr
     assert "SparkUnavailableError" in out.stdout and "pip install 'tubemq[spark]'" in out.stdout
     assert issubclass(SparkUnavailableError, ImportError)
+
+
+def _msg(mid: int, offset: int, msg_time: str | None, stream: str | None = None) -> Any:
+    from tubemq.codec import Message
+
+    attrs = {"$msgTime$": msg_time} if msg_time else {}
+    return Message("t", b"v%d" % mid, attrs, stream, msg_time, mid, 0, None, offset)
+
+
+def test_arrow_builder_runs_and_fallbacks_give_per_message_values() -> None:
+    """Offsets and msgTime are kept as runs when chunks are runs; gaps, -1 offsets and mixed minutes
+    fall back to per-message values; every row must carry its own message's values either way."""
+    from tubemq.spark.schema import ArrowBuilder, TimeParser, arrow_schema_for, read_schema
+
+    schema = arrow_schema_for(read_schema(False))
+    chunks = [
+        [_msg(1, 280, "202401020304"), _msg(2, 308, "202401020304"), _msg(3, 336, "202401020304")],  # runs
+        [_msg(4, 1000, "202401020305"), _msg(5, 1056, "202401020305")],  # a gap (dropped message): list
+        [_msg(6, -1, None), _msg(7, -1, "202401020306")],  # no offsets, mixed times: lists
+        [_msg(8, 5600, None, "s")],  # a single message is a run
+        [],
+    ]
+    b = ArrowBuilder(schema, False, "UTC")
+    for chunk in chunks:
+        b.extend(chunk)
+    batch = b.flush("t", 1, 0)
+    assert batch.schema.equals(schema) and batch.num_rows == 8 and len(b) == 0
+    parse = TimeParser("UTC")
+    msgs = [m for chunk in chunks for m in chunk]
+    got = batch.to_pydict()
+    assert got["offset"] == [m.offset for m in msgs]
+    assert got["message_id"] == [m.message_id for m in msgs]
+    assert got["value"] == [m.data for m in msgs]
+    assert got["stream_id"] == [None] * 7 + ["s"]
+    stamps = [None if t is None else int(t.timestamp() * 10**6) for t in got["timestamp"]]
+    assert stamps == [parse(m.msg_time) for m in msgs]
+
+    # one minute over several chunks: a constant column; an empty flush is a valid empty batch
+    for base in (0, 2800):
+        b.extend([_msg(base + i, base + 28 * i, "202401020304") for i in range(3)])
+    one = b.flush("t", 1, 0).to_pydict()
+    assert one["offset"] == [0, 28, 56, 2800, 2828, 2856] and len(set(one["timestamp"])) == 1
+    assert b.flush("t", 1, 0).num_rows == 0
+
+
+def test_resume_dedup_skips_only_already_returned_messages() -> None:
+    from tubemq.spark.task import _RESUME_WINDOW, _Dedup
+
+    d = _Dedup()
+    first = [_msg(i, 28 * i, None) for i in range(5)]
+    d.remember(first)
+    assert d.fresh(first) is first  # not resuming: nothing dropped, no copy
+    d.resume()
+    again = [_msg(i, 28 * i, None) for i in range(3, 8)]  # a reconnect re-reads ids 3 and 4
+    assert [m.message_id for m in d.fresh(again)] == [5, 6, 7]
+    assert [m.message_id for m in d.fresh([_msg(3, 0, None)])] == [3]  # skipping ended at the first new one
+    # the window stays bounded: old fetched lists are dropped once newer ones cover it
+    for k in range(4):
+        d.remember([_msg(10_000 + k, 0, None)] * (_RESUME_WINDOW // 2))
+    assert d.kept <= _RESUME_WINDOW + _RESUME_WINDOW // 2 and len(d.chunks) <= 3
+
+
+def test_discovery_and_planning_imports_stay_light() -> None:
+    """Spark restarts Python workers idle for a minute and every planning call may land in a fresh one:
+    the discovery module must not drag in PyArrow or the asyncio client, and a missing PyArrow is still
+    reported as SparkUnavailableError."""
+    code = textwrap.dedent(
+        """
+        import sys
+        import pyspark_tubemq
+        heavy = sorted(m for m in ("pyarrow", "asyncio", "tubemq.spark.reader", "tubemq.spark.writer",
+                                   "tubemq.spark.stream", "tubemq.spark.inlong") if m in sys.modules)
+        print("heavy", heavy)
+        from tubemq.spark.source import TubeMQDataSource
+        ds = TubeMQDataSource({"tubemq.master": "h:1", "subscribe": "t"})
+        reader = ds.reader(ds.schema())
+        print("reader", type(reader).__name__)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "heavy []" in out.stdout and "reader TubeMQBatchReader" in out.stdout
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["pyarrow"] = None  # as if not installed
+        from tubemq.spark import require_pyspark, SparkUnavailableError
+        try:
+            require_pyspark()
+        except SparkUnavailableError as exc:
+            print("unavailable", exc)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "unavailable tubemq.spark needs PyArrow" in out.stdout

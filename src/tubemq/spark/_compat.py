@@ -8,6 +8,7 @@ not import PySpark, so it can be used and tested anywhere.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 from ..errors import TubeMQError
@@ -55,10 +56,12 @@ def require_pyspark() -> Any:
             f"tubemq.spark needs PySpark >= {MIN_PYSPARK[0]}.{MIN_PYSPARK[1]} (Python Data Source API with "
             f"admission control), found {version}; {_INSTALL_HINT}"
         )
+    # located, not imported: Spark's planning workers never need it, and it costs them a fresh import
+    # each time Spark restarts an idle worker; the read and write paths import it where they use it
     try:
-        importlib.import_module("pyarrow")
-    except ImportError as exc:
-        raise SparkUnavailableError(
-            f"tubemq.spark needs PyArrow, which is not installed; {_INSTALL_HINT}"
-        ) from exc
+        found = importlib.util.find_spec("pyarrow") is not None
+    except (ImportError, ValueError):  # a broken or blocked installation
+        found = False
+    if not found:
+        raise SparkUnavailableError(f"tubemq.spark needs PyArrow, which is not installed; {_INSTALL_HINT}")
     return pyspark

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from .offsets import ENTRY_SIZE
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -222,18 +223,26 @@ _STREAM_ID = operator.attrgetter("stream_id")
 
 
 class ArrowBuilder:
-    """Accumulates messages column-wise and emits ``RecordBatch`` es of the exact Spark Arrow schema."""
+    """Accumulates messages column-wise and emits ``RecordBatch`` es of the exact Spark Arrow schema.
+
+    Two columns are kept run-length encoded while they come in runs, which is what a fetch delivers:
+    ``offset`` (a fetch numbers its messages ``start + 28 * i``: one ``(first, count)`` part per
+    chunk, expanded by Arrow arithmetic at flush) and ``timestamp`` (a chunk usually carries one
+    ``msgTime`` minute: one ``(value, count)`` part, a ``pa.repeat`` at flush when the whole batch
+    has one). Both fall back to plain per-message lists for chunks that are not runs.
+    """
 
     def __init__(self, arrow_schema: pa.Schema, include_attributes: bool, zone: str | None) -> None:
         self.schema = arrow_schema
         self.include_attributes = include_attributes
         self.parse_time = TimeParser(zone)
+        self._steps: Any = None  # pa.array [0, 28, 56, ...], grown on demand (offset runs)
         self._reset()
 
     def _reset(self) -> None:
         self.values: list[bytes] = []
-        self.offsets: list[int] = []
-        self.times: list[int | None] = []
+        self.offset_parts: list[tuple[int, int] | list[int]] = []
+        self.time_parts: list[tuple[int | None, int] | list[int | None]] = []
         self.ids: list[int] = []
         self.streams: list[str | None] = []
         self.attrs: list[list[tuple[str, str]]] = []
@@ -245,14 +254,27 @@ class ArrowBuilder:
         self.extend((msg,))
 
     def extend(self, msgs: Sequence[Message]) -> None:
-        """Append messages column-wise: the hot loop of a read, so C-level ``map``/``attrgetter``, and
-        one time parse per distinct ``msg_time`` of the batch (a fetch holds few distinct minutes)."""
+        """Append messages column-wise: the hot loop of a read, so C-level ``map``/``attrgetter``, one
+        time parse per distinct ``msg_time`` of the chunk, and runs kept as runs (see the class)."""
+        n = len(msgs)
+        if not n:
+            return
         self.values.extend(map(_DATA, msgs))
-        self.offsets.extend(map(_OFFSET, msgs))
+        first = msgs[0].offset
+        # offsets of a chunk are distinct, ascending multiples of 28 apart (dropped messages leave
+        # gaps): a span of exactly 28 * (n - 1) means every step is 28
+        if first >= 0 and msgs[-1].offset - first == ENTRY_SIZE * (n - 1):
+            self.offset_parts.append((first, n))
+        else:
+            self.offset_parts.append(list(map(_OFFSET, msgs)))
         texts = list(map(_MSG_TIME, msgs))
+        distinct = set(texts)
         parse = self.parse_time
-        parsed = {t: parse(t) for t in set(texts)}
-        self.times.extend(map(parsed.__getitem__, texts))
+        if len(distinct) == 1:
+            self.time_parts.append((parse(texts[0]), n))
+        else:
+            parsed = {t: parse(t) for t in distinct}
+            self.time_parts.append(list(map(parsed.__getitem__, texts)))
         self.ids.extend(map(_MESSAGE_ID, msgs))
         self.streams.extend(map(_STREAM_ID, msgs))
         if self.include_attributes:
@@ -264,6 +286,30 @@ class ArrowBuilder:
                 ]
             )
 
+    def _offsets(self, pa: Any, kind: Any) -> Any:
+        import pyarrow.compute as pc
+
+        longest = max((p[1] for p in self.offset_parts if isinstance(p, tuple)), default=0)
+        if self._steps is None or len(self._steps) < longest:
+            self._steps = pa.array(range(0, ENTRY_SIZE * max(longest, 1024), ENTRY_SIZE), pa.int64())
+        arrays = [
+            pc.add(self._steps.slice(0, p[1]), pa.scalar(p[0], pa.int64())) if isinstance(p, tuple)
+            else pa.array(p, pa.int64())
+            for p in self.offset_parts
+        ]
+        out = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+        return out if out.type == kind else out.cast(kind)
+
+    def _times(self, pa: Any, kind: Any, n: int) -> Any:
+        parts = self.time_parts
+        head = parts[0]
+        if isinstance(head, tuple) and all(isinstance(p, tuple) and p[0] == head[0] for p in parts):
+            return pa.repeat(pa.scalar(head[0], pa.int64()), n).cast(kind)
+        values: list[int | None] = []
+        for p in parts:
+            values.extend([p[0]] * p[1] if isinstance(p, tuple) else p)
+        return pa.array(values, pa.int64()).cast(kind)
+
     def flush(self, topic: str, broker_id: int, partition_id: int) -> pa.RecordBatch:
         """The buffered rows as one batch (constant columns for the partition), then reset."""
         import pyarrow as pa
@@ -271,14 +317,15 @@ class ArrowBuilder:
         n = len(self.values)
         s = self.schema
         key = f"{broker_id}:{topic}:{partition_id}"
+        empty = n == 0
         arrays: list[Any] = [
             pa.array(self.values, s.field("value").type),
             pa.repeat(pa.scalar(topic, s.field("topic").type), n),  # constant per partition: no n-item lists
             pa.repeat(pa.scalar(key, s.field("partition").type), n),
             pa.repeat(pa.scalar(broker_id, s.field("broker_id").type), n),
             pa.repeat(pa.scalar(partition_id, s.field("partition_id").type), n),
-            pa.array(self.offsets, s.field("offset").type),
-            pa.array(self.times, pa.int64()).cast(s.field("timestamp").type),
+            pa.array([], s.field("offset").type) if empty else self._offsets(pa, s.field("offset").type),
+            pa.array([], s.field("timestamp").type) if empty else self._times(pa, s.field("timestamp").type, n),
             pa.array(self.ids, s.field("message_id").type),
             pa.array(self.streams, s.field("stream_id").type),
         ]

@@ -4,6 +4,10 @@ Options are validated where Spark calls in on the driver, before any task runs: 
 ``load()``) checks the read options, ``reader``/``streamReader`` the batch- or streaming-only
 ones, ``writer``/``streamWriter`` the write options and the DataFrame's columns. Every failure is
 a :class:`tubemq.errors.ConfigError` naming the option.
+
+Each of those calls runs in a Python worker that Spark may have just started (it stops workers idle for
+a minute), so this module imports only what every call needs; the reader, writer, streaming and
+InLong modules (and with them the asyncio client) are imported by the call that uses them.
 """
 
 from __future__ import annotations
@@ -18,12 +22,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ..errors import ConfigError
-from . import inlong
 from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
-from .reader import TubeMQBatchReader
 from .schema import check_read_schema, check_write_schema, read_schema
-from .stream import TubeMQStreamReader
-from .writer import TubeMQBatchWriter, TubeMQStreamWriter
 
 NAME = "tubemq"
 
@@ -42,34 +42,46 @@ class TubeMQDataSource(DataSource):
     def schema(self) -> StructType:
         opts = parse_read_options(self.options, streaming=None)
         if opts.value_format == "inlongmsg":
+            from . import inlong
+
             return inlong.read_schema()
         return read_schema(opts.include_attributes)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options, streaming=False)
         _check_read_schema(schema, opts)
+        from .reader import TubeMQBatchReader
+
         return TubeMQBatchReader(opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_read_options(self.options, streaming=True)
         _check_read_schema(schema, opts)
+        from .stream import TubeMQStreamReader
+
         return TubeMQStreamReader(opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _append_only(overwrite, "mode", ".mode('append')")
         opts = parse_write_options(self.options)
         used = _check_write_schema(schema, opts)
+        from .writer import TubeMQBatchWriter
+
         return TubeMQBatchWriter(opts, used)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         _append_only(overwrite, "outputMode", ".outputMode('append')")
         opts = parse_write_options(self.options)
         used = _check_write_schema(schema, opts)
+        from .writer import TubeMQStreamWriter
+
         return TubeMQStreamWriter(opts, used)
 
 
 def _check_read_schema(schema: StructType, opts: ReadOptions) -> None:
     if opts.value_format == "inlongmsg":
+        from . import inlong
+
         inlong.check_read_schema(schema)
     else:
         check_read_schema(schema, opts.include_attributes)
@@ -77,6 +89,8 @@ def _check_read_schema(schema: StructType, opts: ReadOptions) -> None:
 
 def _check_write_schema(schema: StructType, opts: WriteOptions) -> dict[str, str]:
     if opts.value_format == "inlongmsg":
+        from . import inlong
+
         return inlong.check_write_schema(schema, opts.topic)
     return check_write_schema(schema, opts.topic)
 

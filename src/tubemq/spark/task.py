@@ -148,25 +148,25 @@ class _Session:
 class _Dedup:
     """Recently returned messages, to drop re-read ones after a mid-range reconnect.
 
-    Cheap per message: the ids of whole chunks are kept (until they cover ``_RESUME_WINDOW``
-    messages) and a set is only built when a resume needs it.
+    Free per message: the fetched lists themselves are kept (until they cover ``_RESUME_WINDOW``
+    messages) and their ids are only collected when a resume needs them.
     """
 
     def __init__(self) -> None:
-        self.chunks: collections.deque[list[int]] = collections.deque()
+        self.chunks: collections.deque[Sequence[Any]] = collections.deque()
         self.kept = 0
         self.ids: set[int] = set()
         self.skipping = False
 
     def remember(self, msgs: Sequence[Any]) -> None:
-        self.chunks.append(list(map(_MESSAGE_ID, msgs)))
+        self.chunks.append(msgs)
         self.kept += len(msgs)
         while len(self.chunks) > 1 and self.kept - len(self.chunks[0]) >= _RESUME_WINDOW:
             self.kept -= len(self.chunks.popleft())
 
     def resume(self) -> None:
         """A reconnect will re-read from an estimated offset: skip what was already returned."""
-        self.ids = {mid for chunk in self.chunks for mid in chunk}
+        self.ids = {mid for chunk in self.chunks for mid in map(_MESSAGE_ID, chunk)}
         self.skipping = bool(self.ids)
 
     def fresh(self, msgs: Sequence[Any]) -> Sequence[Any]:
