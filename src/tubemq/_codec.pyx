@@ -21,7 +21,7 @@ from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcmp, memcpy, memmove
+from libc.string cimport memcmp, memcpy, memmove, memset
 
 cimport cython
 
@@ -64,6 +64,7 @@ from ._codec_py import (
 include "_wire.pxi"
 
 cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     const char* PyUnicode_AsUTF8AndSize(object u, Py_ssize_t* size) except NULL
     int PyUnicode_KIND(object u)
@@ -101,8 +102,82 @@ cdef extern from *:
     /* slice-by-16 CRC-32 (IEEE, zlib-compatible): 16 independent table loads per 16 bytes, about twice
        the speed of slice-by-8 on the ~100-byte payloads of typical messages; portable (no zlib, no
        CPU-specific instructions), so Windows and non-x86 wheels need nothing */
+    #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) \
+        && !defined(TQ_NO_CLMUL)
+    #include <immintrin.h>
+    #define TQ_HAVE_CLMUL 1
+    static int tq_clmul_ok = 0;  /* set at import when the CPU has PCLMULQDQ and SSE4.1 */
+    /* CRC-32 by folding 16-byte lanes with carry-less multiplication (Intel's "Fast CRC Computation
+       for Generic Polynomials Using PCLMULQDQ", the constants of the reflected IEEE polynomial, as in
+       zlib-ng and Chromium's zlib). n >= 64 and a multiple of 16; crc and the result are the running
+       (inverted) value. */
+    __attribute__((target("pclmul,sse4.1")))
+    static uint32_t tq_crc32_clmul(const unsigned char *p, Py_ssize_t n, uint32_t crc) {
+        const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
+        const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+        const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124LL);
+        const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
+        const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+        __m128i x1, x2, x3, x4, x5, x6, x7, x8;
+        x1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p), _mm_cvtsi32_si128((int)crc));
+        x2 = _mm_loadu_si128((const __m128i *)(p + 16));
+        x3 = _mm_loadu_si128((const __m128i *)(p + 32));
+        x4 = _mm_loadu_si128((const __m128i *)(p + 48));
+        p += 64; n -= 64;
+        while (n >= 64) {  /* four lanes in parallel */
+            x5 = _mm_clmulepi64_si128(x1, k1k2, 0x00); x1 = _mm_clmulepi64_si128(x1, k1k2, 0x11);
+            x6 = _mm_clmulepi64_si128(x2, k1k2, 0x00); x2 = _mm_clmulepi64_si128(x2, k1k2, 0x11);
+            x7 = _mm_clmulepi64_si128(x3, k1k2, 0x00); x3 = _mm_clmulepi64_si128(x3, k1k2, 0x11);
+            x8 = _mm_clmulepi64_si128(x4, k1k2, 0x00); x4 = _mm_clmulepi64_si128(x4, k1k2, 0x11);
+            x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), _mm_loadu_si128((const __m128i *)p));
+            x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), _mm_loadu_si128((const __m128i *)(p + 16)));
+            x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), _mm_loadu_si128((const __m128i *)(p + 32)));
+            x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), _mm_loadu_si128((const __m128i *)(p + 48)));
+            p += 64; n -= 64;
+        }
+        /* four lanes into one */
+        x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00); x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+        x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00); x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
+        x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00); x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
+        while (n >= 16) {  /* then 16 bytes at a time */
+            x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00); x1 = _mm_clmulepi64_si128(x1, k3k4, 0x11);
+            x1 = _mm_xor_si128(_mm_xor_si128(x1, _mm_loadu_si128((const __m128i *)p)), x5);
+            p += 16; n -= 16;
+        }
+        /* 128 -> 64 bits */
+        x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
+        x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
+        x2 = _mm_srli_si128(x1, 4);
+        x1 = _mm_and_si128(x1, low32);
+        x1 = _mm_xor_si128(_mm_clmulepi64_si128(x1, k5k0, 0x00), x2);
+        /* Barrett reduction to 32 bits */
+        x2 = _mm_and_si128(x1, low32);
+        x2 = _mm_clmulepi64_si128(x2, poly, 0x10);
+        x2 = _mm_and_si128(x2, low32);
+        x2 = _mm_clmulepi64_si128(x2, poly, 0x00);
+        x1 = _mm_xor_si128(x1, x2);
+        return (uint32_t)_mm_extract_epi32(x1, 1);
+    }
+    static void tq_clmul_init(void) {
+        __builtin_cpu_init();
+        tq_clmul_ok = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    }
+    #else
+    static int tq_clmul_ok = 0;
+    static void tq_clmul_init(void) {}
+    #endif
     static uint32_t tq_crc32(const unsigned char *p, Py_ssize_t n) {
         uint32_t crc = 0xFFFFFFFFu, a, b, c, d;
+    #ifdef TQ_HAVE_CLMUL
+        if (n >= 64 && tq_clmul_ok) {
+            Py_ssize_t chunk = n & ~(Py_ssize_t)15;
+            crc = tq_crc32_clmul(p, chunk, crc);
+            p += chunk; n -= chunk;
+        }
+    #endif
         while (n >= 16) {
             a = tq_le32(p) ^ crc; b = tq_le32(p + 4); c = tq_le32(p + 8); d = tq_le32(p + 12);
             crc = tq_crc_table[15][a & 0xFF] ^ tq_crc_table[14][(a >> 8) & 0xFF] ^
@@ -153,7 +228,13 @@ cdef extern from *:
     /* >= 0: new position; -1 truncated; -2 more than 64 bits (a 10th byte above 1, or an 11th byte).
        With 10 bytes left (every varint but the last field's) it is unrolled: no bounds or shift checks. */
     #define TQ_VB(i) c = p[i]; r |= (c & 0x7F) << (7 * i); if (c < 0x80) { *out = r; return pos + i + 1; }
-    static inline Py_ssize_t tq_get_varint(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, uint64_t *out) {
+    #if defined(__GNUC__)
+    #define TQ_NOINLINE static __attribute__((noinline))
+    #else
+    #define TQ_NOINLINE static
+    #endif
+    /* out of line: the callers inline their 1-byte case and stay small enough to be inlined themselves */
+    TQ_NOINLINE Py_ssize_t tq_get_varint(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, uint64_t *out) {
         const unsigned char *p = b + pos;
         uint64_t r, c;
         if (end - pos < 10) return tq_get_varint_slow(b, pos, end, out);
@@ -299,19 +380,22 @@ cdef extern from *:
     }
     /* producer topicInfo items, scanned before anything is built */
     typedef struct { int64_t bid, parts, stores; } tq_ti_item;
-    static inline Py_ssize_t tq_ti_digits(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, int64_t *out) {
+    /* 1 - 18 plain digits at s[i] -> value and the index after them; -1 for anything else (the twin's).
+       s is NUL-terminated (str data is), so the run stops at the end without a bounds check. */
+    static inline Py_ssize_t tq_ti_digits(const unsigned char *s, Py_ssize_t i, int64_t *out) {
         Py_ssize_t j = i;
-        int64_t v = 0;
+        uint64_t v = 0;
         unsigned d;
-        while (j < n && (d = (unsigned)s[j] - 48u) <= 9u) { v = v * 10 + (int64_t)d; j++; }
-        if (j == i || j - i > 18) return -1;  /* 1 - 18 plain digits; anything else is the twin's */
-        *out = v;
+        while ((d = (unsigned)s[j] - 48u) <= 9u) { v = v * 10 + d; j++; }
+        if (j == i || j - i > 18) return -1;
+        *out = (int64_t)v;
         return j;
     }
     /* "topic#bid:parts:stores,...[#size[#...]]" in one pass over 1-byte chars: the item count
        (items[0 .. min(count, cap)) filled; call again with count entries when count > cap), or -1 when
        the text is not in the canonical form (the twin's parser decides). Empty items are skipped;
-       after the size, anything from a third '#' on is ignored (what the twin does with split('#')). */
+       after the size, anything from a third '#' on is ignored (what the twin does with split('#')).
+       s[n] must be NUL (as in every str's data). */
     static Py_ssize_t tq_topic_info_scan(const unsigned char *s, Py_ssize_t n, Py_ssize_t *tlen, int64_t *size,
                                          tq_ti_item *items, Py_ssize_t cap) {
         const unsigned char *h = (const unsigned char *)memchr(s, '#', (size_t)n);
@@ -327,16 +411,16 @@ cdef extern from *:
             if (s[i] == '#') {
                 i++;
                 if (i < n && s[i] != '#') {
-                    j = tq_ti_digits(s, i, n, size);
+                    j = tq_ti_digits(s, i, size);
                     if (j < 0 || (j < n && s[j] != '#')) return -1;
                 }
                 return count;
             }
-            j = tq_ti_digits(s, i, n, &bid);
+            j = tq_ti_digits(s, i, &bid);
             if (j < 0 || j >= n || s[j] != ':') return -1;
-            j = tq_ti_digits(s, j + 1, n, &parts);
+            j = tq_ti_digits(s, j + 1, &parts);
             if (j < 0 || j >= n || s[j] != ':') return -1;
-            j = tq_ti_digits(s, j + 1, n, &stores);
+            j = tq_ti_digits(s, j + 1, &stores);
             if (j < 0 || (j < n && s[j] != ',' && s[j] != '#')) return -1;
             if (count < cap) { items[count].bid = bid; items[count].parts = parts; items[count].stores = stores; }
             count++;
@@ -350,6 +434,8 @@ cdef extern from *:
     }
     """
     void tq_crc_init()
+    void tq_clmul_init()
+    int tq_clmul_ok
     uint32_t tq_crc32(const unsigned char* p, Py_ssize_t n) nogil
     int tq_varint_len(uint64_t v) nogil
     char* tq_put_varint(char* p, uint64_t v) nogil
@@ -384,6 +470,7 @@ cdef extern from *:
     dict tq_dict_presized(Py_ssize_t n)
 
 tq_crc_init()
+tq_clmul_init()
 
 implementation = "cython"
 
@@ -422,6 +509,7 @@ def _self_check_fast_tuples() -> bool:
 
 _FAST_TUPLES = _self_check_fast_tuples()
 
+cdef object _PARTITION = Partition  # read once per partition built: a C global, not a module lookup
 cdef str _TYPE_KEY = TOKEN_MSG_TYPE
 cdef str _TIME_KEY = TOKEN_MSG_TIME
 cdef bytes _EMPTY = b""
@@ -549,8 +637,10 @@ try:
 except ImportError:  # pragma: no cover - CPython builds without zlib
     _zlib_crc32 = None
 
-# Below this size the table CRC (no call overhead) wins; above it zlib's faster kernels do (measured).
-cdef Py_ssize_t _ZLIB_MIN = 512
+# With PCLMULQDQ (x86-64 with GCC/Clang) the folding CRC beats zlib's at every size (about 0.1 ns/byte
+# against 0.5); without it the slice-by-16 table wins below about 1 KiB (no call overhead) and zlib's
+# kernels above (measured on the reference VM, zlib 1.2.13).
+cdef Py_ssize_t _ZLIB_MIN = PY_SSIZE_T_MAX if tq_clmul_ok else 1024
 
 
 cdef uint32_t _crc(const unsigned char* p, Py_ssize_t n) except? 0xFFFFFFFF:
@@ -1282,8 +1372,10 @@ cdef _BrokerRef _broker_ref(object bid_obj, object broker):
 cdef class _TopicInfoState:
     """Per-call state: the caps, the brokers seen (by id) and the last max-size value (usually all equal)."""
     cdef int64_t bid
-    cdef _BrokerRef found  # the broker of ``bid``, None when it is not in the brokers mapping
-    cdef list small  # small[bid] for small ids: None (not looked up yet), False (unknown) or a _BrokerRef
+    cdef PyObject* found  # borrowed: the _BrokerRef of ``bid``, or None when it is not in the mapping
+    # memo[bid] for small ids, borrowed from ``keep``: NULL (not looked up yet), None or a _BrokerRef
+    cdef PyObject* memo[_SMALL_BIDS]
+    cdef list keep
     cdef int64_t size
     cdef object size_obj
     cdef int64_t max_partitions, max_total
@@ -1292,6 +1384,9 @@ cdef class _TopicInfoState:
     def __cinit__(self):
         self.bid = -1
         self.size = -1
+        self.keep = []
+        self.found = <PyObject*>None
+        memset(self.memo, 0, sizeof(self.memo))
 
     cdef object budget(self):
         if self._budget is None:
@@ -1299,32 +1394,33 @@ cdef class _TopicInfoState:
         return self._budget
 
     cdef int lookup_slow(self, int64_t bid, object brokers, bint exact) except -1:
-        """Point ``found`` at broker ``bid`` (None when unknown), through the memo or the mapping."""
-        cdef object broker, entry, bid_obj
+        """Look broker ``bid`` up in the mapping; ``found`` and the memo then hold it (or None)."""
+        cdef object broker, ref, bid_obj = PyLong_FromLongLong(bid)
         cdef PyObject* hit
-        self.bid = bid
-        if bid < _SMALL_BIDS:
-            if self.small is None:
-                self.small = [None] * _SMALL_BIDS
-            entry = <object>PyList_GET_ITEM(self.small, bid)
-            if entry is not None:
-                self.found = None if entry is False else <_BrokerRef>entry
-                return 0
-        bid_obj = PyLong_FromLongLong(bid)
         if exact:
             hit = PyDict_GetItemWithError(brokers, bid_obj)
+            if hit == NULL and PyErr_Occurred():
+                return -1
             broker = <object>hit if hit != NULL else None
         else:
             broker = brokers.get(bid_obj)
-        self.found = None if broker is None else _broker_ref(bid_obj, broker)
-        if bid < _SMALL_BIDS:
-            self.small[bid] = False if broker is None else self.found
+        ref = None if broker is None else _broker_ref(bid_obj, broker)
+        PyList_Append(self.keep, ref)
+        self.bid = bid
+        self.found = <PyObject*>ref
+        if 0 <= bid < _SMALL_BIDS:
+            self.memo[bid] = <PyObject*>ref
         return 0
 
 
-cdef inline _BrokerRef _lookup(_TopicInfoState st, int64_t bid, object brokers, bint exact):
+cdef inline PyObject* _lookup(_TopicInfoState st, int64_t bid, object brokers, bint exact) except NULL:
+    """The broker ``bid`` (borrowed: a _BrokerRef, or None when unknown); the mapping is asked once per id."""
     if bid != st.bid:
-        st.lookup_slow(bid, brokers, exact)
+        if 0 <= bid < _SMALL_BIDS and st.memo[bid] != NULL:
+            st.bid = bid
+            st.found = st.memo[bid]
+        else:
+            st.lookup_slow(bid, brokers, exact)
     return st.found
 
 
@@ -1346,6 +1442,7 @@ cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions
     cdef int64_t size = -1, parts, stores, count = 0, sidx, k, base
     cdef object topic, part
     cdef _BrokerRef ref
+    cdef PyObject* found
     nitems = tq_topic_info_scan(s, n, &tlen, &size, items, _STACK_ITEMS)
     if nitems < 0:
         return False
@@ -1357,9 +1454,10 @@ cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions
     try:
         topic = tq_ascii_str(s, tlen)
         for idx in range(nitems):
-            ref = _lookup(st, items[idx].bid, brokers, exact)
-            if ref is None:
+            found = _lookup(st, items[idx].bid, brokers, exact)
+            if found == <PyObject*>None:
                 continue
+            ref = <_BrokerRef>found
             parts = items[idx].parts
             stores = items[idx].stores
             if parts > 0 and stores > 0:
@@ -1375,10 +1473,10 @@ cdef bint _topic_info_fast(str text, object brokers, bint exact, list partitions
                         if ref.atomic:
                             # only str and int inside: no cycle possible, so the tuple is never tracked by
                             # the collector (what CPython does to such tuples at its next collection)
-                            part = tq_nt5_untracked(Partition, ref.bid_obj, ref.host, ref.port, topic,
+                            part = tq_nt5_untracked(_PARTITION, ref.bid_obj, ref.host, ref.port, topic,
                                                     PyLong_FromLongLong(base + k))
                         else:
-                            part = tq_nt5(Partition, ref.bid_obj, ref.host, ref.port, topic,
+                            part = tq_nt5(_PARTITION, ref.bid_obj, ref.host, ref.port, topic,
                                           PyLong_FromLongLong(base + k))
                         PyList_Append(partitions, part)
             elif parts > st.max_partitions or stores > st.max_partitions:
