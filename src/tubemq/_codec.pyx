@@ -213,37 +213,39 @@ cdef extern from *:
     static inline uint32_t tq_get_be32(const unsigned char *p) {
         return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
     }
-    /* >= 0: new position; -1 truncated; -2 more than 64 bits (a 10th byte above 1, or an 11th byte) */
-    static Py_ssize_t tq_get_varint_slow(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, uint64_t *out) {
-        uint64_t r = 0; int shift = 0; unsigned char c;
-        for (;;) {
-            if (pos >= end) return -1;
-            c = b[pos++];
-            if (shift == 63 && c > 1) return -2;  /* a 10th byte may carry only bit 63 */
-            r |= (uint64_t)(c & 0x7F) << shift;
-            if (!(c & 0x80)) { *out = r; return pos; }
-            shift += 7;
-        }
+    /* A varint in the 10 readable bytes at p: its length (1 - 10), or -2 when a 10th byte is above 1 */
+    #define TQ_VB(i) c = p[i]; r |= (c & 0x7F) << (7 * i); if (c < 0x80) { *out = r; return i + 1; }
+    static inline Py_ssize_t tq_varint10(const unsigned char *p, uint64_t *out) {
+        uint64_t r, c;
+        c = p[0]; r = c & 0x7F; if (c < 0x80) { *out = r; return 1; }
+        TQ_VB(1) TQ_VB(2) TQ_VB(3) TQ_VB(4) TQ_VB(5) TQ_VB(6) TQ_VB(7) TQ_VB(8)
+        c = p[9];
+        if (c > 1) return -2;  /* a 10th byte may carry only bit 63 */
+        *out = r | (c << 63);
+        return 10;
     }
-    /* >= 0: new position; -1 truncated; -2 more than 64 bits (a 10th byte above 1, or an 11th byte).
-       With 10 bytes left (every varint but the last field's) it is unrolled: no bounds or shift checks. */
-    #define TQ_VB(i) c = p[i]; r |= (c & 0x7F) << (7 * i); if (c < 0x80) { *out = r; return pos + i + 1; }
     #if defined(__GNUC__)
     #define TQ_NOINLINE static __attribute__((noinline))
     #else
     #define TQ_NOINLINE static
     #endif
-    /* out of line: the callers inline their 1-byte case and stay small enough to be inlined themselves */
+    /* >= 0: new position; -1 truncated; -2 more than 64 bits (a 10th byte above 1, or an 11th byte).
+       Unrolled, no per-byte bounds check: near the end the bytes are copied into a zero-padded buffer
+       (a zero byte ends a varint, so a varint running past the end shows up as too long: truncated).
+       Out of line: the callers inline their 1-byte case and stay small enough to be inlined themselves. */
     TQ_NOINLINE Py_ssize_t tq_get_varint(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, uint64_t *out) {
-        const unsigned char *p = b + pos;
-        uint64_t r, c;
-        if (end - pos < 10) return tq_get_varint_slow(b, pos, end, out);
-        c = p[0]; r = c & 0x7F; if (c < 0x80) { *out = r; return pos + 1; }
-        TQ_VB(1) TQ_VB(2) TQ_VB(3) TQ_VB(4) TQ_VB(5) TQ_VB(6) TQ_VB(7) TQ_VB(8)
-        c = p[9];
-        if (c > 1) return -2;
-        *out = r | (c << 63);
-        return pos + 10;
+        unsigned char tmp[10];
+        Py_ssize_t avail = end - pos, len;
+        if (avail >= 10) {
+            len = tq_varint10(b + pos, out);
+            return len < 0 ? len : pos + len;
+        }
+        if (avail <= 0) return -1;
+        memset(tmp, 0, sizeof(tmp));
+        memcpy(tmp, b + pos, (size_t)avail);
+        len = tq_varint10(tmp, out);
+        if (len < 0 || len > avail) return -1;
+        return pos + len;
     }
     #undef TQ_VB
     /* One protobuf field at *pos (proto2, unknown fields skipped by the callers). 1 read, 0 at the end,
