@@ -214,6 +214,32 @@ cdef extern from *:
         return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
     }
     /* A varint in the 10 readable bytes at p: its length (1 - 10), or -2 when a 10th byte is above 1 */
+    #if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) \
+        && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* the 7-bit groups of (up to) 8 bytes packed into 56 bits: three shift-and-mask steps */
+    static inline uint64_t tq_pack7(uint64_t x) {
+        x &= 0x7f7f7f7f7f7f7f7fULL;
+        x = (x & 0x007f007f007f007fULL) | ((x & 0x7f007f007f007f00ULL) >> 1);
+        x = (x & 0x00003fff00003fffULL) | ((x & 0x3fff00003fff0000ULL) >> 2);
+        return (x & 0x000000000fffffffULL) | ((x & 0x0fffffff00000000ULL) >> 4);
+    }
+    /* branch-free for up to 8 bytes: one 8-byte load, the end found from the clear top bits */
+    static inline Py_ssize_t tq_varint10(const unsigned char *p, uint64_t *out) {
+        uint64_t x, stop, c, r;
+        memcpy(&x, p, 8);
+        stop = ~x & 0x8080808080808080ULL;
+        if (stop) {
+            *out = tq_pack7(x & (stop ^ (stop - 1)));
+            return (__builtin_ctzll(stop) >> 3) + 1;
+        }
+        r = tq_pack7(x);
+        c = p[8]; r |= (c & 0x7F) << 56; if (c < 0x80) { *out = r; return 9; }
+        c = p[9];
+        if (c > 1) return -2;  /* a 10th byte may carry only bit 63 */
+        *out = r | (c << 63);
+        return 10;
+    }
+    #else
     #define TQ_VB(i) c = p[i]; r |= (c & 0x7F) << (7 * i); if (c < 0x80) { *out = r; return i + 1; }
     static inline Py_ssize_t tq_varint10(const unsigned char *p, uint64_t *out) {
         uint64_t r, c;
@@ -224,6 +250,8 @@ cdef extern from *:
         *out = r | (c << 63);
         return 10;
     }
+    #undef TQ_VB
+    #endif
     #if defined(__GNUC__)
     #define TQ_NOINLINE static __attribute__((noinline))
     #else
@@ -247,7 +275,6 @@ cdef extern from *:
         if (len < 0 || len > avail) return -1;
         return pos + len;
     }
-    #undef TQ_VB
     /* One protobuf field at *pos (proto2, unknown fields skipped by the callers). 1 read, 0 at the end,
        < 0 an error in the twin's order: -1 truncated varint, -2 varint over 64 bits, -3 truncated LEN,
        -4 truncated fixed64, -5 truncated fixed32, -6 unsupported wire type, -7 field number 0. */
