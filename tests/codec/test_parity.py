@@ -149,6 +149,8 @@ def test_topic_info_canonical_and_odd() -> None:
         ["t#" + ",".join(f"{1 + i % 3}:1:1" for i in range(40)) + "#9"], ["t#1:1:1\x00#5"], ["t#1:1:\x00"],
         ["t#1:1:1#" + "9" * 18], ["t#1:1:1#" + "9" * 19], ["t#" + "0" * 18 + "1:1:1"], ["t##5"],
         ["t#1:1:1#5#junk#"], ["t#1:1#5"], ["t#1:1:1,#"], ["t#1:1:1,2:1:1:"], ["t#,,,"],
+        # max sizes of every length, ended by the text's end, a '#', or a character that is not a digit
+        *([f"t#1:1:1#{'7' * k}{end}"] for k in range(0, 21) for end in ("", "#", "#x", "x", "\x00", ":1")),
     ]
     for infos in cases:
         same("parse_topic_info", infos, brokers)
