@@ -1041,52 +1041,6 @@ cdef inline int _next(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end, F
     return _field_error(r, f)
 
 
-# The hot decoders read a field's key, switch on it, and read the value with the reader of the wire type
-# that key implies (the errors are those of _next); other keys are skipped by _skip (so with _next's
-# checks and errors, in the same order).
-
-
-cdef inline Py_ssize_t _key(const unsigned char* p, Py_ssize_t q, Py_ssize_t n, uint64_t* k) except -1:
-    """The key of the field at ``q`` (``q < n``) -> the position of its value."""
-    if p[q] < 0x80:
-        k[0] = p[q]
-        return q + 1
-    q = tq_get_varint(p, q, n, k)
-    if q < 0:
-        _truncated(q)
-    return q
-
-
-cdef inline Py_ssize_t _uv(const unsigned char* p, Py_ssize_t q, Py_ssize_t n, uint64_t* v) except -1:
-    """A varint value at ``q`` -> the position after it."""
-    if q < n and p[q] < 0x80:
-        v[0] = p[q]
-        return q + 1
-    q = tq_get_varint(p, q, n, v)
-    if q < 0:
-        _truncated(q)
-    return q
-
-
-cdef inline Py_ssize_t _lv(const unsigned char* p, Py_ssize_t q, Py_ssize_t n, const unsigned char** s,
-                           Py_ssize_t* ln) except -1:
-    """A length-delimited value at ``q`` -> its bytes, and the position after it."""
-    cdef uint64_t m
-    q = _uv(p, q, n, &m)
-    if m > <uint64_t>(n - q):
-        raise DecodeError("truncated length-delimited field")
-    s[0] = p + q
-    ln[0] = <Py_ssize_t>m
-    return q + <Py_ssize_t>m
-
-
-cdef Py_ssize_t _skip(const unsigned char* p, Py_ssize_t q, Py_ssize_t n) except -1:
-    """Any other field at ``q`` (unknown, another wire type, field number 0): skipped or DecodeError."""
-    cdef Field f
-    _next(p, &q, n, &f)
-    return q
-
-
 cdef inline int _delimited(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end,
                            const unsigned char** out, Py_ssize_t* n) except -1:
     cdef uint64_t ln = 0
@@ -1820,9 +1774,8 @@ def decode_send_response(body) -> SendResponse:
     """SendMessageResponseB2P; the message id falls back to errMsg for old brokers (§3.7)."""
     cdef Py_buffer buf
     cdef CBuf b
-    cdef Py_ssize_t q = 0, vq, sn
-    cdef uint64_t k, v
-    cdef const unsigned char* s
+    cdef Py_ssize_t q = 0
+    cdef Field f
     cdef bint success = False, require_auth = False, has_mid = False
     cdef int32_t code = 0
     cdef int64_t mid = -1, atime = -1, aoff = -1
@@ -1830,35 +1783,26 @@ def decode_send_response(body) -> SendResponse:
     cdef object msg = "", mid_obj
     _get(body, &b, &buf)
     try:
-        while q < b.n:
-            vq = _key(b.p, q, b.n, &k)
-            if k == K_SEND_RSP_SUCCESS:
-                q = _uv(b.p, vq, b.n, &v)
-                success = v != 0
+        while _next(b.p, &q, b.n, &f):
+            # one switch on the key as read (a field of another wire type is skipped, as before)
+            if f.key == K_SEND_RSP_SUCCESS:
+                success = f.v != 0
                 seen |= 1
-            elif k == K_SEND_RSP_ERR_CODE:
-                q = _uv(b.p, vq, b.n, &v)
-                code = _signed32(v)
+            elif f.key == K_SEND_RSP_ERR_CODE:
+                code = _signed32(f.v)
                 seen |= 2
-            elif k == K_SEND_RSP_ERR_MSG:
-                q = _lv(b.p, vq, b.n, &s, &sn)
-                msg = _dec_msg(s, sn)
+            elif f.key == K_SEND_RSP_ERR_MSG:
+                msg = _dec_msg(f.p, f.n)
                 seen |= 4
-            elif k == K_SEND_RSP_REQUIRE_AUTH:
-                q = _uv(b.p, vq, b.n, &v)
-                require_auth = v != 0
-            elif k == K_SEND_RSP_MESSAGE_ID:
-                q = _uv(b.p, vq, b.n, &v)
-                mid = _signed(v)
+            elif f.key == K_SEND_RSP_REQUIRE_AUTH:
+                require_auth = f.v != 0
+            elif f.key == K_SEND_RSP_MESSAGE_ID:
+                mid = _signed(f.v)
                 has_mid = True
-            elif k == K_SEND_RSP_APPEND_TIME:
-                q = _uv(b.p, vq, b.n, &v)
-                atime = _signed(v)
-            elif k == K_SEND_RSP_APPEND_OFFSET:
-                q = _uv(b.p, vq, b.n, &v)
-                aoff = _signed(v)
-            else:
-                q = _skip(b.p, q, b.n)
+            elif f.key == K_SEND_RSP_APPEND_TIME:
+                atime = _signed(f.v)
+            elif f.key == K_SEND_RSP_APPEND_OFFSET:
+                aoff = _signed(f.v)
     finally:
         _release(&b, &buf)
     if seen != 7:
@@ -1872,28 +1816,23 @@ def decode_send_response(body) -> SendResponse:
 
 cdef int _transfered(const unsigned char* p, Py_ssize_t n, int64_t* mid, int32_t* cs,
                      const unsigned char** payload, Py_ssize_t* plen, int32_t* flag) except -1:
-    cdef Py_ssize_t q = 0, vq
-    cdef uint64_t k, v
+    cdef Py_ssize_t q = 0
+    cdef Field f
     cdef int seen = 0
-    while q < n:
-        vq = _key(p, q, n, &k)
-        if k == K_TM_MESSAGE_ID:
-            q = _uv(p, vq, n, &v)
-            mid[0] = _signed(v)
+    while _next(p, &q, n, &f):
+        if f.key == K_TM_MESSAGE_ID:
+            mid[0] = _signed(f.v)
             seen |= 1
-        elif k == K_TM_CHECKSUM:
-            q = _uv(p, vq, n, &v)
-            cs[0] = _signed32(v)
+        elif f.key == K_TM_CHECKSUM:
+            cs[0] = _signed32(f.v)
             seen |= 2
-        elif k == K_TM_PAYLOAD:
-            q = _lv(p, vq, n, payload, plen)
+        elif f.key == K_TM_PAYLOAD:
+            payload[0] = f.p
+            plen[0] = f.n
             seen |= 4
-        elif k == K_TM_FLAG:
-            q = _uv(p, vq, n, &v)
-            flag[0] = _signed32(v)
+        elif f.key == K_TM_FLAG:
+            flag[0] = _signed32(f.v)
             seen |= 8
-        else:
-            q = _skip(p, q, n)
     if seen != 15:
         raise DecodeError("TransferedMessage: Message missing required fields")
     return 0
@@ -1915,9 +1854,8 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
     """GetMessageResponseB2C with its messages decoded and checked (§3.7, §4.9)."""
     cdef Py_buffer buf
     cdef CBuf b
-    cdef Py_ssize_t q = 0, i, vq, sn
-    cdef uint64_t k, v
-    cdef const unsigned char* s
+    cdef Py_ssize_t q = 0, i
+    cdef Field f
     cdef bint success = False, esc = False, slow = False, big
     cdef int32_t code = 0, min_limit = 0
     cdef int64_t curr = -1, dlt = -1, max_off = -1
@@ -1931,21 +1869,16 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
     cdef RawRef* r
     _get(body, &b, &buf)
     try:
-        while q < b.n:
-            vq = _key(b.p, q, b.n, &k)
-            if k == K_GET_RSP_SUCCESS:
-                q = _uv(b.p, vq, b.n, &v)
-                success = v != 0
+        while _next(b.p, &q, b.n, &f):
+            if f.key == K_GET_RSP_SUCCESS:
+                success = f.v != 0
                 seen |= 1
-            elif k == K_GET_RSP_ERR_CODE:
-                q = _uv(b.p, vq, b.n, &v)
-                code = _signed32(v)
+            elif f.key == K_GET_RSP_ERR_CODE:
+                code = _signed32(f.v)
                 seen |= 2
-            elif k == K_GET_RSP_ERR_MSG:
-                q = _lv(b.p, vq, b.n, &s, &sn)
-                msg = _dec_msg(s, sn)
-            elif k == K_GET_RSP_MESSAGES:
-                q = _lv(b.p, vq, b.n, &s, &sn)
+            elif f.key == K_GET_RSP_ERR_MSG:
+                msg = _dec_msg(f.p, f.n)
+            elif f.key == K_GET_RSP_MESSAGES:
                 # parsed (and required fields checked) now; built below once currOffset is known
                 if nmsg == cap:
                     cap *= 2
@@ -1959,28 +1892,20 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
                         raise MemoryError()
                     refs = nr
                 r = &refs[nmsg]
-                _transfered(s, sn, &r.mid, &r.cs, &r.payload, &r.plen, &r.flag)
+                _transfered(f.p, f.n, &r.mid, &r.cs, &r.payload, &r.plen, &r.flag)
                 nmsg += 1
-            elif k == K_GET_RSP_CURR_OFFSET:
-                q = _uv(b.p, vq, b.n, &v)
-                curr = _signed(v)
-            elif k == K_GET_RSP_MIN_LIMIT_TIME:
-                q = _uv(b.p, vq, b.n, &v)
-                min_limit = _signed32(v)
-            elif k == K_GET_RSP_ESC_FLOW_CTRL:
-                q = _uv(b.p, vq, b.n, &v)
-                esc = v != 0
-            elif k == K_GET_RSP_CURR_DATA_DLT:
-                q = _uv(b.p, vq, b.n, &v)
-                dlt = _signed(v)
-            elif k == K_GET_RSP_REQUIRE_SLOW:
-                q = _uv(b.p, vq, b.n, &v)
-                slow = v != 0
-            elif k == K_GET_RSP_MAX_OFFSET:
-                q = _uv(b.p, vq, b.n, &v)
-                max_off = _signed(v)
-            else:
-                q = _skip(b.p, q, b.n)
+            elif f.key == K_GET_RSP_CURR_OFFSET:
+                curr = _signed(f.v)
+            elif f.key == K_GET_RSP_MIN_LIMIT_TIME:
+                min_limit = _signed32(f.v)
+            elif f.key == K_GET_RSP_ESC_FLOW_CTRL:
+                esc = f.v != 0
+            elif f.key == K_GET_RSP_CURR_DATA_DLT:
+                dlt = _signed(f.v)
+            elif f.key == K_GET_RSP_REQUIRE_SLOW:
+                slow = f.v != 0
+            elif f.key == K_GET_RSP_MAX_OFFSET:
+                max_off = _signed(f.v)
         if seen != 3:
             raise DecodeError("GetMessageResponseB2C: Message missing required fields")
         # offsets past int64 (a hostile currOffset) are computed as Python ints, like the twin does
