@@ -213,33 +213,9 @@ cdef extern from *:
     static inline uint32_t tq_get_be32(const unsigned char *p) {
         return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
     }
-    /* A varint in the 10 readable bytes at p: its length (1 - 10), or -2 when a 10th byte is above 1 */
-    #if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) \
-        && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    /* the 7-bit groups of (up to) 8 bytes packed into 56 bits: three shift-and-mask steps */
-    static inline uint64_t tq_pack7(uint64_t x) {
-        x &= 0x7f7f7f7f7f7f7f7fULL;
-        x = (x & 0x007f007f007f007fULL) | ((x & 0x7f007f007f007f00ULL) >> 1);
-        x = (x & 0x00003fff00003fffULL) | ((x & 0x3fff00003fff0000ULL) >> 2);
-        return (x & 0x000000000fffffffULL) | ((x & 0x0fffffff00000000ULL) >> 4);
-    }
-    /* branch-free for up to 8 bytes: one 8-byte load, the end found from the clear top bits */
-    static inline Py_ssize_t tq_varint10(const unsigned char *p, uint64_t *out) {
-        uint64_t x, stop, c, r;
-        memcpy(&x, p, 8);
-        stop = ~x & 0x8080808080808080ULL;
-        if (stop) {
-            *out = tq_pack7(x & (stop ^ (stop - 1)));
-            return (__builtin_ctzll(stop) >> 3) + 1;
-        }
-        r = tq_pack7(x);
-        c = p[8]; r |= (c & 0x7F) << 56; if (c < 0x80) { *out = r; return 9; }
-        c = p[9];
-        if (c > 1) return -2;  /* a 10th byte may carry only bit 63 */
-        *out = r | (c << 63);
-        return 10;
-    }
-    #else
+    /* A varint in the 10 readable bytes at p: its length (1 - 10), or -2 when a 10th byte is above 1.
+       Unrolled and branchy on purpose: a branch-free 8-byte decode was measured slower here (the
+       lengths in a stream repeat, so the branches are predicted, and they do not wait on the load). */
     #define TQ_VB(i) c = p[i]; r |= (c & 0x7F) << (7 * i); if (c < 0x80) { *out = r; return i + 1; }
     static inline Py_ssize_t tq_varint10(const unsigned char *p, uint64_t *out) {
         uint64_t r, c;
@@ -251,29 +227,30 @@ cdef extern from *:
         return 10;
     }
     #undef TQ_VB
-    #endif
     #if defined(__GNUC__)
     #define TQ_NOINLINE static __attribute__((noinline))
     #else
     #define TQ_NOINLINE static
     #endif
     /* >= 0: new position; -1 truncated; -2 more than 64 bits (a 10th byte above 1, or an 11th byte).
-       Unrolled, no per-byte bounds check: near the end the bytes are copied into a zero-padded buffer
-       (a zero byte ends a varint, so a varint running past the end shows up as too long: truncated).
-       Out of line: the callers inline their 1-byte case and stay small enough to be inlined themselves. */
+       Unrolled without bounds checks when 10 bytes are left, a byte at a time near the end. Out of
+       line: tq_next inlines its 1-byte cases and stays small enough to be inlined in the decoders
+       (measured: inlining this too made getMessage decoding slower). */
     TQ_NOINLINE Py_ssize_t tq_get_varint(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, uint64_t *out) {
-        unsigned char tmp[10];
-        Py_ssize_t avail = end - pos, len;
-        if (avail >= 10) {
+        uint64_t r = 0; int shift = 0; unsigned char c;
+        Py_ssize_t len;
+        if (end - pos >= 10) {
             len = tq_varint10(b + pos, out);
             return len < 0 ? len : pos + len;
         }
-        if (avail <= 0) return -1;
-        memset(tmp, 0, sizeof(tmp));
-        memcpy(tmp, b + pos, (size_t)avail);
-        len = tq_varint10(tmp, out);
-        if (len < 0 || len > avail) return -1;
-        return pos + len;
+        for (;;) {
+            if (pos >= end) return -1;
+            c = b[pos++];
+            if (shift == 63 && c > 1) return -2;  /* a 10th byte may carry only bit 63 */
+            r |= (uint64_t)(c & 0x7F) << shift;
+            if (!(c & 0x80)) { *out = r; return pos; }
+            shift += 7;
+        }
     }
     /* One protobuf field at *pos (proto2, unknown fields skipped by the callers). 1 read, 0 at the end,
        < 0 an error in the twin's order: -1 truncated varint, -2 varint over 64 bits, -3 truncated LEN,
