@@ -144,6 +144,13 @@ def test_topic_info_canonical_and_odd() -> None:
         ["t#1:2:3#100"], ["t#1:2:3# 100"], ["t# 1:2:3"], ["t#1:+2:3"], ["t#1:2:3,,2:1:1#"], ["t#1:2"],
         ["#1:1:1"], ["t"], ["t#1:1:1#x"], ["t#1:1:1#5#6"], ["t#1:-1:1"], ["t#1:1:1:1"], ["t#9:1:1#7"],
         ["t#0001:1:1"], ["t#1:1:1#" + "9" * 30], ["тема#1:2:1"], ["t#1_0:1:1"],
+        # the C scanner's edges: more items than its stack buffer, NUL inside, 18 and 19 digit runs,
+        # a size right after the topic, a third '#' with text after it, an item cut by the size
+        ["t#" + ",".join(f"{1 + i % 3}:1:1" for i in range(40)) + "#9"], ["t#1:1:1\x00#5"], ["t#1:1:\x00"],
+        ["t#1:1:1#" + "9" * 18], ["t#1:1:1#" + "9" * 19], ["t#" + "0" * 18 + "1:1:1"], ["t##5"],
+        ["t#1:1:1#5#junk#"], ["t#1:1#5"], ["t#1:1:1,#"], ["t#1:1:1,2:1:1:"], ["t#,,,"],
+        # max sizes of every length, ended by the text's end, a '#', or a character that is not a digit
+        *([f"t#1:1:1#{'7' * k}{end}"] for k in range(0, 21) for end in ("", "#", "#x", "x", "\x00", ":1")),
     ]
     for infos in cases:
         same("parse_topic_info", infos, brokers)

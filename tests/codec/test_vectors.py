@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import zlib
 from types import ModuleType
 from typing import Any
 
@@ -229,6 +230,15 @@ def test_crc32(impl: ModuleType, vectors: dict[str, Any]) -> None:
         assert impl.crc32(data) == masked
         assert impl.crc32(bytearray(data)) == masked
         assert impl.crc32(memoryview(data)) == masked
+
+
+def test_crc32_every_length_agrees_with_zlib(impl: ModuleType) -> None:
+    """Every code path (byte tail, 16-byte slices, 64-byte folding, zlib above a threshold) is exercised."""
+    data = bytes((i * 131 + 7) % 256 for i in range(3000))
+    for n in [*range(0, 1100), 2047, 2048, 2049, 3000]:
+        want = zlib.crc32(data[:n]) & 0x7FFFFFFF
+        assert impl.crc32(data[:n]) == want, n
+        assert impl.crc32(bytearray(data[1 : n + 1])) == zlib.crc32(data[1 : n + 1]) & 0x7FFFFFFF, n
 
 
 def test_ipv4(impl: ModuleType, vectors: dict[str, Any]) -> None:
