@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ._codec_py import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_TOTAL_PARTITIONS
 from .errors import ConfigError, TubeMQConnectionError
 from .protocol.constants import (
     ARRAY_SEP,
@@ -100,6 +101,9 @@ class ClientConfig:
     ``tls*``: TLS to master and brokers (PEM files); ``auth_user``/``auth_password``: §8 auth
     (the password is never shown in ``repr``). ``local_address``: the IPv4 reported as hostName.
     ``stats_interval_s`` / ``stats_callback``: call ``stats_callback(metrics_snapshot)`` periodically.
+    ``max_partitions`` / ``max_total_partitions``: the most partitions one topic / one master answer may
+    expand to (topicInfo strings name broker x partitions x stores, so a hostile or broken master could
+    ask for millions); an answer over a cap is refused with a DecodeError before anything is built.
     """
 
     master: str | list[str] = ""
@@ -119,6 +123,8 @@ class ClientConfig:
     local_address: str | None = None
     stats_interval_s: float = 0.0
     stats_callback: Callable[[dict[str, Any]], Any] | None = field(default=None, repr=False, compare=False)
+    max_partitions: int = DEFAULT_MAX_PARTITIONS
+    max_total_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS
 
     def __post_init__(self) -> None:
         self.validate()
@@ -134,6 +140,8 @@ class ClientConfig:
         _int_range("heartbeat_period_ms", self.heartbeat_period_ms, 10, 3600000)
         _int_range("register_retry_wait_ms", self.register_retry_wait_ms, 1, 600000)
         _int_range("max_inflight", self.max_inflight, 1, 1 << 20)
+        _int_range("max_partitions", self.max_partitions, 1, 10_000_000)
+        _int_range("max_total_partitions", self.max_total_partitions, 1, 100_000_000)
         if self.pool not in ("shared", "private"):
             raise ConfigError("pool", f"must be 'shared' or 'private', got {self.pool!r}")
         for name in ("tls", "tls_verify"):

@@ -9,7 +9,7 @@ import pytest
 
 import tubemq
 from tubemq.consumer import BoundConsumer, PartitionPosition
-from tubemq.errors import PartitionOccupiedError
+from tubemq.errors import DecodeError, PartitionOccupiedError
 
 from ._produce import send_raw
 from .conftest import FAST_CLIENT
@@ -170,3 +170,13 @@ def test_forgotten_bound_consumer_detaches_and_leaves(cluster: Any, api: str) ->
         assert core.closing and core.attached() == [] and members() == 0
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_partition_cap_from_the_client_config(cluster: Any) -> None:
+    """``max_partitions`` bounds what a master's topic meta may expand to (a typed error, nothing built)."""
+    cluster.create_topic("bcap", partitions=3)
+    with pytest.raises(DecodeError, match=r"'bcap': 3 partitions over the limit 2 \(max_partitions\)"):
+        with bound(cluster, "g_bcap", ["bcap"], max_partitions=2) as bc:
+            bc.partitions()
+    with bound(cluster, "g_bcap2", ["bcap"], max_partitions=3) as bc:
+        assert [p.partition_id for p in bc.partitions()] == [0, 1, 2]

@@ -98,6 +98,9 @@ def test_config_validation_names_the_field() -> None:
         ({"master": "a:1", "auth_user": "u"}, "auth_user"),
         ({"master": "a:1", "local_address": "host"}, "local_address"),
         ({"master": "a:1", "max_inflight": 0}, "max_inflight"),
+        ({"master": "a:1", "max_partitions": 0}, "max_partitions"),
+        ({"master": "a:1", "max_partitions": "10"}, "max_partitions"),
+        ({"master": "a:1", "max_total_partitions": 0}, "max_total_partitions"),
     ]
     for kwargs, field in cases:
         with pytest.raises(ConfigError) as ei:

@@ -108,6 +108,22 @@ def test_two_store_topic_uses_all_partition_ids(cluster) -> None:
         assert sorted(x.partition_id for x in p.partitions("store2")) == [0, 1, 10000, 10001]
 
 
+def test_partition_cap_from_the_client_config(cluster, caplog) -> None:
+    """A topicInfo answer over ``max_partitions`` is refused whole (logged, nothing routed to it)."""
+    cluster.create_topic("pcap", partitions=2, stores=2)
+    with caplog.at_level("WARNING", logger="tubemq.producer"):
+        with tubemq.Producer(cluster.master_address, max_partitions=3, **FAST) as p:
+            with pytest.raises(TopicNotPublishedError):
+                p.send("pcap", b"x")
+            assert p.partitions("pcap") == []
+    assert any("'pcap': 4 partitions over the limit 3 (max_partitions)" in r.getMessage() for r in caplog.records)
+    with tubemq.Producer(cluster.master_address, max_partitions=4, max_total_partitions=4, **FAST) as p:
+        assert p.send("pcap", b"x").partition.topic == "pcap"
+        assert len(p.partitions("pcap")) == 4
+    with tubemq.Producer(f"tubemq://{cluster.master_address}?max_partitions=2", **FAST) as p:
+        assert p.config.max_partitions == 2
+
+
 def test_local_validation_errors(cluster) -> None:
     cluster.create_topic("demo", partitions=1)
     with tubemq.Producer(cluster.master_address, **FAST) as p:

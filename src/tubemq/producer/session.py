@@ -137,7 +137,9 @@ class ProducerSession(MasterSessionBase):
             return  # Java: success with 201 means "no metadata change"
         self.apply_brokers(rsp.brokerCheckSum, rsp.brokerInfos)
         try:
-            parts, sizes = codec.parse_topic_info(rsp.topicInfos, self.brokers)
+            parts, sizes = codec.parse_topic_info(rsp.topicInfos, self.brokers,
+                                                  max_partitions=self.config.max_partitions,
+                                                  max_total_partitions=self.config.max_total_partitions)
         except DecodeError as exc:
             log.warning("ignoring a heartbeat answer with bad topicInfos: %s", exc)
             return

@@ -149,7 +149,9 @@ class BoundCore:
         too: with our topicMetaInfoId unchanged the master omits the meta list (§3.5), but a broker
         may have moved to another address (captures/s5 shape; tests/fidelity)."""
         meta: dict[str, tuple[Partition, bool]] = {}
-        for p, ok in parse_topic_meta_info(self._meta_items, self.session.brokers):
+        for p, ok in parse_topic_meta_info(self._meta_items, self.session.brokers,
+                                           max_partitions=self.config.max_partitions,
+                                           max_total_partitions=self.config.max_total_partitions):
             meta[p.key] = (p, ok)
         self._meta = meta
 
