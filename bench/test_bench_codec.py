@@ -92,6 +92,28 @@ def test_frame_decode_64KiB(benchmark: Any, name: str) -> None:
     assert len(out[0][1]) == 65536
 
 
+@pytest.mark.parametrize("name", IMPLS + ["memcpy"])
+def test_frame_decode_8x350KB_in_64KiB_chunks(benchmark: Any, name: str) -> None:
+    """One decoder (one connection) receiving getMessage-sized frames: 8 x ~350 KB, 64 KiB reads."""
+    benchmark.group = "frame decode 8 x 350 KB, 64 KiB chunks"
+    chunks = _chunked_stream(_codec_py, 8, 350_000, 65536)
+    if name == "memcpy":
+        sources = [bytearray(c) for c in chunks]
+        benchmark(lambda: [bytes(s) for s in sources])
+        return
+    impl = _impl(name)
+    dec = impl.FrameDecoder()
+
+    def run() -> int:
+        n = 0
+        for c in chunks:
+            n += len(dec.feed(c))
+        return n
+
+    assert benchmark(run) == 8
+    assert dec.buffered == 0
+
+
 # ---------------------------------------------------------------------------------------------- payloads
 
 

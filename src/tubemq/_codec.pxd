@@ -41,6 +41,7 @@ cdef class FrameDecoder:
     cdef object _emit(self, const unsigned char* p)
     cdef void _reset_scan(self) noexcept
     cdef object _fail(self, str reason)
+    cdef Py_ssize_t _estimate(self, Py_ssize_t have) noexcept
 
 
 cdef uint32_t c_crc32(const unsigned char* p, Py_ssize_t n) noexcept nogil

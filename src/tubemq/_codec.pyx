@@ -796,6 +796,7 @@ def encode_frame(serial, payload) -> bytes:
 
 
 cdef Py_ssize_t _IDLE_KEEP = 256 * 1024  # buffer capacity kept between frames
+cdef Py_ssize_t _PRESIZE_MAX = 1024 * 1024  # largest incomplete frame sized from its header at once
 
 
 cdef class FrameDecoder:
@@ -886,6 +887,15 @@ cdef class FrameDecoder:
         length = tq_get_be32(<const unsigned char*>self._buf + self._off)
         return self._off + 4 + length - self._len + (4 if self._done + 1 < self._blocks else 0)
 
+    cdef Py_ssize_t _estimate(self, Py_ssize_t have) noexcept:
+        """Capacity for an incomplete frame of which ``have`` bytes are here: the whole frame at once
+        when its header announces at most 1 MiB of Java's 8 KiB blocks, so a ~350 KB frame is not
+        grown by doubling from 4 KiB (each step a realloc copy); never above the documented bound."""
+        cdef Py_ssize_t est = 12 + <Py_ssize_t>self._blocks * (4 + 8192)
+        if self._off == 0 or est <= have or est > _PRESIZE_MAX or est > 12 + 4 * self.max_blocks + self.max_frame_size:
+            return have
+        return est
+
     cdef int _reserve(self, Py_ssize_t n) except -1:
         cdef Py_ssize_t cap
         cdef char* nb
@@ -961,7 +971,7 @@ cdef class FrameDecoder:
                     raise self._fail(_frame_reason(self, r, b.p + pos))
                 if r == 0:
                     # keep the incomplete frame; the scan state stays valid for the copied prefix
-                    self._reserve(n - pos)
+                    self._reserve(self._estimate(n - pos))
                     memcpy(self._buf, b.p + pos, n - pos)
                     self._len = n - pos
                     break

@@ -99,6 +99,24 @@ def test_decoder_accepts_non_java_block_layouts(impl: ModuleType) -> None:
     assert impl.FrameDecoder().feed(frame) == [(9, b"".join(blocks))]
 
 
+@pytest.mark.parametrize(
+    "sizes",
+    [[20000, 70000, 5], [100] * 40, [0, 0, 8192, 0], [8192] * 43 + [6000]],
+    ids=["blocks-above-8KiB", "small-blocks", "empty-blocks", "getmessage-350KB"],
+)
+def test_decoder_chunked_blocks_larger_or_smaller_than_java(impl: ModuleType, sizes: list[int]) -> None:
+    """A frame cut into reads is assembled right whatever its block sizes (the decoder may size its
+    buffer from the header's block count assuming 8 KiB blocks; that guess must never matter)."""
+    blocks = [_payload(n, i) for i, n in enumerate(sizes)]
+    frame = _header(5, len(blocks)) + b"".join(struct.pack(">I", len(b)) + b for b in blocks)
+    stream = frame * 3
+    for step in (1000, 4096, 65536):
+        dec = impl.FrameDecoder()
+        got = _feed_all(dec, [stream[i : i + step] for i in range(0, len(stream), step)])
+        assert got == [(5, b"".join(blocks))] * 3
+        assert dec.buffered == 0 and not dec.failed
+
+
 def test_truncated_frame_waits(impl: ModuleType) -> None:
     frame = impl.encode_frame(1, b"z" * 20000)
     dec = impl.FrameDecoder()
