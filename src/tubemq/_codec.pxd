@@ -24,24 +24,29 @@ cdef class FrameDecoder:
     """Streaming frame decoder; holds at most one incomplete frame."""
     cdef public Py_ssize_t max_frame_size
     cdef public Py_ssize_t max_blocks
-    cdef char* _buf
-    cdef Py_ssize_t _len
-    cdef Py_ssize_t _cap
     cdef object _error
-    # scan state of the frame whose prefix is in _buf (offsets from the frame start)
+    # scan state of the frame being read (offsets from the frame start)
     cdef Py_ssize_t _off
     cdef uint32_t _serial
     cdef uint32_t _blocks
     cdef uint32_t _done
     cdef Py_ssize_t _total
+    # assembly of a frame cut across reads: result bytes, its capacity, header/length bytes so far
+    cdef object _pay
+    cdef Py_ssize_t _pcap
+    cdef unsigned char _hdr[12]
+    cdef Py_ssize_t _hlen
+    cdef int _phase
+    cdef Py_ssize_t _left
 
     cdef int _scan(self, const unsigned char* p, Py_ssize_t avail) noexcept
-    cdef Py_ssize_t _need(self) noexcept
-    cdef int _reserve(self, Py_ssize_t n) except -1
+    cdef int _room(self, Py_ssize_t need) except -1
+    cdef object _finish(self)
+    cdef Py_ssize_t _assemble(self, const unsigned char* p, Py_ssize_t pos, Py_ssize_t n, list out) except -1
     cdef object _emit(self, const unsigned char* p)
     cdef void _reset_scan(self) noexcept
+    cdef void _reset_assembly(self) noexcept
     cdef object _fail(self, str reason)
-    cdef Py_ssize_t _estimate(self, Py_ssize_t have) noexcept
 
 
 cdef uint32_t c_crc32(const unsigned char* p, Py_ssize_t n) noexcept nogil

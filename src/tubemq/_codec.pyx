@@ -795,8 +795,13 @@ def encode_frame(serial, payload) -> bytes:
         _release(&b, &buf)
 
 
-cdef Py_ssize_t _IDLE_KEEP = 256 * 1024  # buffer capacity kept between frames
-cdef Py_ssize_t _PRESIZE_MAX = 1024 * 1024  # largest incomplete frame sized from its header at once
+cdef Py_ssize_t _PRESIZE_MAX = 1024 * 1024  # largest result presized from a header's block count
+
+
+cdef extern from "Python.h":
+    int _PyBytes_Resize(PyObject** bytes, Py_ssize_t newsize) except -1
+    void Py_DECREF(PyObject* o)
+    void Py_INCREF(PyObject* o)
 
 
 cdef class FrameDecoder:
@@ -804,14 +809,17 @@ cdef class FrameDecoder:
 
     Raises :class:`FrameError` on a bad begin token, a zero or oversized block count, or a frame
     above ``max_frame_size``; after that every call raises again (the stream is unusable).
-    Complete frames are copied straight from the fed buffer; only the incomplete tail frame is held
-    (at most ``12 + 4 * max_blocks + max_frame_size`` bytes).
+    Complete frames are copied straight from the fed buffer; a frame cut across reads has its blocks
+    copied once, straight into the result ``bytes`` (sized from the header's block count, at most
+    ``_PRESIZE_MAX``, grown if the blocks are larger), so at most ``12 + max_frame_size`` bytes are held.
     """
 
     def __cinit__(self):
-        self._buf = NULL
-        self._len = 0
-        self._cap = 0
+        self._pay = None
+        self._pcap = 0
+        self._hlen = 0
+        self._phase = 0
+        self._left = 0
         self._error = None
         self._reset_scan()
 
@@ -821,17 +829,14 @@ cdef class FrameDecoder:
         self.max_frame_size = max_frame_size
         self.max_blocks = max_blocks
 
-    def __dealloc__(self):
-        free(self._buf)
-
     @property
     def failed(self) -> bool:
         return self._error is not None
 
     @property
     def buffered(self) -> int:
-        """Bytes held for the incomplete frame (bounded by ``12 + 4*max_blocks + max_frame_size``)."""
-        return self._len
+        """Bytes held for the incomplete frame (bounded by ``12 + max_frame_size``)."""
+        return self._hlen + self._total
 
     cdef void _reset_scan(self) noexcept:
         self._off = 0
@@ -840,11 +845,16 @@ cdef class FrameDecoder:
         self._done = 0
         self._total = 0
 
+    cdef void _reset_assembly(self) noexcept:
+        self._pay = None
+        self._pcap = 0
+        self._hlen = 0
+        self._phase = 0
+        self._left = 0
+
     cdef object _fail(self, str reason):
         self._error = reason
-        free(self._buf)
-        self._buf = NULL
-        self._len = self._cap = 0
+        self._reset_assembly()
         self._reset_scan()
         return FrameError(reason)
 
@@ -876,40 +886,100 @@ cdef class FrameDecoder:
             self._done += 1
         return 1
 
-    cdef Py_ssize_t _need(self) noexcept:
-        """Bytes to append to the buffered prefix before ``_scan`` can make progress."""
-        cdef Py_ssize_t have, length
-        if self._off == 0:
-            return 12 - self._len
-        have = self._len - self._off
-        if have < 4:
-            return 4 - have
-        length = tq_get_be32(<const unsigned char*>self._buf + self._off)
-        return self._off + 4 + length - self._len + (4 if self._done + 1 < self._blocks else 0)
-
-    cdef Py_ssize_t _estimate(self, Py_ssize_t have) noexcept:
-        """Capacity for an incomplete frame of which ``have`` bytes are here: the whole frame at once
-        when its header announces at most 1 MiB of Java's 8 KiB blocks, so a ~350 KB frame is not
-        grown by doubling from 4 KiB (each step a realloc copy); never above the documented bound."""
-        cdef Py_ssize_t est = 12 + <Py_ssize_t>self._blocks * (4 + 8192)
-        if self._off == 0 or est <= have or est > _PRESIZE_MAX or est > 12 + 4 * self.max_blocks + self.max_frame_size:
-            return have
-        return est
-
-    cdef int _reserve(self, Py_ssize_t n) except -1:
-        cdef Py_ssize_t cap
-        cdef char* nb
-        if n <= self._cap:
+    cdef int _room(self, Py_ssize_t need) except -1:
+        """Make the result ``bytes`` hold ``need`` bytes: exact for one block, else sized once from the
+        block count as Java's 8 KiB blocks (trimmed at the end), grown (one copy) for larger blocks."""
+        cdef Py_ssize_t cap, est
+        cdef bytes nb
+        if need <= self._pcap:
             return 0
-        cap = self._cap * 2 if self._cap else 4096
-        if cap < n:
-            cap = n
-        nb = <char*>realloc(self._buf, cap)
-        if nb == NULL:
-            raise MemoryError()
-        self._buf = nb
-        self._cap = cap
+        est = <Py_ssize_t>self._blocks * 8192
+        if est > _PRESIZE_MAX:
+            est = _PRESIZE_MAX
+        if est > self.max_frame_size:
+            est = self.max_frame_size
+        cap = self._pcap * 2 if self._pcap else (est if self._blocks > 1 else need)
+        if cap < need:
+            cap = need
+        nb = PyBytes_FromStringAndSize(NULL, cap)
+        if self._total:
+            memcpy(PyBytes_AS_STRING(nb), PyBytes_AS_STRING(self._pay), self._total)
+        self._pay = nb
+        self._pcap = cap
         return 0
+
+    cdef object _finish(self):
+        """The (serial, payload) of the assembled frame; the payload trimmed in place to its size."""
+        cdef PyObject* o
+        cdef object payload = self._pay
+        cdef Py_ssize_t total = self._total
+        cdef object serial = PyLong_FromLongLong(self._serial)
+        cdef bint trim = total != self._pcap
+        self._reset_assembly()  # first: a failed trim below leaves the decoder clean
+        self._reset_scan()
+        if total == 0:
+            return (serial, b"")
+        if trim:
+            o = <PyObject*>payload
+            Py_INCREF(o)
+            payload = None  # ``o`` is now the only reference, as _PyBytes_Resize requires
+            _PyBytes_Resize(&o, total)
+            payload = <object>o
+            Py_DECREF(o)
+        return (serial, payload)
+
+    cdef Py_ssize_t _assemble(self, const unsigned char* p, Py_ssize_t pos, Py_ssize_t n, list out) except -1:
+        """Take bytes of the frame cut across reads from ``p[pos:n]``; return where it ended (``n`` if
+        it is still incomplete). Same checks, in the same order, as ``_scan``."""
+        cdef Py_ssize_t take
+        cdef uint32_t length
+        while pos < n:
+            if self._phase == 0:  # the 12-byte header
+                take = min(12 - self._hlen, n - pos)
+                memcpy(self._hdr + self._hlen, p + pos, take)
+                self._hlen += take
+                pos += take
+                if self._hlen < 12:
+                    return pos
+                if tq_get_be32(self._hdr) != C_BEGIN_TOKEN:
+                    raise self._fail(_frame_reason(self, -1, self._hdr))
+                self._serial = tq_get_be32(self._hdr + 4)
+                self._blocks = tq_get_be32(self._hdr + 8)
+                if self._blocks == 0:
+                    raise self._fail(_frame_reason(self, -2, self._hdr))
+                if self._blocks > <uint64_t>self.max_blocks:
+                    raise self._fail(_frame_reason(self, -3, self._hdr))
+                self._hlen = 0
+                self._phase = 1
+            elif self._phase == 1:  # a block length
+                take = min(4 - self._hlen, n - pos)
+                memcpy(self._hdr + self._hlen, p + pos, take)
+                self._hlen += take
+                pos += take
+                if self._hlen < 4:
+                    return pos
+                self._hlen = 0
+                length = tq_get_be32(self._hdr)
+                if <uint64_t>length > <uint64_t>(self.max_frame_size - self._total):
+                    raise self._fail(_frame_reason(self, -4, self._hdr))
+                self._room(self._total + length)
+                self._left = length
+                self._phase = 2
+            if self._phase == 2:  # block bytes, straight into the result
+                take = min(self._left, n - pos)
+                if take:
+                    memcpy(PyBytes_AS_STRING(self._pay) + self._total, p + pos, take)
+                self._total += take
+                self._left -= take
+                pos += take
+                if self._left:
+                    return pos
+                self._done += 1
+                if self._done == self._blocks:
+                    out.append(self._finish())
+                    return pos
+                self._phase = 1
+        return pos
 
     cdef object _emit(self, const unsigned char* p):
         """The (serial, joined payload) of the complete, scanned frame at ``p``."""
@@ -936,45 +1006,23 @@ cdef class FrameDecoder:
         cdef Py_buffer buf
         cdef CBuf b
         cdef list out = []
-        cdef Py_ssize_t pos = 0, take, n
+        cdef Py_ssize_t pos = 0, n
         cdef int r
         _get(data, &b, &buf)
         try:
             n = b.n
-            if self._len:
-                # finish the frame whose prefix is buffered, taking only the bytes it needs
-                while True:
-                    take = self._need()
-                    if take > n - pos:
-                        take = n - pos
-                    self._reserve(self._len + take)
-                    memcpy(self._buf + self._len, b.p + pos, take)
-                    self._len += take
-                    pos += take
-                    r = self._scan(<const unsigned char*>self._buf, self._len)
-                    if r < 0:
-                        raise self._fail(_frame_reason(self, r, <const unsigned char*>self._buf))
-                    if r == 1:
-                        out.append(self._emit(<const unsigned char*>self._buf))
-                        self._len = 0
-                        self._reset_scan()
-                        if self._cap > _IDLE_KEEP:
-                            free(self._buf)
-                            self._buf = NULL
-                            self._cap = 0
-                        break
-                    if pos >= n:
-                        return out
+            if self._phase or self._hlen:
+                # finish the frame cut across reads
+                pos = self._assemble(b.p, 0, n, out)
             while pos < n:
                 r = self._scan(b.p + pos, n - pos)
                 if r < 0:
                     raise self._fail(_frame_reason(self, r, b.p + pos))
                 if r == 0:
-                    # keep the incomplete frame; the scan state stays valid for the copied prefix
-                    self._reserve(self._estimate(n - pos))
-                    memcpy(self._buf, b.p + pos, n - pos)
-                    self._len = n - pos
-                    break
+                    # incomplete: start assembling it (re-read from its start; the checks repeat)
+                    self._reset_scan()
+                    pos = self._assemble(b.p, pos, n, out)
+                    continue
                 out.append(self._emit(b.p + pos))
                 pos += self._off
                 self._reset_scan()
