@@ -899,6 +899,8 @@ cdef class FrameDecoder:
         if est > self.max_frame_size:
             est = self.max_frame_size
         cap = self._pcap * 2 if self._pcap else (est if self._blocks > 1 else need)
+        if cap > self.max_frame_size:
+            cap = self.max_frame_size
         if cap < need:
             cap = need
         nb = PyBytes_FromStringAndSize(NULL, cap)
