@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import time
 from collections import Counter
 from pathlib import Path
@@ -11,7 +12,7 @@ import tubemq
 from tubemq.server import EmbeddedCluster
 from tubemq.server.testing import FAST_TIMERS
 
-from .helpers import admin_call, free_port
+from .helpers import admin_call
 
 
 def test_three_brokers_in_one_process(tmp_path: Path) -> None:
@@ -77,11 +78,38 @@ def test_broker_down_in_process_moves_partitions(tmp_path: Path) -> None:
                 time.sleep(0.1)
 
 
+def _two_free_ports_below_the_ephemeral_range() -> int:
+    """A base port with base and base + 1 free, below Linux's ephemeral range (32768+), so that no
+    outgoing connection of another test can take either between this check and the bind."""
+    import random
+    import socket
+
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", base))
+                b.bind(("127.0.0.1", base + 1))
+        except OSError:
+            continue
+        return base
+    raise AssertionError("no two consecutive free ports in 20000..32000")
+
+
 def test_broker_ports_count_up(tmp_path: Path) -> None:
-    base = free_port()
-    with EmbeddedCluster(tmp_path, brokers=2, broker_port=base) as cluster:
-        ports = [int(a.rsplit(":", 1)[1]) for a in cluster.broker_addresses]
-    assert ports == [base, base + 1]
+    for attempt in range(5):
+        base = _two_free_ports_below_the_ephemeral_range()
+        try:
+            with EmbeddedCluster(tmp_path / str(attempt), brokers=2, broker_port=base) as cluster:
+                ports = [int(a.rsplit(":", 1)[1]) for a in cluster.broker_addresses]
+        except OSError as exc:  # another process bound one of them after the check: pick again
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            continue
+        assert ports == [base, base + 1]
+        return
+    raise AssertionError("five port pairs were taken between the check and the bind")
 
 
 def test_bad_cluster_options_name_the_field(tmp_path: Path) -> None:
