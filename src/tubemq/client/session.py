@@ -64,8 +64,18 @@ RUNTIME_VERSION = f"{platform.python_implementation()} {platform.python_version(
 class MasterSessionBase:
     """Register / heartbeat / close with fail-over; see the module docstring."""
 
-    #: Register failure codes that retrying cannot fix (surface at once).
+    #: Register refusals (``success=false`` codes) that end the start-up registration at once, with the
+    #: typed error and the master's message; every other refusal is retried, as the Java client does
+    #: (README "Error handling", "Refused registration"). None for producers: Java's
+    #: ProducerManager.register2Master retries every code.
     fatal_register_codes: frozenset[int] = frozenset()
+    #: Refusals that a retry cannot fix without a configuration change: the background re-registration
+    #: (registering forever after the master forgot the client) stops at these and waits a heartbeat
+    #: period instead of asking again every ``register_retry_wait_ms``. Includes fatal_register_codes.
+    config_register_codes: frozenset[int] = frozenset()
+    #: Whether a refused start-up registration waits ``register_retry_wait_ms`` before the next attempt
+    #: (Java producer and client-balance consumer: 1 s; the Java server-balanced consumer retries at once).
+    wait_after_refusal: bool = True
     role = "client"
     #: Seconds from a successful start (register) to the first periodic heartbeat when heartbeats are
     #: wanted already (:meth:`should_heartbeat`). Java consumers schedule their master heartbeat with
@@ -185,8 +195,9 @@ class MasterSessionBase:
     # ------------------------------------------------------------------ register
 
     async def register(self, *, max_attempts: int | None = None) -> None:
-        """Register until it works: ``success=false`` waits ``register_retry_wait_ms``, RPC failures
-        wait longer (growing, capped); fatal codes and the last of ``max_attempts`` failures raise."""
+        """Register until it works: ``success=false`` waits ``register_retry_wait_ms`` (at start-up not
+        when ``wait_after_refusal`` is off), RPC failures wait longer (growing, capped); fatal codes
+        (``config_register_codes`` when registering forever) and the last of ``max_attempts`` raise."""
         attempt = 0
         # Java waits 1000 ms after success=false and 1200 ms after an RPC failure; when registering
         # forever in the background, the RPC-failure wait grows (capped) to spare a dead master list.
@@ -210,10 +221,14 @@ class MasterSessionBase:
                 return
             except ServerError as exc:
                 self.last_error = exc
-                if exc.code in self.fatal_register_codes or (max_attempts is not None and attempt >= max_attempts):
+                fatal = self.config_register_codes if max_attempts is None else self.fatal_register_codes
+                if exc.code in fatal or (max_attempts is not None and attempt >= max_attempts):
                     raise
                 log.warning("%s register refused (attempt %d): %s", self.role, attempt, exc)
-                wait = self.config.register_retry_wait_ms / 1000.0
+                if max_attempts is None or self.wait_after_refusal:
+                    wait = self.config.register_retry_wait_ms / 1000.0
+                else:
+                    wait = 0.0
             except (TubeMQError, DecodeError) as exc:
                 if isinstance(exc, (ClientClosedError, NotTubeMQPortError)):
                     raise  # closed, or the address is not a TubeMQ port: retrying cannot help

@@ -78,9 +78,14 @@ __all__ = ["BrokerClient", "BrokerHealth", "BrokerHeartbeats", "ConsumerCore", "
 
 Hook = Callable[[list[Partition]], Any]
 
-#: codes that no amount of retrying fixes (configuration or authorization problems, §6.2)
-FATAL_REGISTER_CODES = frozenset({
-    ErrorCode.CONSUME_GROUP_FORBIDDEN, ErrorCode.CONSUME_CONTENT_FORBIDDEN, ErrorCode.TOPIC_NOT_DEPLOYED,
+#: refusals that end a server-balanced consumer's start-up registration at once: the Java consumer
+#: (BaseMessageConsumer.startMasterAndBrokerThreads) singles out these two, the C++ consumer stops on them;
+#: every other code is retried (README "Refused registration")
+FATAL_REGISTER_CODES: frozenset[int] = frozenset({ErrorCode.CONSUME_GROUP_FORBIDDEN, ErrorCode.CONSUME_CONTENT_FORBIDDEN})
+#: codes that no amount of retrying fixes without a configuration change (§6.2): background
+#: re-registration stops asking every second at these
+CONFIG_REGISTER_CODES: frozenset[int] = frozenset({
+    *FATAL_REGISTER_CODES, ErrorCode.TOPIC_NOT_DEPLOYED,
     *range(ErrorCode.CLIENT_INCONSISTENT_CONSUMETYPE, ErrorCode.CLIENT_DUPLICATE_INDEXID + 1),
 })
 BROKER_HB_FAILURES_BEFORE_DROP = 3
@@ -293,6 +298,7 @@ class ConsumerSessionBase(MasterSessionBase):
     consumer config, the register failures that end the consumer, a heartbeat counter."""
 
     fatal_register_codes = FATAL_REGISTER_CODES
+    config_register_codes = CONFIG_REGISTER_CODES
 
     def __init__(self, core: Any, client_id: str, metrics: Metrics) -> None:
         super().__init__(core.config, client_id, metrics=metrics)
@@ -306,6 +312,9 @@ class ConsumerSession(ConsumerSessionBase):
 
     role = "consumer"
     core: ConsumerCore
+    #: Java's consumer asks again at once after a refusal (no sleep on that path; it sleeps only after
+    #: an RPC exception), so a refused consumer fails within a few round trips
+    wait_after_refusal = False
 
     def __init__(self, core: ConsumerCore, client_id: str, metrics: Metrics) -> None:
         super().__init__(core, client_id, metrics)

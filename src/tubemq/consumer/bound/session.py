@@ -65,6 +65,9 @@ class BoundSession(ConsumerSessionBase):
 
     role = "bound consumer"
     core: BoundCore
+    #: Java's client-balance consumer (SimpleClientBalanceConsumer.startMasterAndBrokerThreads) retries
+    #: every refusal, 450 included, 1 s apart
+    fatal_register_codes: frozenset[int] = frozenset()
 
     def _broker_config_id(self) -> int:
         return self.broker_checksum if self.brokers else META_VALUE_UNDEFINED
