@@ -12,6 +12,7 @@ table are generated from ``tools/errcodes.txt`` by ``tools/generate_errors.py``.
 from __future__ import annotations
 
 import enum
+import errno
 
 
 # ---- BEGIN GENERATED error codes (tools/generate_errors.py from tools/errcodes.txt; do not edit)
@@ -369,6 +370,7 @@ __all__ = [
     "PartitionOccupiedError",
     "ProtocolError",
     "RemoteError",
+    "ServerBindError",
     "ServerError",
     "ServerOverflowError",
     "ServiceUnavailableError",
@@ -389,3 +391,25 @@ class NotTubeMQPortError(FrameError):
     """The peer speaks another protocol (an HTTP server, a TLS port for a plaintext client): the
     address is wrong, so retrying it cannot help."""
 
+
+
+class ServerBindError(TubeMQError, OSError):
+    """An embedded server listener could not bind its port (in use, not permitted, no such address).
+
+    ``.role`` is ``"master"``, ``"broker"`` or ``"admin"``, ``.field`` the option that chose the port
+    (``master_port``...), ``.host``/``.port`` the address; ``.errno`` is the OSError's, which is chained.
+    Also an ``OSError``, which is what a failed bind raised before this class existed.
+    """
+
+    def __init__(self, role: str, field: str, host: str, port: int, cause: OSError) -> None:
+        reason = cause.strerror or str(cause) or type(cause).__name__
+        if cause.errno == errno.EADDRINUSE:
+            reason = "address already in use (choose another port, or 0 for any free one)"
+        super().__init__(cause.errno, f"{role} port {port} on {host}: {reason}")
+        self.role = role
+        self.field = field
+        self.host = host
+        self.port = port
+
+    def __str__(self) -> str:
+        return str(self.strerror)

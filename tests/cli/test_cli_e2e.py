@@ -345,3 +345,21 @@ def test_raw_binary_message_and_limit(cluster: Any, tmp_path: Path) -> None:
     recs = [json.loads(line) for line in out.read_text().splitlines()]
     assert base64.b64decode(recs[0]["data_b64"]) == blob
     assert [r["data"] for r in recs[1:]] == ["a", "b", "c", "d", "e"]
+
+
+@pytest.mark.parametrize("role", ["master", "broker", "admin"])
+def test_serve_on_a_taken_port_is_one_clean_line(tmp_path: Path, role: str) -> None:
+    """The port stays held by this test's listening socket, so the child's bind must fail."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port = held.getsockname()[1]
+        ports = {"master": "0", "broker": "0", "admin": "0", role: str(port)}
+        r = run_cli(["serve", "--data-dir", str(tmp_path / "d"), "--master-port", ports["master"],
+                     "--broker-port", ports["broker"], "--admin-port", ports["admin"]], timeout=120)
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines == [f"tubemq serve: cannot start the server: {role} port {port} on 127.0.0.1: address already "
+                     "in use (choose another port, or 0 for any free one)"], err

@@ -88,3 +88,35 @@ def test_async_twin(tmp_path: Path) -> None:
             assert await loop.run_in_executor(None, use)
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def _open_fds() -> int | None:
+    """Open file descriptors of this process (None where /proc is not there)."""
+    fd_dir = Path("/proc/self/fd")
+    return len(list(fd_dir.iterdir())) if fd_dir.is_dir() else None
+
+
+@pytest.mark.parametrize("role", ["master", "broker", "admin"])
+def test_a_taken_port_is_a_typed_error_and_nothing_stays_up(tmp_path: Path, role: str) -> None:
+    """The port is held by a listening socket for the whole test (no race); the cluster must name it,
+    chain the OSError and close whatever it had started before (brokers start first, the admin API last)."""
+    import errno
+    import threading
+
+    from tubemq.errors import ServerBindError
+
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port = held.getsockname()[1]
+        baseline = _open_fds()
+        with pytest.raises(ServerBindError) as err:
+            EmbeddedCluster(data_dir=tmp_path / "d", brokers=2, **{f"{role}_port": port}, **FAST_SERVER).start()
+        exc = err.value
+        assert exc.role == role and exc.port == port and exc.field == f"{role}_port"
+        assert exc.errno == errno.EADDRINUSE and isinstance(exc, OSError)
+        assert isinstance(exc.__cause__, OSError) and exc.__cause__.errno == errno.EADDRINUSE
+        assert f"{role} port {port} on 127.0.0.1" in str(exc) and "already in use" in str(exc)
+        assert not [t for t in threading.enumerate() if t.name == "tubemq-embedded-server"]
+        assert _open_fds() == baseline  # listeners, store files and the loop's selector all closed
+    # the data directory is usable at once by the next cluster
+    with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_SERVER) as c:
+        c.create_topic("after_failure", partitions=1)

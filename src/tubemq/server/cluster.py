@@ -21,7 +21,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import ConfigError, TubeMQError
+from ..errors import ConfigError, ServerBindError, TubeMQError
 from .admin import AdminApi, AdminServer
 from .broker import Broker
 from .config import ServerConfig
@@ -54,6 +54,14 @@ def _ssl_context(config: ServerConfig) -> ssl.SSLContext | None:
             raise ConfigError("tls_client_ca", f"cannot load the client CA bundle: {exc}") from exc
         ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
+
+
+async def _listen(role: str, field: str, host: str, port: int, start: Coroutine[Any, Any, None]) -> None:
+    """Run a listener's ``start()``; a failed bind becomes a ServerBindError naming role and port."""
+    try:
+        await start
+    except OSError as exc:
+        raise ServerBindError(role, field, host, port, exc) from exc
 
 
 def frame_limit_of(config: ServerConfig, meta: MetaStore | None) -> int:
@@ -104,7 +112,7 @@ class BrokerNode:
             frame_limit=lambda: frame_limit_of(cfg, self.meta),
             **rpc_options(cfg),
         )
-        await rpc.start()
+        await _listen("broker", "broker_port", cfg.host, self.port, rpc.start())
         self.rpc = rpc
         self.port = rpc.port
 
@@ -220,7 +228,7 @@ class EmbeddedServer:
                 api.extra_methods[("op_modify", REGISTRATION_METHOD)] = table.heartbeat
                 api.extra_methods[("op_query", STATUS_METHOD)] = table.status
                 self.admin = AdminServer(api, cfg.host, self.admin_port)
-                await self.admin.start()
+                await _listen("admin", "admin_port", cfg.host, self.admin_port, self.admin.start())
                 self.admin_port = self.admin.port
                 if cfg.peer_master:
                     self._tasks.append(asyncio.create_task(self._takeover_loop(), name="tubemq-master-takeover"))
@@ -304,7 +312,7 @@ class EmbeddedServer:
             frame_limit=lambda: frame_limit_of(cfg, self.meta),
             **rpc_options(cfg),
         )
-        await rpc.start()
+        await _listen("master", "master_port", cfg.host, self.master_port, rpc.start())
         self._master_rpc = rpc
         self.master_port = rpc.port
         if self.admin is not None:
