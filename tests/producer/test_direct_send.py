@@ -75,14 +75,14 @@ def test_partial_socket_writes_keep_frames_whole(cluster: Any, stored: Any, monk
     before anything else, blocking senders meanwhile fall back to the loop; all stored intact."""
     cluster.create_topic("big", partitions=2)
     writes: list[tuple[int, int]] = []
-    real_write = conn_mod._os_write
+    real_write = conn_mod._write
 
-    def spy(fd: int, data: bytes) -> int:
-        n = real_write(fd, data)
+    def spy(sock: socket.socket | None, fd: int, data: bytes) -> int:
+        n = real_write(sock, fd, data)
         writes.append((len(data), n))
         return n
 
-    monkeypatch.setattr(conn_mod, "_os_write", spy)
+    monkeypatch.setattr(conn_mod, "_write", spy)
     big = [bytes([t]) * (1024 * 1024) for t in range(3)]
     errors: list[BaseException] = []
     with tubemq.Producer(cluster.master_address, **FAST) as p:
@@ -185,18 +185,18 @@ def test_would_block_and_dead_socket_fall_back_to_the_loop(cluster: Any, stored:
     so the message goes through the loop (a new connection for the dead one) and is stored exactly once,
     the caller sees a plain success."""
     cluster.create_topic("fb", partitions=1)
-    real_write = conn_mod._os_write
+    real_write = conn_mod._write
     plan: list[type[OSError] | None] = []
     failed: list[str] = []
 
-    def flaky(fd: int, data: bytes) -> int:
+    def flaky(sock: socket.socket | None, fd: int, data: bytes) -> int:
         exc = plan.pop(0) if plan else None
         if exc is not None:
             failed.append(exc.__name__)
             raise exc(f"scripted {exc.__name__}")
-        return real_write(fd, data)
+        return real_write(sock, fd, data)
 
-    monkeypatch.setattr(conn_mod, "_os_write", flaky)
+    monkeypatch.setattr(conn_mod, "_write", flaky)
     with tubemq.Producer(cluster.master_address, **FAST) as p:
         p.send("fb", b"warm-up")
         connects = p.metrics()["brokers"]

@@ -50,6 +50,17 @@ _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 _decode_response = codec.decode_response
 _os_write = os.write
+#: send() flags of the direct write (:meth:`Connection.send_direct`, run in the application's thread):
+#: MSG_NOSIGNAL where the platform has it, so a write to a dead socket fails with EPIPE instead of
+#: raising SIGPIPE, which kills a process whose application reset SIGPIPE to SIG_DFL
+_SEND_FLAGS: int = getattr(_socket, "MSG_NOSIGNAL", 0)
+
+
+def _write(sock: _socket.socket | None, fd: int, data: bytes) -> int:
+    """One direct write: send() with _SEND_FLAGS on ``sock`` when there is one, else os.write on ``fd``."""
+    return sock.send(data, _SEND_FLAGS) if sock is not None else _os_write(fd, data)
+
+
 _monotonic = time.monotonic
 #: Request serials are 32-bit on the wire (they wrap).
 _SERIAL_MASK = 0xFFFFFFFF
@@ -201,6 +212,8 @@ class Connection:
         # the lock every socket write and the close take (whole frames, in order, never to a closed
         # fd), and the tail of a frame the kernel did not take at once (written next, by the loop)
         self._fd = -1
+        #: the socket the direct write sends on with _SEND_FLAGS (None: os.write on _fd)
+        self._wsock: _socket.socket | None = None
         self._wlock = threading.Lock()
         self._wrest: bytes | None = None
         # observability: wire bytes (counted per write batch / per read, not per request) and why it closed
@@ -252,6 +265,10 @@ class Connection:
         if (not self.tls and sock is not None and transport.get_extra_info("sslcontext") is None
                 and sock.family in (_socket.AF_INET, _socket.AF_INET6)):
             self._fd = sock.fileno()
+            # asyncio hands out a TransportSocket without send(); the socket.socket it wraps has one
+            raw = getattr(sock, "_sock", None)
+            if _SEND_FLAGS and isinstance(raw, _socket.socket):
+                self._wsock = raw
 
     def _data(self, data: bytes | memoryview) -> None:
         """Bytes read; ``data`` is only valid during this call (the protocol's read buffer)."""
@@ -439,7 +456,7 @@ class Connection:
             # registered before the write: the answer may arrive before os.write returns
             pending[serial] = (None, _monotonic() + timeout_ms / 1000.0, callback, arg)
             try:
-                n = _os_write(self._fd, frame)
+                n = _write(self._wsock, self._fd, frame)
             except OSError as exc:
                 # nothing was written; a live entry is ours to take back (else the sweeper timed it out)
                 if pending.pop(serial, None) is None:
@@ -559,6 +576,7 @@ class Connection:
                 return
             self.closed = True
             self._fd = -1
+            self._wsock = None
             self._wrest = None
             transport, self._transport = self._transport, None
             pending, self._pending = self._pending, {}
