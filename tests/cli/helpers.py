@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -39,15 +38,6 @@ def run_cli(
         env=env or cli_env(),
         cwd=cwd,
     )
-
-
-def dead_port() -> int:
-    """A localhost port with (almost certainly) nothing listening."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition") -> Any:

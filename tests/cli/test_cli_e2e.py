@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from .conftest import CLI_SERVER
-from .helpers import cli_env, dead_port, interrupt, needs_posix_signals, run_cli, wait_for
+from .helpers import cli_env, interrupt, needs_posix_signals, run_cli, wait_for
 
 
 def _create_topic(cluster: Any, name: str, partitions: int = 1) -> None:
@@ -232,25 +232,19 @@ def test_demo_end_to_end() -> None:
 
 @needs_posix_signals
 def test_serve_foreground_and_sigterm(tmp_path: Path) -> None:
-    mport, bport, aport = dead_port(), dead_port(), dead_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tubemq", "serve", "--data-dir", str(tmp_path / "data"), "--master-port", str(mport),
-         "--broker-port", str(bport), "--admin-port", str(aport), "--balance-period-ms", "200"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cli_env(),
-    )
+    from tubemq.cli.common import start_on_free_ports
+
+    def spawn(ports: list[int]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tubemq", "serve", "--data-dir", str(tmp_path / "data"), "--master-port",
+             str(ports[0]), "--broker-port", str(ports[1]), "--admin-port", str(ports[2]), "--balance-period-ms",
+             "200"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=cli_env(),
+        )
+
+    proc, (mport, _, aport) = start_on_free_ports(spawn, 3, 60)
     try:
-        import socket
-
-        def listening() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"serve exited early: {proc.stdout.read()!r}")  # type: ignore[union-attr]
-            try:
-                socket.create_connection(("127.0.0.1", aport), timeout=0.5).close()
-                return True
-            except OSError:
-                return False
-
-        wait_for(listening, 60, what="tubemq serve admin port")
+        assert proc.poll() is None, f"serve exited early: {proc.stdout.read()!r}"  # type: ignore[union-attr]
         master = f"127.0.0.1:{mport}"
         r = run_cli(["topic", "create", "served", "--master", master, "--admin-port", str(aport)])
         assert r.returncode == 0, r.stderr
@@ -358,8 +352,38 @@ def test_serve_on_a_taken_port_is_one_clean_line(tmp_path: Path, role: str) -> N
         r = run_cli(["serve", "--data-dir", str(tmp_path / "d"), "--master-port", ports["master"],
                      "--broker-port", ports["broker"], "--admin-port", ports["admin"]], timeout=120)
     err = r.stderr.decode()
-    assert r.returncode == 1, err
+    assert r.returncode == 3, err  # EXIT_PORT_IN_USE: whoever picked the port may pick another
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if line.strip()]
     assert lines == [f"tubemq serve: cannot start the server: {role} port {port} on 127.0.0.1: address already "
                      "in use (choose another port, or 0 for any free one)"], err
+
+
+def test_start_on_free_ports_starts_again_only_when_a_port_was_taken(tmp_path: Path) -> None:
+    """The first start is told a port this test holds (as if another process took it between the pick
+    and the bind): the child exits with EXIT_PORT_IN_USE and is started again on new ports. A child
+    that fails for another reason is not started again."""
+    import socket
+
+    from tubemq.cli.common import EXIT_PORT_IN_USE, EXIT_USAGE, start_on_free_ports
+
+    spawned: list[list[int]] = []
+
+    def serve(ports: list[int], *extra: str) -> subprocess.Popen[bytes]:
+        spawned.append(ports)
+        return subprocess.Popen(
+            [sys.executable, "-m", "tubemq", "serve", "--data-dir", str(tmp_path / "d"), "--master-port",
+             str(ports[0]), "--broker-port", str(ports[1]), "--admin-port", str(ports[2]), *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cli_env())
+
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        taken = held.getsockname()[1]
+        proc, ports = start_on_free_ports(lambda p: serve([taken, *p[1:]] if not spawned else p), 3, 60)
+        try:
+            assert proc.poll() is None and len(spawned) == 2 and ports == spawned[1] and taken not in ports
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    spawned.clear()
+    proc, _ = start_on_free_ports(lambda p: serve(p, "--brokers", "0"), 3, 60)  # a usage error
+    assert proc.returncode == EXIT_USAGE != EXIT_PORT_IN_USE and len(spawned) == 1

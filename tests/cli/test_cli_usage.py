@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import dead_port, run_cli
+from tubemq.cli.common import free_port
+
+from .helpers import run_cli
 
 
 def test_help_lists_every_subcommand() -> None:
@@ -75,7 +77,7 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     ],
 )
 def test_dead_master_one_line_exit_1(cmd: list[str]) -> None:
-    port = dead_port()
+    port = free_port()
     r = run_cli([*cmd, "--master", f"127.0.0.1:{port}"], timeout=30, input=b"hello\n")
     assert r.returncode == 1, (r.returncode, r.stderr)
     err = r.stderr.decode()
@@ -85,7 +87,7 @@ def test_dead_master_one_line_exit_1(cmd: list[str]) -> None:
 
 
 def test_dead_admin_api_exit_1() -> None:
-    port = dead_port()
+    port = free_port()
     r = run_cli(["topic", "list", "--admin-url", f"http://127.0.0.1:{port}/webapi.htm"], timeout=30)
     assert r.returncode == 1
     err = r.stderr.decode()
@@ -95,7 +97,7 @@ def test_dead_admin_api_exit_1() -> None:
 
 
 def test_default_master_is_announced() -> None:
-    port = dead_port()
+    port = free_port()
     r = run_cli(["topic", "list", "--admin-port", str(port)], timeout=30)
     assert r.returncode == 1
     assert b"no --master given" in r.stderr and b"127.0.0.1:8715" in r.stderr

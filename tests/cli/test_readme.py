@@ -7,7 +7,7 @@ import dataclasses
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -66,19 +66,25 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str
     On its default ports when they are free, so the snippets run byte for byte; when another program
     holds one of them, on free ports, and the snippets then get the master's port changed, nothing else.
     """
-    from tubemq.cli.common import _wait_listening, free_port
+    from tubemq.cli.common import EXIT_PORT_IN_USE, _wait_listening, start_on_free_ports
 
-    ports = SERVE_PORTS if not any(_busy(p) for p in SERVE_PORTS) else (free_port(), free_port(), free_port())
     work = tmp_path_factory.mktemp("readme")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tubemq", "serve", "--data-dir", str(work / "tubemq-data"),
-         "--master-port", str(ports[0]), "--broker-port", str(ports[1]), "--admin-port", str(ports[2])],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cli_env(), cwd=work)
+
+    def spawn(ports: Sequence[int]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tubemq", "serve", "--data-dir", str(work / "tubemq-data"),
+             "--master-port", str(ports[0]), "--broker-port", str(ports[1]), "--admin-port", str(ports[2])],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cli_env(), cwd=work)
+
+    ports: Sequence[int] = SERVE_PORTS
+    proc = spawn(ports) if not any(_busy(p) for p in SERVE_PORTS) else None
+    if proc is None or not _wait_listening(proc, ports, 60) and proc.wait(10) == EXIT_PORT_IN_USE:
+        proc, ports = start_on_free_ports(spawn, 3, 60)  # a default port is taken (now or meanwhile)
     try:
-        if not _wait_listening(proc, ports, 60):
+        if proc.poll() is not None:
             pytest.fail(f"tubemq serve did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
         create = ["topic", "create", "orders"]
-        if ports != SERVE_PORTS:
+        if tuple(ports) != SERVE_PORTS:
             create += ["--admin-url", f"http://127.0.0.1:{ports[2]}/webapi.htm"]
         r = subprocess.run([sys.executable, "-m", "tubemq", *create], capture_output=True, timeout=60,
                            env=cli_env(), cwd=work)

@@ -1,4 +1,5 @@
-"""Server processes for the cluster tests: started on 127.0.0.1 with free ports, always killed."""
+"""Server processes for the cluster tests: on 127.0.0.1, on free ports (tubemq.cli.common.start_on_free_ports),
+always killed."""
 
 from __future__ import annotations
 
@@ -14,12 +15,6 @@ from typing import Any
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 START_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def env(runtime_dir: Path | None = None) -> dict[str, str]:

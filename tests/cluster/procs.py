@@ -1,6 +1,7 @@
 """A cluster of separate `tubemq serve` processes (master(s) + brokers) on 127.0.0.1, for fault tests.
 
-Every process is started with free ports and killed at the end (SIGKILL for the faults under test,
+Every process is started on free ports (start_on_free_ports: new ones if a port was taken before the
+process bound it) and killed at the end (SIGKILL for the faults under test,
 SIGTERM otherwise); each writes its log to ``<tmp>/<name>.log`` for post-mortems.
 """
 
@@ -10,11 +11,14 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .helpers import admin_call, env, free_port, stop, wait_port
+from tubemq.cli.common import start_on_free_ports
+
+from .helpers import START_TIMEOUT_S, admin_call, env, stop, wait_port
 
 #: Registration heartbeat of the broker processes and the master's timeout for them (the reroute
 #: bound the tests document: a dead broker leaves topicInfos after at most this long).
@@ -24,9 +28,14 @@ BROKER_TIMEOUT_MS = 1500
 
 @dataclass
 class Proc:
+    """One `tubemq serve` process: ``args_for(ports)`` are its options, ``ports`` where it listens (the
+    first is the one to wait for), chosen at its first start and kept for restarts."""
+
     name: str
-    args: list[str]
+    args_for: Callable[[list[int]], list[str]]
+    nports: int
     log_path: Path
+    ports: list[int] = field(default_factory=list)
     popen: subprocess.Popen[Any] | None = None
     log: IO[bytes] | None = None
 
@@ -38,58 +47,70 @@ class ProcCluster:
         self.tmp = tmp
         self.run_dir = tmp / "run"
         self.masters: list[Proc] = []
-        self.master_ports: list[int] = []
-        self.admin_urls: list[str] = []
         self.brokers: dict[int, Proc] = {}
-        self.broker_ports: dict[int, int] = {}
         for i in range(masters):
-            port, admin = free_port(), free_port()
-            args = ["--role", "master", "--data-dir", str(tmp / f"master{i + 1}"), "--master-port", str(port),
-                    "--admin-port", str(admin), "--balance-period-ms", str(balance_period_ms)]
-            if i > 0:
-                args += ["--standby", "--peer-master", f"127.0.0.1:{self.master_ports[0]}"]
-            self.masters.append(Proc(f"master{i + 1}", args, tmp / f"master{i + 1}.log"))
-            self.master_ports.append(port)
-            self.admin_urls.append(f"http://127.0.0.1:{admin}/webapi.htm")
+            def master_args(ports: list[int], i: int = i) -> list[str]:
+                args = ["--role", "master", "--data-dir", str(tmp / f"master{i + 1}"), "--master-port",
+                        str(ports[0]), "--admin-port", str(ports[1]), "--balance-period-ms", str(balance_period_ms)]
+                if i > 0:
+                    args += ["--standby", "--peer-master", f"127.0.0.1:{self.master_ports[0]}"]
+                return args
+
+            self.masters.append(Proc(f"master{i + 1}", master_args, 2, tmp / f"master{i + 1}.log"))
         for bid in range(1, brokers + 1):
-            port = free_port()
-            self.broker_ports[bid] = port
-            args = ["--role", "broker", "--master-admin-url", ",".join(self.admin_urls), "--broker-id", str(bid),
-                    "--broker-port", str(port), "--data-dir", str(tmp / f"broker{bid}")]
-            self.brokers[bid] = Proc(f"broker{bid}", args, tmp / f"broker{bid}.log")
+            def broker_args(ports: list[int], bid: int = bid) -> list[str]:
+                return ["--role", "broker", "--master-admin-url", ",".join(self.admin_urls), "--broker-id",
+                        str(bid), "--broker-port", str(ports[0]), "--data-dir", str(tmp / f"broker{bid}")]
+
+            self.brokers[bid] = Proc(f"broker{bid}", broker_args, 1, tmp / f"broker{bid}.log")
+
+    @property
+    def master_ports(self) -> list[int]:
+        return [m.ports[0] for m in self.masters if m.ports]
+
+    @property
+    def admin_urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{m.ports[1]}/webapi.htm" for m in self.masters if m.ports]
+
+    @property
+    def broker_ports(self) -> dict[int, int]:
+        return {bid: p.ports[0] for bid, p in self.brokers.items() if p.ports}
 
     @property
     def master_address(self) -> str:
         return ",".join(f"127.0.0.1:{p}" for p in self.master_ports)
 
-    def _spawn(self, p: Proc) -> None:
-        p.log = open(p.log_path, "ab")  # noqa: SIM115 - closed in _reap
+    def _spawn(self, p: Proc, ports: list[int]) -> subprocess.Popen[bytes]:
+        if p.log is None:
+            p.log = open(p.log_path, "ab")  # noqa: SIM115 - closed in kill
         p.popen = subprocess.Popen(
-            [sys.executable, "-m", "tubemq", "serve", *p.args, "--cache-flush-interval-ms", "1000",
+            [sys.executable, "-m", "tubemq", "serve", *p.args_for(ports), "--cache-flush-interval-ms", "1000",
              "--broker-heartbeat-period-ms", str(BROKER_HB_MS), "--broker-heartbeat-timeout-ms", str(BROKER_TIMEOUT_MS)],
             env=env(self.run_dir),
             stdout=p.log, stderr=subprocess.STDOUT,
         )
+        return p.popen
+
+    def _start(self, p: Proc) -> None:
+        """First start on free ports (new ones when a port was taken meanwhile); restarts on the same."""
+        if p.ports:
+            wait_port(p.ports[0], self._spawn(p, p.ports))
+            return
+        proc, ports = start_on_free_ports(lambda ports: self._spawn(p, ports), p.nports, START_TIMEOUT_S)
+        if proc.poll() is not None:
+            raise AssertionError(f"{p.name} exited with {proc.returncode} at start:\n{self.logs()}")
+        p.ports = ports
 
     def start(self) -> ProcCluster:
-        for i, m in enumerate(self.masters):
-            self._spawn(m)
-            assert m.popen is not None
-            wait_port(self.master_ports[i], m.popen)
+        for m in self.masters:
+            self._start(m)
         for bid in self.brokers:
-            self.start_broker(bid, wait=False)
-        for bid in self.brokers:
-            p = self.brokers[bid].popen
-            assert p is not None
-            wait_port(self.broker_ports[bid], p)
+            self._start(self.brokers[bid])
         return self
 
-    def start_broker(self, bid: int, wait: bool = True) -> None:
-        p = self.brokers[bid]
-        self._spawn(p)
-        if wait:
-            assert p.popen is not None
-            wait_port(self.broker_ports[bid], p.popen)
+    def start_broker(self, bid: int) -> None:
+        """Start a broker (again, after a kill: on the same port)."""
+        self._start(self.brokers[bid])
 
     def kill(self, p: Proc, sig: int = signal.SIGKILL) -> None:
         if p.popen is not None:

@@ -11,24 +11,29 @@ from pathlib import Path
 
 import pytest
 
+from tubemq.cli.common import free_port, start_on_free_ports
 from tubemq.server import endpoints
 
-from .helpers import admin_call, env, free_port, stop, wait_port
+from .helpers import START_TIMEOUT_S, admin_call, env, stop
 
 
 def test_serve_publishes_its_admin_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_dir = tmp_path / "run"
     monkeypatch.setenv(endpoints.ENV_DIR, str(run_dir))
-    master, broker, admin = free_port(), free_port(), free_port()
+
+    def spawn(ports: list[int]) -> subprocess.Popen[bytes]:
+        master, broker, admin = ports
+        assert endpoints.lookup(f"127.0.0.1:{master}") is None
+        return subprocess.Popen(
+            [sys.executable, "-m", "tubemq.server", "--data-dir", str(tmp_path / "d"), "--master-port", str(master),
+             "--broker-port", str(broker), "--admin-port", str(admin), "--log-level", "WARNING"],
+            env=env(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+
+    proc, (master, broker, admin) = start_on_free_ports(spawn, 3, START_TIMEOUT_S)
     master_addr = f"127.0.0.1:{master}"
-    assert endpoints.lookup(master_addr) is None
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tubemq.server", "--data-dir", str(tmp_path / "d"), "--master-port", str(master),
-         "--broker-port", str(broker), "--admin-port", str(admin), "--log-level", "WARNING"],
-        env=env(run_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
     try:
-        wait_port(admin, proc)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         deadline = time.monotonic() + 10
         ep = endpoints.lookup(master_addr)
         while ep is None and time.monotonic() < deadline:
@@ -77,21 +82,27 @@ def test_serve_brokers_and_a_broker_process_found_by_master_address(
     that master's admin API through the published endpoints and joins it as broker 3."""
     run_dir = tmp_path / "run"
     monkeypatch.setenv(endpoints.ENV_DIR, str(run_dir))
-    master, admin, b3 = free_port(), free_port(), free_port()
-    procs = [_serve(["--data-dir", str(tmp_path / "m"), "--brokers", "2", "--master-port", str(master),
-                     "--admin-port", str(admin), "--broker-port", "0"], run_dir, tmp_path / "m.log")]
+    first, (master, _) = start_on_free_ports(
+        lambda ports: _serve(["--data-dir", str(tmp_path / "m"), "--brokers", "2", "--master-port", str(ports[0]),
+                              "--admin-port", str(ports[1]), "--broker-port", "0"], run_dir, tmp_path / "m.log"),
+        2, START_TIMEOUT_S)
+    procs = [first]
     try:
-        wait_port(admin, procs[0])
+        assert first.poll() is None, (tmp_path / "m.log").read_text()
         deadline = time.monotonic() + 15
         ep = endpoints.lookup(f"127.0.0.1:{master}")
         while ep is None and time.monotonic() < deadline:
             time.sleep(0.05)
             ep = endpoints.lookup(f"127.0.0.1:{master}")
         assert ep is not None and len(ep.brokers) == 2 and len(set(ep.brokers)) == 2
-        procs.append(_serve(["--role", "broker", "--master", f"127.0.0.1:{master}", "--broker-id", "3",
-                             "--broker-port", str(b3), "--data-dir", str(tmp_path / "b3")], run_dir,
-                            tmp_path / "b3.log"))
-        wait_port(b3, procs[1])
+        def broker3(ports: list[int]) -> subprocess.Popen[bytes]:
+            procs.append(_serve(["--role", "broker", "--master", f"127.0.0.1:{master}", "--broker-id", "3",
+                                 "--broker-port", str(ports[0]), "--data-dir", str(tmp_path / "b3")], run_dir,
+                                tmp_path / "b3.log"))
+            return procs[-1]
+
+        b3, _ = start_on_free_ports(broker3, 1, START_TIMEOUT_S)
+        assert b3.poll() is None, (tmp_path / "b3.log").read_text()
         deadline = time.monotonic() + 15
         while True:
             status = admin_call(ep.admin_url, "embedded_broker_status")["data"]

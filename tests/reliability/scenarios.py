@@ -24,18 +24,18 @@ from typing import Any
 
 import tubemq
 from tubemq.cli.admin import AdminClient
-from tubemq.cli.common import _wait_listening, free_port
+from tubemq.cli.common import _wait_listening, start_on_free_ports
 from tubemq.errors import TubeMQError
 
 PAYLOAD = b"m%09d"
 
 
 class ServerProcess:
-    """``python -m tubemq serve`` on fixed free ports, restartable on the same data after a SIGKILL."""
+    """``python -m tubemq serve`` on free ports, restartable on the same ports and data after a SIGKILL."""
 
     def __init__(self, data_dir: Path, *, balance_period_ms: int = 200) -> None:
         self.data_dir = data_dir
-        self.ports = {"master": free_port(), "broker": free_port(), "admin": free_port()}
+        self.ports: dict[str, int] = {}  # master, broker, admin: picked at the first start
         self.balance_period_ms = balance_period_ms
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -47,14 +47,26 @@ class ServerProcess:
     def admin_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['admin']}/webapi.htm"
 
-    def start(self, timeout: float = 60.0) -> ServerProcess:
+    def _spawn(self, ports: list[int]) -> subprocess.Popen[bytes]:
         cmd = [sys.executable, "-m", "tubemq", "serve", "--data-dir", str(self.data_dir),
-               "--master-port", str(self.ports["master"]), "--broker-port", str(self.ports["broker"]),
-               "--admin-port", str(self.ports["admin"]), "--balance-period-ms", str(self.balance_period_ms)]
+               "--master-port", str(ports[0]), "--broker-port", str(ports[1]),
+               "--admin-port", str(ports[2]), "--balance-period-ms", str(self.balance_period_ms)]
         log = open(self.data_dir / "server.log", "ab")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
-        if not _wait_listening(self.proc, list(self.ports.values()), timeout):
+        return self.proc
+
+    def start(self, timeout: float = 60.0) -> ServerProcess:
+        """The first start on free ports (new ones when one was taken before the server bound it),
+        a restart on the same ones."""
+        if self.ports:
+            ports = [self.ports["master"], self.ports["broker"], self.ports["admin"]]
+            listening = _wait_listening(self._spawn(ports), ports, timeout)
+        else:
+            proc, ports = start_on_free_ports(self._spawn, 3, timeout)
+            listening = proc.poll() is None
+            self.ports = dict(zip(("master", "broker", "admin"), ports, strict=True))
+        if not listening:
             raise RuntimeError(f"server exited at start: see {self.data_dir / 'server.log'}")
         return self
 

@@ -30,8 +30,10 @@ def _watch_stdin() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tubemq.errors import ConfigError
+    from tubemq.errors import ConfigError, ServerBindError
     from tubemq.server import ServerConfig, run_foreground
+
+    from .common import port_in_use_status
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -46,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bad server config: {exc}", file=sys.stderr)
         return 2
     threading.Thread(target=_watch_stdin, name="tubemq-parent-watch", daemon=True).start()
-    code = run_foreground(config)
+    try:
+        code = run_foreground(config)
+    except ServerBindError as exc:  # the parent picks other ports on EXIT_PORT_IN_USE
+        print(f"cannot start the server: {exc}", file=sys.stderr)
+        return port_in_use_status(exc)
     if cleanup and _orphaned.is_set():
         # the parent died without cleaning up its temporary directory: do it for it
         shutil.rmtree(cleanup, ignore_errors=True)

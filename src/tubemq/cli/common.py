@@ -18,13 +18,16 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+#: `tubemq serve` (and ``python -m tubemq.server``): a port it was told to use is taken. Its own status
+#: so that whoever picked the port (start_on_free_ports) can pick another and start it again.
+EXIT_PORT_IN_USE = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention for "stopped by Ctrl-C"
 
 #: Where `tubemq serve` listens by default; the implicit --master of the client subcommands.
@@ -273,10 +276,39 @@ class EmbeddedHandle:
 
 
 def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1 (the OS picks it; the server binds it right after)."""
+    """A currently free TCP port on 127.0.0.1 (the OS picks it). Another process may take it before
+    the server binds it: a server started in a child process goes through start_on_free_ports."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_in_use_status(exc: OSError) -> int:
+    """Exit status of a server that could not bind a port: EXIT_PORT_IN_USE when it is taken."""
+    return EXIT_PORT_IN_USE if exc.errno == errno.EADDRINUSE else EXIT_FAILURE
+
+
+#: Starts of a server process on freshly picked ports before start_on_free_ports gives up.
+PORT_ATTEMPTS = 5
+
+
+def start_on_free_ports(
+    spawn: Callable[[list[int]], subprocess.Popen[bytes]], count: int, timeout: float,
+    *, attempts: int = PORT_ATTEMPTS,
+) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """Start a server process (``spawn(ports)``) on ``count`` free ports; wait until it listens on all.
+
+    A child has to be told its ports up front, and a port picked free can be taken before the child
+    binds it (by any connection's ephemeral port): a child that exits with EXIT_PORT_IN_USE is started
+    again on new ports, ``attempts`` times in all. Returns the process and its ports; the process has
+    exited when it failed otherwise (or on every attempt): the caller reports that with its log.
+    """
+    for _ in range(attempts):
+        ports = [free_port() for _ in range(count)]
+        proc = spawn(ports)
+        if _wait_listening(proc, ports, timeout) or proc.wait(10) != EXIT_PORT_IN_USE:
+            break
+    return proc, ports
 
 
 @dataclass
@@ -310,29 +342,29 @@ def temporary_server_process(
     data_dir = tempfile.mkdtemp(prefix="tubemq-")
     log_path = os.path.join(data_dir, "server.log")
     proc: subprocess.Popen[bytes] | None = None
+
+    def spawn(ports: list[int]) -> subprocess.Popen[bytes]:
+        nonlocal proc
+        mport, bport, aport = ports
+        config = {"data_dir": os.path.join(data_dir, "data"), "master_port": mport, "broker_port": bport,
+                  "admin_port": aport, "balance_period_ms": balance_period_ms}
+        if not keep:
+            config["cleanup_dir"] = data_dir
+        with open(log_path, "ab") as log:
+            # stdin stays open as the child's lifeline: it exits when we do, even after kill -9
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tubemq.cli.child_server", json.dumps(config)],
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        return proc
+
     try:
-        for attempt in range(3):
-            mport, bport, aport = free_port(), free_port(), free_port()
-            config = {"data_dir": os.path.join(data_dir, "data"), "master_port": mport, "broker_port": bport,
-                      "admin_port": aport, "balance_period_ms": balance_period_ms}
-            if not keep:
-                config["cleanup_dir"] = data_dir
-            with open(log_path, "ab") as log:
-                # stdin stays open as the child's lifeline: it exits when we do, even after kill -9
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "tubemq.cli.child_server", json.dumps(config)],
-                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                )
-            if _wait_listening(proc, [mport, bport, aport], startup_timeout):
-                break
-            proc.wait(10)
-            if attempt == 2:
-                tail = _tail(log_path)
-                raise CliError(f"the embedded server did not start (exit {proc.returncode}): {tail}")
-        assert proc is not None
-        handle = ServerProcessHandle(proc, data_dir, f"127.0.0.1:{mport}", f"http://127.0.0.1:{aport}/webapi.htm")
+        started, (mport, _, aport) = start_on_free_ports(spawn, 3, startup_timeout)
+        if started.poll() is not None:
+            raise CliError(f"the embedded server did not start (exit {started.returncode}): {_tail(log_path)}")
+        handle = ServerProcessHandle(started, data_dir, f"127.0.0.1:{mport}", f"http://127.0.0.1:{aport}/webapi.htm")
         if not quiet:
-            note(f"started an embedded TubeMQ server (pid {proc.pid}, master {handle.master}, data in {data_dir})")
+            note(f"started an embedded TubeMQ server (pid {started.pid}, master {handle.master}, data in {data_dir})")
         yield handle
     finally:
         if proc is not None and proc.stdin is not None:

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .common import EXIT_USAGE, CliError
+from .common import EXIT_USAGE, CliError, port_in_use_status
 
 HELP = "run an embedded TubeMQ master+broker in the foreground (Ctrl-C to stop)"
 
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_foreground(config)
     except ServerBindError as exc:  # names the role and port: "master port 8715 on 127.0.0.1: ..."
-        raise CliError(f"cannot start the server: {exc}") from None
+        raise CliError(f"cannot start the server: {exc}", port_in_use_status(exc)) from None
     except OSError as exc:
         raise CliError(f"cannot start the server: {exc.strerror or exc}") from None
     return int(result or 0)

@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ServerBindError
 from .cluster import run_foreground
 from .config import FLUSH_POLICIES, ServerConfig
 
@@ -52,7 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"bad option: {exc}", file=sys.stderr)
         return 2
-    return run_foreground(config)
+    try:
+        return run_foreground(config)
+    except ServerBindError as exc:  # one line, and the exit status of `tubemq serve` for it
+        from ..cli.common import port_in_use_status
+
+        print(f"cannot start the server: {exc}", file=sys.stderr)
+        return port_in_use_status(exc)
 
 
 if __name__ == "__main__":
