@@ -6,7 +6,8 @@ starts the Python workers):
 
 * ``spark write``  ``df.write.format("tubemq")`` of N rows of SIZE bytes (2 Spark partitions)
 * ``spark read``   ``spark.read.format("tubemq")...load()`` of those rows, summing ``length(value)``
-                   so every value crosses into the JVM
+                   so every value crosses into the JVM; then the same rows again with
+                   ``.schema("value BINARY")`` (only the column the query uses)
 * ``plain write``  one ``tubemq.Producer`` in this process: pipelined ``send_async`` of N messages with the
                    Spark write task's window of unacknowledged messages
 * ``plain read``   one ``tubemq.Consumer`` in this process iterating N messages from the earliest offset
@@ -48,6 +49,7 @@ from tubemq import codec  # noqa: E402
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 WARM = 20_000  # rows of the warm-up topic (also the small read of the fixed-cost estimate)
+VALUE_ONLY = "value BINARY"  # the read schema of the value-only Spark read
 
 
 def cpu_seconds() -> dict[str, float]:
@@ -128,9 +130,10 @@ def spark_write(spark: Any, master: str, topic: str, rows: int, size: int) -> fl
     return rows / (time.perf_counter() - t0)
 
 
-def spark_read(spark: Any, master: str, topic: str, rows: int, size: int) -> float:
+def spark_read(spark: Any, master: str, topic: str, rows: int, size: int, schema: str | None = None) -> float:
     t0 = time.perf_counter()
-    df = spark.read.format("tubemq").option("tubemq.master", master).option("subscribe", topic).load()
+    reader = spark.read.format("tubemq").option("tubemq.master", master).option("subscribe", topic)
+    df = (reader if schema is None else reader.schema(schema)).load()
     count, total = df.selectExpr("count(*)", "sum(length(value))").collect()[0]
     elapsed = time.perf_counter() - t0
     if count != rows or total != rows * size:
@@ -208,7 +211,7 @@ def main() -> None:
             time.sleep(1.0)  # let the broker report the topics to the master
             spark = spark_session(tmp)
             runs: list[dict[str, float]] = []
-            cpu: dict[str, list[dict[str, float]]] = {"spark": [], "plain": []}
+            cpu: dict[str, list[dict[str, float]]] = {"spark": [], "value": [], "plain": []}
             try:
                 spark_write(spark, master, "warm", WARM, args.size)  # start the Python workers
                 spark_read(spark, master, "warm", WARM, args.size)
@@ -228,6 +231,10 @@ def main() -> None:
                             c0 = cpu_seconds()
                             run["sr"] = spark_read(spark, master, f"sparkt{r}", args.rows, args.size)
                             cpu["spark"].append(cpu_delta(c0, cpu_seconds()))
+                            # the same rows with a schema naming only the column the query uses
+                            c0 = cpu_seconds()
+                            run["sv"] = spark_read(spark, master, f"sparkt{r}", args.rows, args.size, VALUE_ONLY)
+                            cpu["value"].append(cpu_delta(c0, cpu_seconds()))
                         else:
                             run["pw"] = plain_write(master, f"plaint{r}", args.rows, args.size)
                             c0 = cpu_seconds()
@@ -235,7 +242,8 @@ def main() -> None:
                             cpu["plain"].append(cpu_delta(c0, cpu_seconds()))
                     print(f"round {r + 1}: spark write {run['sw']:,.0f} / plain write {run['pw']:,.0f} rows/s "
                           f"({run['sw'] / run['pw']:.2f}); spark read {run['sr']:,.0f} / plain read "
-                          f"{run['pr']:,.0f} rows/s ({run['sr'] / run['pr']:.2f})", flush=True)
+                          f"{run['pr']:,.0f} rows/s ({run['sr'] / run['pr']:.2f}); spark read of value only "
+                          f"{run['sv']:,.0f} rows/s ({run['sv'] / run['pr']:.2f})", flush=True)
                     runs.append(run)
             finally:
                 spark.stop()
@@ -258,6 +266,7 @@ def main() -> None:
 
     write_ratio = statistics.median(run["sw"] / run["pw"] for run in runs)
     read_ratio = statistics.median(run["sr"] / run["pr"] for run in runs)
+    value_ratio = statistics.median(run["sv"] / run["pr"] for run in runs)
 
     def verdict(ratio: float, target: float) -> str:
         return f"{'met' if ratio >= target else '**missed**'} (target >= {target:g}x)"
@@ -291,12 +300,15 @@ def main() -> None:
             f"\n\nCPU per row read (microseconds, medians; /proc of this process and its children): Spark read = "
             f"JVM {per_row('spark', 'jvm')} + Python workers {per_row('spark', 'workers')} + server "
             f"{per_row('spark', 'server')}; plain loop = client {per_row('plain', 'self')} + server "
-            f"{per_row('plain', 'server')}."
+            f"{per_row('plain', 'server')}"
+            + (f"; Spark read of `value` only = JVM {per_row('value', 'jvm')} + Python workers "
+               f"{per_row('value', 'workers')} + server {per_row('value', 'server')}." if cpu["value"] else ".")
         )
     spread = ""
     if len(runs) > 1:
         spread = "\n\nPer round (spark / plain rows/s, write then read): " + "; ".join(
-            f"{run['sw']:,.0f} / {run['pw']:,.0f}, {run['sr']:,.0f} / {run['pr']:,.0f}" for run in runs) + "."
+            f"{run['sw']:,.0f} / {run['pw']:,.0f}, {run['sr']:,.0f} ({run['sv']:,.0f} value only) / {run['pr']:,.0f}"
+            for run in runs) + "."
     table = f"""## Spark
 
 `python bench/bench_spark.py --rows {args.rows} --size {args.size} --partitions {args.partitions} --rounds {args.rounds}`:
@@ -311,8 +323,10 @@ alternate ({args.rounds} round{'s' if args.rounds > 1 else ''}), figures are med
 | --- | ---: | ---: | ---: | --- |
 | batch write | {med('sw'):,.0f} | {med('pw'):,.0f} | {write_ratio:.2f} | {verdict(write_ratio, 1.0)} |
 | batch read | {med('sr'):,.0f} | {med('pr'):,.0f} | {read_ratio:.2f} | {verdict(read_ratio, 0.9)} |
+| batch read, `.schema("{VALUE_ONLY}")` | {med('sv'):,.0f} | {med('pr'):,.0f} | {value_ratio:.2f} | {verdict(value_ratio, 0.9)} |
 
-Spark times include planning and task scheduling (Python workers already started by a warm-up).
+The second read row reads the same rows again with a schema naming only the column the query uses (the source
+then builds and ships only that column); the first is the fixed schema. Spark times include planning and task scheduling (Python workers already started by a warm-up).
 Load average when the run ended: {load} (other processes share the {os.cpu_count()} cores).
 {split}{spread}
 """

@@ -6,7 +6,10 @@ until an Arrow batch of 10 000 rows (the default ``arrowBatchSize``) is full, as
 loaded next to the working tree's and both run alternately in this process (same load for both), and
 the script checks that they build identical batches.
 
-Usage: python bench/bench_spark_arrow.py [--against d2750fc] [--rounds 15] [--chunk 2000]
+``--schema "value BINARY"`` builds only the named columns (a user read schema), to compare with the
+fixed schema.
+
+Usage: python bench/bench_spark_arrow.py [--against d2750fc] [--rounds 15] [--chunk 2000] [--schema DDL]
 """
 
 from __future__ import annotations
@@ -58,7 +61,10 @@ def load_revision(rev: str) -> ModuleType:
 def run(module: ModuleType, schema: Any, batch: list[Any], batches: int = 20, rows: int = 10_000) -> tuple[float, Any]:
     """ns per message of extend + flush over ``batches`` Arrow batches of ``rows`` rows, fed in chunks
     of ``batch`` (the last chunk of a batch cut to fit, as the read task does)."""
-    builder = module.ArrowBuilder(schema, False, None)
+    try:
+        builder = module.ArrowBuilder(schema, None)
+    except TypeError:  # revisions before column subsets: (schema, include_attributes, zone)
+        builder = module.ArrowBuilder(schema, False, None)
     t0 = time.perf_counter()
     out = None
     for _ in range(batches):
@@ -73,6 +79,8 @@ def main() -> None:
     ap.add_argument("--against", default=None, help="git revision whose ArrowBuilder runs alternately")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--chunk", type=int, default=2000, help="messages per getMessage answer (default 2000)")
+    ap.add_argument("--schema", default=None,
+                    help='a read schema naming a subset of the columns, e.g. "value BINARY" (default: the fixed one)')
     args = ap.parse_args()
     from pyspark.sql.types import StructType
 
@@ -82,6 +90,11 @@ def main() -> None:
     spark_schema = TubeMQDataSource({"tubemq.master": "127.0.0.1:1", "subscribe": "t"}).schema()
     if isinstance(spark_schema, str):
         spark_schema = StructType.fromDDL(spark_schema)
+    if args.schema:  # "name TYPE, ..." of the source's columns, typed as the source types them
+        types = {f.name: f.dataType.simpleString() for f in current.read_schema(True).fields}
+        names = [item.split()[0] for item in args.schema.split(",")]
+        spark_schema = current.struct_of([(n, types[n.lower()]) for n in names])
+        current.check_read_schema(spark_schema, False)
     schema = current.arrow_schema_for(spark_schema)
     batch = messages(args.chunk)
     modules = {"working tree": current}

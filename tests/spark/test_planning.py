@@ -266,14 +266,63 @@ def test_read_schema_and_ddl() -> None:
     assert ddl(False).startswith("value BINARY, topic STRING")
 
 
-def test_user_schema_is_refused() -> None:
-    from pyspark.sql.types import StringType, StructField, StructType
+def test_user_schema_may_name_a_subset_of_the_columns() -> None:
+    from pyspark.sql.types import (
+        BinaryType,
+        IntegerType,
+        LongType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+    )
 
     from tubemq.spark.schema import check_read_schema, read_schema
 
     check_read_schema(read_schema(False), False)
-    err = config_error(check_read_schema, StructType([StructField("value", StringType())]), False)
-    assert err.field == "schema" and "fixed schema" in str(err)
+    check_read_schema(read_schema(True), False)  # naming attributes is enough, the option is not needed
+    check_read_schema(StructType([StructField("OFFSET", LongType()), StructField("value", BinaryType())]), False)
+    check_read_schema(StructType([StructField("attributes", MapType(StringType(), StringType()))]), False)
+    cases = [
+        (StructType([StructField("value", StringType())]), "column 'value' is BINARY, not STRING"),
+        (StructType([StructField("key", BinaryType())]), "unknown column 'key'"),
+        (StructType([StructField("value", BinaryType()), StructField("Value", BinaryType())]), "appears twice"),
+        (StructType([StructField("broker_id", LongType())]), "is INT, not BIGINT"),
+        (StructType([]), "at least one column"),
+    ]
+    for schema, text in cases:
+        err = config_error(check_read_schema, schema, False)
+        assert err.field == "schema" and text in str(err), str(err)
+    assert "partition_id INT" in str(config_error(check_read_schema, StructType([StructField("x", IntegerType())]), False))
+
+
+def test_arrow_builder_builds_only_the_named_columns_in_their_order() -> None:
+    from tubemq.spark.schema import ArrowBuilder, TimeParser, arrow_schema_for, read_schema, struct_of
+
+    full = ArrowBuilder(arrow_schema_for(read_schema(True)), "UTC")
+    columns = [("message_id", "bigint"), ("Value", "binary"), ("partition", "string"), ("timestamp", "timestamp"),
+               ("attributes", "map<string,string>"), ("offset", "bigint")]
+    subset = ArrowBuilder(arrow_schema_for(struct_of(columns)), "UTC")
+    only_value = ArrowBuilder(arrow_schema_for(struct_of([("value", "binary")])), "UTC")
+    chunks = [[_msg(1, 280, "202401020304"), _msg(2, 308, "202401020304")], [_msg(3, 1000, None, "s")]]
+    for b in (full, subset, only_value):
+        for chunk in chunks:
+            b.extend(chunk)
+        assert len(b) == 3
+    whole = full.flush("t", 1, 0).to_pydict()
+    part = subset.flush("t", 1, 0)
+    assert part.schema.names == ["message_id", "Value", "partition", "timestamp", "attributes", "offset"]
+    got = part.to_pydict()
+    for name, _ in columns:
+        assert got[name] == whole[name.lower()], name
+    assert got["partition"] == ["1:t:0"] * 3 and got["offset"] == [280, 308, 1000]
+    parse = TimeParser("UTC")
+    assert [None if t is None else int(t.timestamp() * 10**6) for t in got["timestamp"]] == [
+        parse("202401020304"), parse("202401020304"), None
+    ]
+    values = only_value.flush("t", 1, 0)
+    assert values.schema.names == ["value"] and values.column(0).to_pylist() == [m.data for c in chunks for m in c]
+    assert only_value.offset_parts == [] and only_value.ids == [] and len(only_value) == 0
 
 
 def test_write_schema_checks() -> None:
@@ -331,7 +380,7 @@ def test_arrow_builder_matches_spark_arrow_schema() -> None:
     from tubemq.spark.schema import ArrowBuilder, arrow_schema_for, read_schema
 
     schema = arrow_schema_for(read_schema(True))
-    b = ArrowBuilder(schema, True, "UTC")
+    b = ArrowBuilder(schema, "UTC")
     b.add(
         Message(
             "t",
@@ -423,7 +472,7 @@ def test_arrow_builder_runs_and_fallbacks_give_per_message_values() -> None:
         [_msg(8, 5600, None, "s")],  # a single message is a run
         [],
     ]
-    b = ArrowBuilder(schema, False, "UTC")
+    b = ArrowBuilder(schema, "UTC")
     for chunk in chunks:
         b.extend(chunk)
     batch = b.flush("t", 1, 0)

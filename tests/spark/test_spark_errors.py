@@ -79,7 +79,7 @@ def test_batch_only_and_stream_only_options(spark: Any) -> None:
     assert "endingOffsets" in msg and "only for batch" in msg
 
 
-def test_user_schema_is_refused(spark: Any) -> None:
+def test_user_schema_of_another_type_is_refused(spark: Any) -> None:
     msg = failure(
         lambda: (
             spark.read.format("tubemq")
@@ -90,7 +90,7 @@ def test_user_schema_is_refused(spark: Any) -> None:
             .collect()
         )
     )
-    assert "fixed schema" in msg
+    assert "column 'value' is BINARY, not STRING" in msg
 
 
 def test_bad_write_options_and_columns(spark: Any) -> None:

@@ -106,16 +106,33 @@ def struct_of(columns: Sequence[tuple[str, str]]) -> StructType:
 
 
 def check_read_schema(schema: StructType, include_attributes: bool) -> None:
-    """Refuse a user-specified schema that is not the source's: the layout is fixed, like Kafka's."""
-    expected = read_schema(include_attributes)
-    got = [(f.name, f.dataType.simpleString()) for f in schema.fields]
-    want = [(f.name, f.dataType.simpleString()) for f in expected.fields]
-    if got != want:
-        raise ConfigError(
-            "schema",
-            f"the tubemq source has a fixed schema ({ddl(include_attributes)}); do not pass .schema(...) "
-            f"(got {', '.join(f'{n} {t}' for n, t in got)})",
-        )
+    """Accept the source's schema or a subset of its columns (any order, same types).
+
+    Python data sources get no column pruning from Spark, so a user who needs only some columns names
+    them with ``.schema(...)``: the reader then builds and ships only those (each column costs Arrow
+    building in the Python worker and conversion in the JVM). ``attributes`` may be named whether or not
+    ``includeAttributes`` is set.
+    """
+    known = dict(BASE_COLUMNS + (ATTRIBUTES_COLUMN,))
+    seen: set[str] = set()
+    for f in schema.fields:
+        name = f.name.lower()
+        kind = f.dataType.simpleString()
+        want = known.get(name)
+        if want is None or kind != want or name in seen:
+            why = (
+                f"unknown column {f.name!r}" if want is None
+                else f"column {f.name!r} appears twice" if name in seen
+                else f"column {f.name!r} is {want.upper()}, not {kind.upper()}"
+            )
+            raise ConfigError(
+                "schema",
+                f"{why}: a .schema(...) for the tubemq source must name some of its columns with their types "
+                f"({ddl(True)}), or leave it out to get the fixed schema ({ddl(include_attributes)})",
+            )
+        seen.add(name)
+    if not seen:
+        raise ConfigError("schema", f"a .schema(...) for the tubemq source needs at least one column of {ddl(True)}")
 
 
 def typed_columns(schema: StructType, columns: dict[str, tuple[str, ...]]) -> list[tuple[str, str, str]]:
@@ -225,21 +242,31 @@ _STREAM_ID = operator.attrgetter("stream_id")
 class ArrowBuilder:
     """Accumulates messages column-wise and emits ``RecordBatch`` es of the exact Spark Arrow schema.
 
-    Two columns are kept run-length encoded while they come in runs, which is what a fetch delivers:
-    ``offset`` (a fetch numbers its messages ``start + 28 * i``: one ``(first, count)`` part per
-    chunk, expanded by Arrow arithmetic at flush) and ``timestamp`` (a chunk usually carries one
-    ``msgTime`` minute: one ``(value, count)`` part, a ``pa.repeat`` at flush when the whole batch
-    has one). Both fall back to plain per-message lists for chunks that are not runs.
+    Only the columns of ``arrow_schema`` are collected and built (a user schema may name a subset,
+    in any order; see :func:`check_read_schema`). Two columns are kept run-length encoded while they
+    come in runs, which is what a fetch delivers: ``offset`` (a fetch numbers its messages
+    ``start + 28 * i``: one ``(first, count)`` part per chunk, expanded by Arrow arithmetic at flush)
+    and ``timestamp`` (a chunk usually carries one ``msgTime`` minute: one ``(value, count)`` part, a
+    ``pa.repeat`` at flush when the whole batch has one). Both fall back to plain per-message lists
+    for chunks that are not runs.
     """
 
-    def __init__(self, arrow_schema: pa.Schema, include_attributes: bool, zone: str | None) -> None:
+    def __init__(self, arrow_schema: pa.Schema, zone: str | None) -> None:
         self.schema = arrow_schema
-        self.include_attributes = include_attributes
+        self.columns = [name.lower() for name in arrow_schema.names]
+        wanted = set(self.columns)
+        self.want_value = "value" in wanted
+        self.want_offset = "offset" in wanted
+        self.want_time = "timestamp" in wanted
+        self.want_id = "message_id" in wanted
+        self.want_stream = "stream_id" in wanted
+        self.want_attrs = ATTRIBUTES_COLUMN[0] in wanted
         self.parse_time = TimeParser(zone)
         self._steps: Any = None  # pa.array [0, 28, 56, ...], grown on demand (offset runs)
         self._reset()
 
     def _reset(self) -> None:
+        self.count = 0
         self.values: list[bytes] = []
         self.offset_parts: list[tuple[int, int] | list[int]] = []
         self.time_parts: list[tuple[int | None, int] | list[int | None]] = []
@@ -248,7 +275,7 @@ class ArrowBuilder:
         self.attrs: list[list[tuple[str, str]]] = []
 
     def __len__(self) -> int:
-        return len(self.values)
+        return self.count
 
     def add(self, msg: Message) -> None:
         self.extend((msg,))
@@ -259,25 +286,31 @@ class ArrowBuilder:
         n = len(msgs)
         if not n:
             return
-        self.values.extend(map(_DATA, msgs))
-        first = msgs[0].offset
-        # offsets of a chunk are distinct, ascending multiples of 28 apart (dropped messages leave
-        # gaps): a span of exactly 28 * (n - 1) means every step is 28
-        if first >= 0 and msgs[-1].offset - first == ENTRY_SIZE * (n - 1):
-            self.offset_parts.append((first, n))
-        else:
-            self.offset_parts.append(list(map(_OFFSET, msgs)))
-        texts = list(map(_MSG_TIME, msgs))
-        distinct = set(texts)
-        parse = self.parse_time
-        if len(distinct) == 1:
-            self.time_parts.append((parse(texts[0]), n))
-        else:
-            parsed = {t: parse(t) for t in distinct}
-            self.time_parts.append(list(map(parsed.__getitem__, texts)))
-        self.ids.extend(map(_MESSAGE_ID, msgs))
-        self.streams.extend(map(_STREAM_ID, msgs))
-        if self.include_attributes:
+        self.count += n
+        if self.want_value:
+            self.values.extend(map(_DATA, msgs))
+        if self.want_offset:
+            first = msgs[0].offset
+            # offsets of a chunk are distinct, ascending multiples of 28 apart (dropped messages leave
+            # gaps): a span of exactly 28 * (n - 1) means every step is 28
+            if first >= 0 and msgs[-1].offset - first == ENTRY_SIZE * (n - 1):
+                self.offset_parts.append((first, n))
+            else:
+                self.offset_parts.append(list(map(_OFFSET, msgs)))
+        if self.want_time:
+            texts = list(map(_MSG_TIME, msgs))
+            distinct = set(texts)
+            parse = self.parse_time
+            if len(distinct) == 1:
+                self.time_parts.append((parse(texts[0]), n))
+            else:
+                parsed = {t: parse(t) for t in distinct}
+                self.time_parts.append(list(map(parsed.__getitem__, texts)))
+        if self.want_id:
+            self.ids.extend(map(_MESSAGE_ID, msgs))
+        if self.want_stream:
+            self.streams.extend(map(_STREAM_ID, msgs))
+        if self.want_attrs:
             system = SYSTEM_ATTRIBUTES
             self.attrs.extend(
                 [
@@ -310,27 +343,37 @@ class ArrowBuilder:
             values.extend([p[0]] * p[1] if isinstance(p, tuple) else p)
         return pa.array(values, pa.int64()).cast(kind)
 
+    def _column(self, pa: Any, name: str, kind: Any, n: int, topic: str, broker_id: int, partition_id: int) -> Any:
+        if name == "value":
+            return pa.array(self.values, kind)
+        if name == "topic":  # constant per partition: no n-item lists
+            return pa.repeat(pa.scalar(topic, kind), n)
+        if name == "partition":
+            return pa.repeat(pa.scalar(f"{broker_id}:{topic}:{partition_id}", kind), n)
+        if name == "broker_id":
+            return pa.repeat(pa.scalar(broker_id, kind), n)
+        if name == "partition_id":
+            return pa.repeat(pa.scalar(partition_id, kind), n)
+        if name == "offset":
+            return pa.array([], kind) if n == 0 else self._offsets(pa, kind)
+        if name == "timestamp":
+            return pa.array([], kind) if n == 0 else self._times(pa, kind, n)
+        if name == "message_id":
+            return pa.array(self.ids, kind)
+        if name == "stream_id":
+            return pa.array(self.streams, kind)
+        return pa.array(self.attrs, kind)  # "attributes" (check_read_schema admits nothing else)
+
     def flush(self, topic: str, broker_id: int, partition_id: int) -> pa.RecordBatch:
         """The buffered rows as one batch (constant columns for the partition), then reset."""
         import pyarrow as pa
 
-        n = len(self.values)
+        n = self.count
         s = self.schema
-        key = f"{broker_id}:{topic}:{partition_id}"
-        empty = n == 0
-        arrays: list[Any] = [
-            pa.array(self.values, s.field("value").type),
-            pa.repeat(pa.scalar(topic, s.field("topic").type), n),  # constant per partition: no n-item lists
-            pa.repeat(pa.scalar(key, s.field("partition").type), n),
-            pa.repeat(pa.scalar(broker_id, s.field("broker_id").type), n),
-            pa.repeat(pa.scalar(partition_id, s.field("partition_id").type), n),
-            pa.array([], s.field("offset").type) if empty else self._offsets(pa, s.field("offset").type),
-            pa.array([], s.field("timestamp").type) if empty else self._times(pa, s.field("timestamp").type, n),
-            pa.array(self.ids, s.field("message_id").type),
-            pa.array(self.streams, s.field("stream_id").type),
+        arrays = [
+            self._column(pa, name, s.field(i).type, n, topic, broker_id, partition_id)
+            for i, name in enumerate(self.columns)
         ]
-        if self.include_attributes:
-            arrays.append(pa.array(self.attrs, s.field("attributes").type))
         batch = pa.RecordBatch.from_arrays(arrays, schema=s)
         self._reset()
         return batch

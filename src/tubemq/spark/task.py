@@ -202,7 +202,7 @@ def read_partition(opts: ReadOptions, schema: StructType, part: Any) -> Iterator
 
         builder = InLongArrowBuilder(arrow_schema_for(schema))
     else:
-        builder = ArrowBuilder(arrow_schema_for(schema), opts.include_attributes, opts.msg_time_zone)
+        builder = ArrowBuilder(arrow_schema_for(schema), opts.msg_time_zone)
     where = describe(part.topic, part.key, part.start, part.end)
     dedup = _Dedup()
     progress = _Progress(part.start)
