@@ -44,15 +44,34 @@ from tubemq.cli.common import temporary_server_process
 from tubemq.cli.pipeline import SendPipeline, percentiles
 
 
-def proc_cpu(pid: int | None) -> float | None:
-    """CPU seconds (user + system) of a local process from /proc, or None where that is not readable."""
-    if pid is None:
-        return None
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (index 7 = minflt, 11 / 12 = utime / stime)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
+            return f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def proc_cpu(pid: int | None) -> float | None:
+    """CPU seconds (user + system) of a local process from /proc, or None where that is not readable."""
+    fields = None if pid is None else _stat_fields(pid)
+    try:
+        return None if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (ValueError, IndexError):
+        return None
+
+
+def minor_faults() -> int | None:
+    """Minor page faults of this process so far (every thread), or None without /proc.
+
+    A fault is a first touch of a page the process just mapped: a large object served by a fresh
+    ``mmap`` (glibc serves allocations above its mmap threshold so) faults once per 4 KiB page.
+    """
+    fields = _stat_fields("self")
+    try:
+        return None if fields is None else int(fields[7])
+    except (ValueError, IndexError):
         return None
 
 
@@ -66,18 +85,25 @@ class Meter:
     def start(self) -> None:
         self.t0 = time.perf_counter()
         self.c0 = time.process_time()
+        self.sys0 = os.times().system
+        self.f0 = minor_faults()
         self.s0 = proc_cpu(self.server_pid)
 
     def stop(self, messages: int, nbytes: int) -> dict[str, Any]:
         wall = max(time.perf_counter() - self.t0, 1e-9)
         cpu = time.process_time() - self.c0
+        sys_cpu = os.times().system - self.sys0
+        f1 = minor_faults()
         s1 = proc_cpu(self.server_pid)
         out: dict[str, Any] = {
             "messages": messages, "seconds": round(wall, 3), "msg_per_s": round(messages / wall),
             "mb_per_s": round(nbytes / wall / 1e6, 2),
             "client_cpu_s_per_million": round(cpu / messages * 1e6, 3) if messages else None,
             "client_cpu_per_wall": round(cpu / wall, 2),
+            "client_sys_cpu_s_per_million": round(sys_cpu / messages * 1e6, 3) if messages else None,
         }
+        if self.f0 is not None and f1 is not None:
+            out["client_minor_faults"] = f1 - self.f0
         if self.s0 is not None and s1 is not None:
             out["server_cpu_per_wall"] = round((s1 - self.s0) / wall, 2)
             out["server_cpu_s_per_million"] = round((s1 - self.s0) / messages * 1e6, 3) if messages else None
@@ -180,6 +206,8 @@ def consume(master: str, topic: str, count: int, seconds: float, concurrency: in
                    "partitions": partitions, "fetches_per_s": round(fetches / result["seconds"]),
                    "messages_per_fetch": round(got / fetches), "fetch_wait_ms_mean": round((waited1 - waited0) / fetches * 1e3, 2),
                    "fetches_waiting_on_broker": round((waited1 - waited0) / result["seconds"], 2)})
+    if "client_minor_faults" in result:
+        result["client_minor_faults_per_fetch"] = round(result["client_minor_faults"] / fetches, 1)
     return result
 
 
@@ -235,6 +263,10 @@ def main() -> None:
                      f" {row['fetches_per_s']} fetches/s of {row['messages_per_fetch']} msgs, broker answer"
                      f" {row['fetch_wait_ms_mean']} ms mean, {row['fetches_waiting_on_broker']} fetches waiting on it"
                      f" (of {row['partitions']} partitions)")
+        if "client_minor_faults" in row:
+            per = row.get("client_minor_faults_per_fetch")
+            extra += (f"; client sys CPU {row['client_sys_cpu_s_per_million']} s per million, "
+                      f"{row['client_minor_faults']} page faults" + (f" ({per} per fetch)" if per is not None else ""))
         server = ""
         if "server_cpu_per_wall" in row:
             server = f", server CPU/wall {row['server_cpu_per_wall']:.2f}"
