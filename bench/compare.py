@@ -23,12 +23,13 @@ would have) with the topic created; with ``--master`` the topic must exist (or g
 to create it). Every phase is bounded by count and time.
 
 Usage: python bench/compare.py [--master HOST:PORT --topic T] [--sizes 100,1024] [--messages 200000]
-       [--sync-messages 5000] [--seconds 20] [--fetch-concurrency 3] [--server-pid PID] [--json]
+       [--sync-messages 5000] [--seconds 20] [--fetch-concurrency 3] [--api sync|aio] [--server-pid PID] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -39,20 +40,40 @@ from collections.abc import Iterator
 from typing import Any
 
 import tubemq
+import tubemq.aio
 from tubemq import codec
 from tubemq.cli.common import temporary_server_process
 from tubemq.cli.pipeline import SendPipeline, percentiles
 
 
-def proc_cpu(pid: int | None) -> float | None:
-    """CPU seconds (user + system) of a local process from /proc, or None where that is not readable."""
-    if pid is None:
-        return None
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (index 7 = minflt, 11 / 12 = utime / stime)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
+            return f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def proc_cpu(pid: int | None) -> float | None:
+    """CPU seconds (user + system) of a local process from /proc, or None where that is not readable."""
+    fields = None if pid is None else _stat_fields(pid)
+    try:
+        return None if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (ValueError, IndexError):
+        return None
+
+
+def minor_faults() -> int | None:
+    """Minor page faults of this process so far (every thread), or None without /proc.
+
+    A fault is a first touch of a page the process just mapped: a large object served by a fresh
+    ``mmap`` (glibc serves allocations above its mmap threshold so) faults once per 4 KiB page.
+    """
+    fields = _stat_fields("self")
+    try:
+        return None if fields is None else int(fields[7])
+    except (ValueError, IndexError):
         return None
 
 
@@ -66,18 +87,25 @@ class Meter:
     def start(self) -> None:
         self.t0 = time.perf_counter()
         self.c0 = time.process_time()
+        self.sys0 = os.times().system
+        self.f0 = minor_faults()
         self.s0 = proc_cpu(self.server_pid)
 
     def stop(self, messages: int, nbytes: int) -> dict[str, Any]:
         wall = max(time.perf_counter() - self.t0, 1e-9)
         cpu = time.process_time() - self.c0
+        sys_cpu = os.times().system - self.sys0
+        f1 = minor_faults()
         s1 = proc_cpu(self.server_pid)
         out: dict[str, Any] = {
             "messages": messages, "seconds": round(wall, 3), "msg_per_s": round(messages / wall),
             "mb_per_s": round(nbytes / wall / 1e6, 2),
             "client_cpu_s_per_million": round(cpu / messages * 1e6, 3) if messages else None,
             "client_cpu_per_wall": round(cpu / wall, 2),
+            "client_sys_cpu_s_per_million": round(sys_cpu / messages * 1e6, 3) if messages else None,
         }
+        if self.f0 is not None and f1 is not None:
+            out["client_minor_faults"] = f1 - self.f0
         if self.s0 is not None and s1 is not None:
             out["server_cpu_per_wall"] = round((s1 - self.s0) / wall, 2)
             out["server_cpu_s_per_million"] = round((s1 - self.s0) / messages * 1e6, 3) if messages else None
@@ -141,45 +169,70 @@ def _fetch_figures(consumer: tubemq.Consumer) -> tuple[int, float]:
 
 
 def consume(master: str, topic: str, count: int, seconds: float, concurrency: int,
-            server_pid: int | None) -> dict[str, Any]:
+            server_pid: int | None, api: str = "sync") -> dict[str, Any]:
     """A fresh group drains ``count`` messages; clock and CPU from the first message to the last.
 
     Also: getMessage calls per second, messages per call, the broker's median answer time and the
     mean number of calls waiting for the broker (sum of answer times / wall). That number near the
     partitions owned (one fetch per partition at a time) with the client's CPU / wall well below 1.0
     says the broker is the limit: the client has a fetch waiting on every partition it may fetch.
+    ``api="aio"``: ``tubemq.aio.Consumer`` and ``async for`` on this thread's event loop instead of
+    ``for msg in tubemq.Consumer`` (whose event loop runs on a thread of its own).
     """
     group = f"compare_{os.getpid()}_{concurrency}_{int(time.time() * 1000) % 10**8}"
     got = nbytes = 0
     meter: Meter | None = None
+    waited = 0.0
+    fetches0, waited0 = 0, 0.0
     t_reg = time.perf_counter()
     # heartbeat every 2 s (like `tubemq consume`): the partitions arrive with a heartbeat answer, and
     # the wait for them is not part of the measurement anyway
-    with tubemq.Consumer(master, group=group, topics=[topic], consume_from="earliest",
-                         fetch_concurrency=concurrency, prefetch_batches=max(4, 2 * concurrency),
-                         heartbeat_period_ms=2000, iter_timeout_ms=int(max(seconds, 60) * 1000)) as consumer:
-        deadline = time.monotonic() + 120
-        fetches0, waited0 = 0, 0.0
-        for msg in consumer:
-            if meter is None:
-                meter = Meter(server_pid)
-                waited = time.perf_counter() - t_reg
-                deadline = time.monotonic() + seconds
-                fetches0, waited0 = _fetch_figures(consumer)
-            got += 1
-            nbytes += len(msg.data)
-            if got >= count or not (got & 4095 or time.monotonic() < deadline):
-                break
+    opts: dict[str, Any] = {"group": group, "topics": [topic], "consume_from": "earliest",
+                            "fetch_concurrency": concurrency, "prefetch_batches": max(4, 2 * concurrency),
+                            "heartbeat_period_ms": 2000, "iter_timeout_ms": int(max(seconds, 60) * 1000)}
+    deadline = time.monotonic() + 120
+
+    def took(consumer: Any, msg: tubemq.Message) -> bool:
+        """Count one message; True when the drain is over."""
+        nonlocal meter, waited, deadline, fetches0, waited0, got, nbytes
+        if meter is None:
+            meter = Meter(server_pid)
+            waited = time.perf_counter() - t_reg
+            deadline = time.monotonic() + seconds
+            fetches0, waited0 = _fetch_figures(consumer)
+        got += 1
+        nbytes += len(msg.data)
+        return got >= count or not (got & 4095 or time.monotonic() < deadline)
+
+    def finish(consumer: Any) -> tuple[dict[str, Any], int, float, int]:
         if meter is None:
             raise SystemExit(f"no message arrived (topic {topic}, group {group})")
         result = meter.stop(got, nbytes)
         fetches1, waited1 = _fetch_figures(consumer)
-        partitions = len(consumer.assignment())
+        return result, fetches1, waited1, len(consumer.assignment())
+
+    if api == "aio":
+        async def drain() -> tuple[dict[str, Any], int, float, int]:
+            async with tubemq.aio.Consumer(master, **opts) as consumer:
+                async for msg in consumer:
+                    if took(consumer, msg):
+                        break
+                return finish(consumer)
+
+        result, fetches1, waited1, partitions = asyncio.run(drain())
+    else:
+        with tubemq.Consumer(master, **opts) as consumer:
+            for msg in consumer:
+                if took(consumer, msg):
+                    break
+            result, fetches1, waited1, partitions = finish(consumer)
     fetches = max(1, fetches1 - fetches0)
-    result.update({"fetch_concurrency": concurrency, "first_message_after_s": round(waited, 2),
+    result.update({"api": api, "fetch_concurrency": concurrency, "first_message_after_s": round(waited, 2),
                    "partitions": partitions, "fetches_per_s": round(fetches / result["seconds"]),
                    "messages_per_fetch": round(got / fetches), "fetch_wait_ms_mean": round((waited1 - waited0) / fetches * 1e3, 2),
                    "fetches_waiting_on_broker": round((waited1 - waited0) / result["seconds"], 2)})
+    if "client_minor_faults" in result:
+        result["client_minor_faults_per_fetch"] = round(result["client_minor_faults"] / fetches, 1)
     return result
 
 
@@ -216,6 +269,8 @@ def main() -> None:
                     help="consumer fetches in flight; a comma list runs one fresh group per value (default 3)")
     ap.add_argument("--server-pid", type=int, default=None, help="pid of a local broker, to report its CPU")
     ap.add_argument("--phases", default="pipelined,send,consume", help="subset of pipelined,send,consume")
+    ap.add_argument("--api", choices=("sync", "aio"), default="sync",
+                    help="consume with tubemq.Consumer (sync, default) or tubemq.aio.Consumer (aio)")
     ap.add_argument("--json", action="store_true", help="one JSON object per result line")
     args = ap.parse_args()
     phases = set(args.phases.split(","))
@@ -231,10 +286,14 @@ def main() -> None:
         if "p50_ms" in row:
             extra = f"  latency p50 {row['p50_ms']:.3f} / p99 {row['p99_ms']:.3f} / p99.9 {row['p999_ms']:.3f} ms"
         if "fetch_concurrency" in row:
-            extra = (f"  fetch_concurrency {row['fetch_concurrency']}, first message after {row['first_message_after_s']} s;"
+            extra = (f"  {row['api']}, fetch_concurrency {row['fetch_concurrency']}, first message after {row['first_message_after_s']} s;"
                      f" {row['fetches_per_s']} fetches/s of {row['messages_per_fetch']} msgs, broker answer"
                      f" {row['fetch_wait_ms_mean']} ms mean, {row['fetches_waiting_on_broker']} fetches waiting on it"
                      f" (of {row['partitions']} partitions)")
+        if "client_minor_faults" in row:
+            per = row.get("client_minor_faults_per_fetch")
+            extra += (f"; client sys CPU {row['client_sys_cpu_s_per_million']} s per million, "
+                      f"{row['client_minor_faults']} page faults" + (f" ({per} per fetch)" if per is not None else ""))
         server = ""
         if "server_cpu_per_wall" in row:
             server = f", server CPU/wall {row['server_cpu_per_wall']:.2f}"
@@ -259,7 +318,7 @@ def main() -> None:
         if "consume" in phases:
             backlog = written if written else args.messages
             for conc in (int(c) for c in args.fetch_concurrency.split(",")):
-                r = consume(master, args.topic, backlog, args.seconds, conc, server_pid)
+                r = consume(master, args.topic, backlog, args.seconds, conc, server_pid, args.api)
                 report({"phase": "consume", "size": "mixed" if len(args.sizes.split(",")) > 1 else args.sizes, **r})
         print(f"# load average at the end {os.getloadavg()[0]:.1f}", file=info, flush=True)
 
