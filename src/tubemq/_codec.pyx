@@ -1758,7 +1758,7 @@ cdef extern from *:
     """
     PyObject* TQ_MSG_POP()
     bint TQ_MSG_LAYOUT_OK
-    object TQ_MSG_NEW(PyObject* o, PyTypeObject* t, PyObject** vals)
+    Message TQ_MSG_NEW(PyObject* o, PyTypeObject* t, PyObject** vals)
 
 
 cdef bint _MSG_DIRECT = TQ_MSG_LAYOUT_OK
