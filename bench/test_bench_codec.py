@@ -236,13 +236,32 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...], n: int) -> None:
         fn(*args)
 
 
+def _round_spread(fn: Callable[..., Any], args: tuple[Any, ...], calls: int, rounds: int) -> str:
+    """Per-call ns of ``rounds`` rounds of ``calls`` warm calls: min and percentiles (is the spread bimodal?)."""
+    import time
+
+    def one() -> float:
+        t0 = time.perf_counter()
+        _run(fn, args, calls)
+        return (time.perf_counter() - t0) / calls * 1e9
+
+    for _ in range(rounds // 2):
+        one()
+    xs = sorted(one() for _ in range(rounds))
+    return " ".join(f"p{q}={xs[min(len(xs) - 1, len(xs) * q // 100)]:.0f}" for q in (0, 10, 25, 50, 75, 90))
+
+
 if __name__ == "__main__":
     # Instructions per call, deterministic (unlike timings on a shared machine): run a case N1 and N2
     # times under cachegrind with PYTHONHASHSEED=0 and divide the difference of the totals by N2 - N1
-    # (bench/RESULTS.md, "Decode targets of issue 12").
+    # (bench/RESULTS.md, "Decode targets of issue 12"). With a third argument R: print the spread of R
+    # timed rounds of N calls instead.
     import sys
 
     case, calls = sys.argv[1], int(sys.argv[2])
     f, a = _decode_case(case)
-    _run(f, a, 5)  # first calls (caches, freelists) outside the difference
-    _run(f, a, calls)
+    if len(sys.argv) > 3:
+        print(case, "ns per call:", _round_spread(f, a, calls, int(sys.argv[3])))
+    else:
+        _run(f, a, 5)  # first calls (caches, freelists) outside the difference
+        _run(f, a, calls)
