@@ -206,3 +206,62 @@ def test_decode_get_message_response(benchmark: Any, name: str, count: int, attr
     p = _codec_py.Partition(1, "10.0.0.1", 8123, "demo", 0)
     r = benchmark(impl.decode_get_message_response, body, "demo", p)
     assert len(r.messages) == count and r.dropped == 0
+
+
+# ---------------------------------------------------------------------------------------------- instruction counts
+
+
+def _decode_case(name: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """The Cython call and arguments of one decode benchmark above, for running it under valgrind."""
+    from tubemq import _codec
+
+    if name == "send_response":
+        body = broker_pb.SendMessageResponseB2P(
+            success=True, errCode=200, errMsg="3520836758341632001", requireAuth=False,
+            messageId=3520836758341632001, appendTime=1700000001234, appendOffset=280,
+        ).SerializeToString()
+        return _codec.decode_send_response, (body,)
+    if name.startswith("get_message-"):  # get_message-<count>-<plain|attrs>
+        _, count, kind = name.split("-")
+        p = _codec_py.Partition(1, "10.0.0.1", 8123, "demo", 0)
+        return _codec.decode_get_message_response, (_get_message_body(int(count), kind == "attrs"), "demo", p)
+    if name == "topic_info":
+        brokers = {b: _codec_py.BrokerInfo(b, f"10.0.0.{b}", 8123) for b in range(1, 11)}
+        return _codec.parse_topic_info, ([f"topic-{i:04d}#{i % 10 + 1}:1:1#1048576" for i in range(1000)], brokers)
+    raise SystemExit(f"unknown case {name!r}")
+
+
+def _run(fn: Callable[..., Any], args: tuple[Any, ...], n: int) -> None:
+    for _ in range(n):
+        fn(*args)
+
+
+def _round_spread(fn: Callable[..., Any], args: tuple[Any, ...], calls: int, rounds: int) -> str:
+    """Per-call ns of ``rounds`` rounds of ``calls`` warm calls: min and percentiles (is the spread bimodal?)."""
+    import time
+
+    def one() -> float:
+        t0 = time.perf_counter()
+        _run(fn, args, calls)
+        return (time.perf_counter() - t0) / calls * 1e9
+
+    for _ in range(rounds // 2):
+        one()
+    xs = sorted(one() for _ in range(rounds))
+    return " ".join(f"p{q}={xs[min(len(xs) - 1, len(xs) * q // 100)]:.0f}" for q in (0, 10, 25, 50, 75, 90))
+
+
+if __name__ == "__main__":
+    # Instructions per call, deterministic (unlike timings on a shared machine): run a case N1 and N2
+    # times under cachegrind with PYTHONHASHSEED=0 and divide the difference of the totals by N2 - N1
+    # (bench/RESULTS.md, "Decode targets of issue 12"). With a third argument R: print the spread of R
+    # timed rounds of N calls instead.
+    import sys
+
+    case, calls = sys.argv[1], int(sys.argv[2])
+    f, a = _decode_case(case)
+    if len(sys.argv) > 3:
+        print(case, "ns per call:", _round_spread(f, a, calls, int(sys.argv[3])))
+    else:
+        _run(f, a, 5)  # first calls (caches, freelists) outside the difference
+        _run(f, a, calls)

@@ -15,9 +15,10 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromSt
 from cpython.dict cimport PyDict_GetItem, PyDict_GetItemWithError, PyDict_SetItem
 from cpython.exc cimport PyErr_Occurred
 from cpython.long cimport PyLong_CheckExact
-from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
@@ -79,6 +80,7 @@ cdef extern from "Python.h":
     void PyObject_GC_Track(object o)
     Py_ssize_t PyObject_LengthHint(object o, Py_ssize_t default) except -1
     bint PyTuple_CheckExact(object o)
+    void Py_SET_SIZE(object o, Py_ssize_t size)
 
 cdef extern from *:
     """
@@ -256,7 +258,7 @@ cdef extern from *:
        < 0 an error in the twin's order: -1 truncated varint, -2 varint over 64 bits, -3 truncated LEN,
        -4 truncated fixed64, -5 truncated fixed32, -6 unsupported wire type, -7 field number 0. */
     typedef struct { uint64_t key; uint64_t num; int wt; uint64_t v; const unsigned char *p; Py_ssize_t n; } tq_field;
-    static inline int tq_next(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, tq_field *f) {
+    static inline int tq_next_(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, tq_field *f, const int two) {
         Py_ssize_t q = *pos;
         uint64_t key, n;
         int i;
@@ -267,12 +269,14 @@ cdef extern from *:
         f->num = key >> 3;
         f->wt = (int)(key & 7);
         switch (f->wt) {
-        case 0:
+        case 0:  /* 1-byte values inline, and 2-byte ones (error codes, offsets below 16 Ki) with `two` */
             if (q < end && b[q] < 0x80) { f->v = b[q++]; }
+            else if (two && end - q >= 2 && b[q + 1] < 0x80) { f->v = (uint64_t)(b[q] & 0x7F) | ((uint64_t)b[q + 1] << 7); q += 2; }
             else { q = tq_get_varint(b, q, end, &f->v); if (q < 0) return (int)q; }
             break;
         case 2:
             if (q < end && b[q] < 0x80) { n = b[q++]; }
+            else if (two && end - q >= 2 && b[q + 1] < 0x80) { n = (uint64_t)(b[q] & 0x7F) | ((uint64_t)b[q + 1] << 7); q += 2; }
             else { q = tq_get_varint(b, q, end, &n); if (q < 0) return (int)q; }
             if (n > (uint64_t)(end - q)) return -3;
             f->p = b + q;
@@ -297,10 +301,21 @@ cdef extern from *:
         *pos = q;
         return 1;
     }
+    /* the field readers: 2-byte varints inline (headers), or only 1-byte ones (TransferedMessage,
+       whose message id and checksum are long: one test fewer per field) */
+    #define tq_next(b, pos, end, f) tq_next_((b), (pos), (end), (f), 1)
+    #define tq_next_wide(b, pos, end, f) tq_next_((b), (pos), (end), (f), 0)
     /* A NamedTuple instance without running its Python-level __new__. The fast form allocates the
        subtype instance and copies the items (what tuple_subtype_new does); it is switched on only after
        a start-up self-check proved it gives the same object as the documented tp_new path. */
     static int tq_nt_fast = 0;
+    /* CPython versions whose tuple layout (no hash cache) and GC allocation this file relies on */
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(PYPY_VERSION) \
+        && !defined(Py_LIMITED_API) && !defined(Py_GIL_DISABLED)
+    #define TQ_GC_NEWVAR_OK 1
+    #else
+    #define TQ_GC_NEWVAR_OK 0
+    #endif
     static PyObject *tq_nt_slow(PyObject *cls, PyObject *fields) {
         PyObject *args = PyTuple_Pack(1, fields), *r;
         if (args == NULL) return NULL;
@@ -320,9 +335,18 @@ cdef extern from *:
             Py_DECREF(t);
             return o;
         }
+    #if TQ_GC_NEWVAR_OK
+        /* tp_alloc (PyType_GenericAlloc) zero-fills and tracks; here every item is written before the
+           collector can see the tuple, then it is tracked */
+        o = (PyObject *)PyObject_GC_NewVar(PyVarObject, (PyTypeObject *)cls, n);
+        if (o == NULL) return NULL;
+        for (i = 0; i < n; i++) { Py_INCREF(items[i]); PyTuple_SET_ITEM(o, i, items[i]); }
+        PyObject_GC_Track(o);
+    #else
         o = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, n);
         if (o == NULL) return NULL;
         for (i = 0; i < n; i++) { Py_INCREF(items[i]); PyTuple_SET_ITEM(o, i, items[i]); }
+    #endif
         return o;
     }
     static PyObject *tq_nt_new(PyObject *cls, PyObject *fields) {
@@ -355,13 +379,13 @@ cdef extern from *:
     #endif
         return PyDict_New();
     }
-    /* The same instance, never tracked by the collector: for tuples of str and int only (CPython
-       untracks those at its next collection anyway). Allocated without tp_alloc's zero-fill and
+    /* The same instance, never tracked by the collector: for tuples of str, int and bool only (such a
+       tuple cannot be part of a cycle; CPython untracks a plain tuple of them at its next collection). Allocated without tp_alloc's zero-fill and
        tracking where the tuple layout is known (3.11 - 3.13, GIL builds); tracked-then-untracked elsewhere. */
     static PyObject *tq_nt_items_untracked(PyObject *cls, Py_ssize_t n, PyObject **items) {
         Py_ssize_t i;
         PyObject *o;
-    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(PYPY_VERSION) && !defined(Py_LIMITED_API) && !defined(Py_GIL_DISABLED)
+    #if TQ_GC_NEWVAR_OK
         if (tq_nt_fast) {
             o = (PyObject *)PyObject_GC_NewVar(PyVarObject, (PyTypeObject *)cls, n);
             if (o == NULL) return NULL;
@@ -377,6 +401,11 @@ cdef extern from *:
                                       PyObject *e) {
         PyObject *it[5] = {a, b, c, d, e};
         return tq_nt_items_untracked(cls, 5, it);
+    }
+    static PyObject *tq_nt7_untracked(PyObject *cls, PyObject *a, PyObject *b, PyObject *c, PyObject *d,
+                                      PyObject *e, PyObject *f, PyObject *g) {
+        PyObject *it[7] = {a, b, c, d, e, f, g};
+        return tq_nt_items_untracked(cls, 7, it);
     }
     /* A str from ASCII bytes (what PyUnicode_Substring makes of an ASCII slice, without its checks) */
     static PyObject *tq_ascii_str(const unsigned char *s, Py_ssize_t n) {
@@ -484,6 +513,7 @@ cdef extern from *:
         const unsigned char* p
         Py_ssize_t n
     int tq_next(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end, tq_field* f) nogil
+    int tq_next_wide(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end, tq_field* f) nogil
     object tq_nt_new(object cls, object fields)
     object tq_nt5(object cls, object a, object b, object c, object d, object e)
     object tq_nt6(object cls, object a, object b, object c, object d, object e, object f)
@@ -491,6 +521,7 @@ cdef extern from *:
     object tq_nt11(object cls, object a, object b, object c, object d, object e, object f, object g, object h,
                    object i, object j, object k)
     object tq_nt5_untracked(object cls, object a, object b, object c, object d, object e)
+    object tq_nt7_untracked(object cls, object a, object b, object c, object d, object e, object f, object g)
     str tq_ascii_str(const unsigned char* s, Py_ssize_t n)
     ctypedef struct tq_ti_item:
         int64_t bid
@@ -1100,6 +1131,14 @@ cdef inline int _next(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end, F
     return _field_error(r, f)
 
 
+cdef inline int _next_wide(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end, Field* f) except -1:
+    """``_next`` for messages whose multi-byte varints are mostly long (ids, checksums)."""
+    cdef int r = tq_next_wide(b, pos, end, f)
+    if r >= 0:
+        return r
+    return _field_error(r, f)
+
+
 cdef inline int _delimited(const unsigned char* b, Py_ssize_t* pos, Py_ssize_t end,
                            const unsigned char** out, Py_ssize_t* n) except -1:
     cdef uint64_t ln = 0
@@ -1702,9 +1741,67 @@ cdef class Message:
                           self.message_id, self.flag, self.partition, self.offset))
 
 
+cdef extern from *:
+    """
+    /* A Message taken straight from the freelist Cython keeps for it (@cython.freelist), each field
+       written once. Cython's own construction (tp_new) zero-fills the object, stores None in every
+       field, and each assignment then swaps the None out again. The freelist's names are Cython's
+       own: used only with the Cython minor version this was checked against (3.3), else the
+       macro gives NULL and the caller takes Cython's path. Expanded inside functions, after
+       Cython's declarations. */
+    #if defined(CYTHON_HEX_VERSION) && CYTHON_HEX_VERSION >= 0x03030000 && CYTHON_HEX_VERSION < 0x03040000 \
+        && CYTHON_USE_FREELISTS && CYTHON_COMPILING_IN_CPYTHON && !CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
+    #define TQ_MSG_POP() (__pyx_mstate_global->__pyx_freecount_6tubemq_6_codec_Message > 0 \
+        ? (PyObject *)__pyx_mstate_global->__pyx_freelist_6tubemq_6_codec_Message[ \
+            --__pyx_mstate_global->__pyx_freecount_6tubemq_6_codec_Message] \
+        : (PyObject *)NULL)
+    #define TQ_MSG_TYPE_SPECS CYTHON_USE_TYPE_SPECS
+    #else
+    #define TQ_MSG_POP() ((PyObject *)NULL)
+    #define TQ_MSG_TYPE_SPECS 0
+    #endif
+    /* the nine object fields, in declaration order (checked contiguous at import) */
+    #define TQ_MSG_FIELDS(o) (&((struct __pyx_obj_6tubemq_6_codec_Message *)(o))->topic)
+    #define TQ_MSG_LAYOUT_OK (offsetof(struct __pyx_obj_6tubemq_6_codec_Message, offset) \
+        - offsetof(struct __pyx_obj_6tubemq_6_codec_Message, topic) == 8 * sizeof(PyObject *))
+    /* what Cython's tp_new does with a freelist entry, minus the zero-fill and the Nones; the one
+       reference is the caller's */
+    static inline PyObject *tq_msg_init(PyObject *o, PyTypeObject *t, PyObject **fields, PyObject *const *vals) {
+        int i;
+    #if TQ_MSG_TYPE_SPECS
+        Py_DECREF(Py_TYPE(o));  /* the freelist entry kept its type's reference */
+    #endif
+        (void)PyObject_INIT(o, t);
+        for (i = 0; i < 9; i++) { Py_INCREF(vals[i]); fields[i] = vals[i]; }
+        PyObject_GC_Track(o);
+        return o;
+    }
+    #define TQ_MSG_NEW(o, t, vals) tq_msg_init((o), (t), TQ_MSG_FIELDS(o), (vals))
+    """
+    PyObject* TQ_MSG_POP()
+    bint TQ_MSG_LAYOUT_OK
+    Message TQ_MSG_NEW(PyObject* o, PyTypeObject* t, PyObject** vals)
+
+
+cdef bint _MSG_DIRECT = TQ_MSG_LAYOUT_OK
+
+
 cdef Message c_new_message(object topic, object data, object attributes, object stream_id, object msg_time,
                            object message_id, object flag, object partition, object offset):
     """Build a Message without argument parsing (the decode hot path)."""
+    cdef PyObject* o = TQ_MSG_POP() if _MSG_DIRECT else NULL
+    cdef PyObject* vals[9]
+    if o != NULL:
+        vals[0] = <PyObject*>topic
+        vals[1] = <PyObject*>data
+        vals[2] = <PyObject*>attributes
+        vals[3] = <PyObject*>stream_id
+        vals[4] = <PyObject*>msg_time
+        vals[5] = <PyObject*>message_id
+        vals[6] = <PyObject*>flag
+        vals[7] = <PyObject*>partition
+        vals[8] = <PyObject*>offset
+        return TQ_MSG_NEW(o, <PyTypeObject*>Message, vals)
     cdef Message m = Message.__new__(Message)
     m.topic = topic
     m.data = data
@@ -1870,7 +1967,8 @@ def decode_send_response(body) -> SendResponse:
         mid_obj = PyLong_FromLongLong(mid)
     else:
         mid_obj = java_parse_long(msg) if success else -1
-    return tq_nt7(SendResponse, success, code, msg, mid_obj, atime, aoff, require_auth)
+    # bools, ints and a str only: untracked, as CPython's collector would leave a plain tuple of them
+    return tq_nt7_untracked(SendResponse, success, code, msg, mid_obj, atime, aoff, require_auth)
 
 
 cdef int _transfered(const unsigned char* p, Py_ssize_t n, int64_t* mid, int32_t* cs,
@@ -1878,7 +1976,7 @@ cdef int _transfered(const unsigned char* p, Py_ssize_t n, int64_t* mid, int32_t
     cdef Py_ssize_t q = 0
     cdef Field f
     cdef int seen = 0
-    while _next(p, &q, n, &f):
+    while _next_wide(p, &q, n, &f):
         if f.key == K_TM_MESSAGE_ID:
             mid[0] = _signed(f.v)
             seen |= 1
@@ -1921,7 +2019,8 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
     cdef int seen = 0
     cdef Py_ssize_t nmsg = 0, cap = _STACK_REFS, dropped = 0
     cdef object msg = "", m, offset, curr_obj = None
-    cdef list messages = []
+    cdef list messages
+    cdef Py_ssize_t kept = 0
     cdef RawRef stack_refs[_STACK_REFS]
     cdef RawRef* refs = stack_refs
     cdef RawRef* nr
@@ -1970,6 +2069,9 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
         # offsets past int64 (a hostile currOffset) are computed as Python ints, like the twin does
         big = curr > INT64_MAX - C_INDEX_ENTRY * <int64_t>nmsg
         curr_obj = curr  # shared by the result and the first message's offset
+        # presized: every kept message is stored in place (NULL slots until then, which the list's
+        # traversal and deallocation skip); the size is cut to the kept count after a drop
+        messages = PyList_New(nmsg)
         for i in range(nmsg):
             r = &refs[i]
             if verify and curr < 0:
@@ -1990,7 +2092,11 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
             if m is None:
                 dropped += 1
             else:
-                PyList_Append(messages, m)
+                Py_INCREF(<PyObject*>m)
+                PyList_SET_ITEM(messages, kept, m)
+                kept += 1
+        if kept != nmsg:
+            Py_SET_SIZE(messages, kept)
     finally:
         if refs != stack_refs:
             free(refs)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import copy
+import gc
 import os
 import pickle
+import sys
 from types import ModuleType
 
 import pytest
 
 from tubemq import _codec_py, codec
-from tubemq.protocol import constants
+from tubemq.errors import DecodeError
+from tubemq.protocol import broker_pb, constants
 
 FIELDS = ("topic", "data", "attributes", "stream_id", "msg_time", "message_id", "flag", "partition", "offset")
 
@@ -101,3 +104,50 @@ def test_facade_exports_everything() -> None:
             assert getattr(codec, name) is getattr(impl, name), name
     assert codec.implementation == ("python" if os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")
                                     else "cython")
+
+
+def _fetch_body(checksums_ok: list[bool]) -> bytes:
+    """A GetMessageResponseB2C: per True a 100-byte message (with attributes every other one), per False
+    a bad-checksum message whose payload is too short for its attribute flag (dropped, or an error
+    with verify=False)."""
+    raws = []
+    for i, ok in enumerate(checksums_ok):
+        if ok:
+            payload = _codec_py.encode_payload(bytes(range(100)), "$msgType$=o,region=sh" if i % 2 else None)
+            raws.append(_codec_py.encode_transfered_message(1000 + i, _codec_py.crc32(payload), payload, i % 2))
+        else:
+            raws.append(_codec_py.encode_transfered_message(1000 + i, 1, b"\x00\x01", 1))
+    head = broker_pb.GetMessageResponseB2C(success=True, errCode=200, errMsg="OK!", currOffset=300,
+                                           maxOffset=900).SerializeToString()
+    return head + _codec_py.wrap_repeated(4, raws)
+
+
+def test_decoded_messages_own_their_references(impl: ModuleType) -> None:
+    """Decoded messages and their list: no reference gained or lost, usable after drops and collections."""
+    topic = "refcount-topic"
+    p = impl.Partition(1, "h", 2, topic, 3)
+    oks = [True, False, True, True, False, True]
+    body = _fetch_body(oks)
+    before = (sys.getrefcount(topic), sys.getrefcount(p), sys.getrefcount(impl.Message))
+    for i in range(300):
+        r = impl.decode_get_message_response(body, topic, p)
+        if i % 50 == 0:
+            gc.collect()  # the collector walks the list and the messages
+        assert r.dropped == 2 and len(r.messages) == 4
+        assert [m.message_id for m in r.messages] == [1000, 1002, 1003, 1005]
+        assert [m.offset for m in r.messages] == [300, 356, 384, 440]
+        assert all(m.topic is topic and m.partition is p for m in r.messages)
+        assert [m.stream_id for m in r.messages] == [None, None, "o", "o"]
+        r.messages.append("x")  # an ordinary list after the size was cut
+        r.messages.extend(r.messages[:2])
+        assert len(r.messages) == 7 and r.messages[4] == "x" and r.messages[5] is r.messages[0]
+        with pytest.raises(DecodeError):
+            impl.decode_get_message_response(body, topic, p, verify=False)  # fails mid-list
+        del r
+    gc.collect()
+    assert (sys.getrefcount(topic), sys.getrefcount(p), sys.getrefcount(impl.Message)) == before
+    s = impl.decode_send_response(broker_pb.SendMessageResponseB2P(
+        success=True, errCode=200, errMsg="ok", messageId=7, appendTime=1700000000000, appendOffset=280,
+    ).SerializeToString())
+    assert s == impl.SendResponse(True, 200, "ok", 7, 1700000000000, 280, False)
+    assert pickle.loads(pickle.dumps(s)) == s and copy.copy(s) == s
