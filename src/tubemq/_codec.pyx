@@ -18,7 +18,6 @@ from cpython.long cimport PyLong_CheckExact
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
@@ -81,6 +80,8 @@ cdef extern from "Python.h":
     Py_ssize_t PyObject_LengthHint(object o, Py_ssize_t default) except -1
     bint PyTuple_CheckExact(object o)
     void Py_SET_SIZE(object o, Py_ssize_t size)
+    void Py_DECREF(PyObject* o)
+    void Py_INCREF(PyObject* o)
 
 cdef extern from *:
     """
@@ -839,9 +840,6 @@ cdef Py_ssize_t _PRESIZE_PAD = 2048
 
 cdef extern from "Python.h":
     int _PyBytes_Resize(PyObject** bytes, Py_ssize_t newsize) except -1
-    void Py_SET_SIZE(object o, Py_ssize_t size)
-    void Py_DECREF(PyObject* o)
-    void Py_INCREF(PyObject* o)
 
 
 cdef class FrameDecoder:
