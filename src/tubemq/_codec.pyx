@@ -1744,10 +1744,11 @@ cdef extern from *:
     /* A Message taken straight from the freelist Cython keeps for it (@cython.freelist), each field
        written once. Cython's own construction (tp_new) zero-fills the object, stores None in every
        field, and each assignment then swaps the None out again. The freelist's names are Cython's
-       own: used only with the Cython minor version this was checked against (3.3), else the
-       macro gives NULL and the caller takes Cython's path. Expanded inside functions, after
+       own: used only with the Cython releases this was built and tested with (3.3.0, 3.3.1), so a
+       later release that renames them builds Cython's path instead of failing to compile; elsewhere
+       the macro gives NULL and the caller takes Cython's path. Expanded inside functions, after
        Cython's declarations. */
-    #if defined(CYTHON_HEX_VERSION) && CYTHON_HEX_VERSION >= 0x03030000 && CYTHON_HEX_VERSION < 0x03040000 \
+    #if defined(CYTHON_HEX_VERSION) && CYTHON_HEX_VERSION >= 0x03030000 && CYTHON_HEX_VERSION < 0x03030200 \
         && CYTHON_USE_FREELISTS && CYTHON_COMPILING_IN_CPYTHON && !CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
     #define TQ_MSG_POP() (__pyx_mstate_global->__pyx_freecount_6tubemq_6_codec_Message > 0 \
         ? (PyObject *)__pyx_mstate_global->__pyx_freelist_6tubemq_6_codec_Message[ \
