@@ -267,33 +267,23 @@ def test_read_schema_and_ddl() -> None:
 
 
 def test_user_schema_may_name_a_subset_of_the_columns() -> None:
-    from pyspark.sql.types import (
-        BinaryType,
-        IntegerType,
-        LongType,
-        MapType,
-        StringType,
-        StructField,
-        StructType,
-    )
-
-    from tubemq.spark.schema import check_read_schema, read_schema
+    from tubemq.spark.schema import check_read_schema, read_schema, struct_of
 
     check_read_schema(read_schema(False), False)
     check_read_schema(read_schema(True), False)  # naming attributes is enough, the option is not needed
-    check_read_schema(StructType([StructField("OFFSET", LongType()), StructField("value", BinaryType())]), False)
-    check_read_schema(StructType([StructField("attributes", MapType(StringType(), StringType()))]), False)
+    check_read_schema(struct_of([("OFFSET", "bigint"), ("value", "binary")]), False)
+    check_read_schema(struct_of([("attributes", "map<string,string>")]), False)
     cases = [
-        (StructType([StructField("value", StringType())]), "column 'value' is BINARY, not STRING"),
-        (StructType([StructField("key", BinaryType())]), "unknown column 'key'"),
-        (StructType([StructField("value", BinaryType()), StructField("Value", BinaryType())]), "appears twice"),
-        (StructType([StructField("broker_id", LongType())]), "is INT, not BIGINT"),
-        (StructType([]), "at least one column"),
+        ([("value", "string")], "column 'value' is BINARY, not STRING"),
+        ([("key", "binary")], "unknown column 'key'"),
+        ([("value", "binary"), ("Value", "binary")], "appears twice"),
+        ([("broker_id", "bigint")], "is INT, not BIGINT"),
+        ([], "at least one column"),
     ]
-    for schema, text in cases:
-        err = config_error(check_read_schema, schema, False)
+    for columns, text in cases:
+        err = config_error(check_read_schema, struct_of(columns), False)
         assert err.field == "schema" and text in str(err), str(err)
-    assert "partition_id INT" in str(config_error(check_read_schema, StructType([StructField("x", IntegerType())]), False))
+    assert "partition_id INT" in str(config_error(check_read_schema, struct_of([("x", "int")]), False))
 
 
 def test_arrow_builder_builds_only_the_named_columns_in_their_order() -> None:
