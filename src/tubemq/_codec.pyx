@@ -1676,7 +1676,21 @@ def parse_topic_info(topic_infos, brokers, *, max_partitions=DEFAULT_MAX_PARTITI
 # messages
 
 
-_MSG_FIELDS = frozenset(("topic", "data", "stream_id", "msg_time", "message_id", "flag", "partition", "offset"))
+# the fields Message.__setattr__ writes, in the order of its dispatch
+cdef tuple _MSG_FIELDS = ("topic", "data", "stream_id", "msg_time", "message_id", "flag", "partition", "offset")
+
+
+cdef inline int _msg_field(object name):
+    """Index of ``name`` in _MSG_FIELDS, or -1: by identity first (attribute names in code are interned,
+    as are these), then by value (a name built at run time)."""
+    cdef int i
+    for i in range(8):
+        if <PyObject*>name == PyTuple_GET_ITEM(_MSG_FIELDS, i):
+            return i
+    for i in range(8):
+        if name == <object>PyTuple_GET_ITEM(_MSG_FIELDS, i):
+            return i
+    return -1
 
 
 cdef inline void _track(object o) noexcept:
@@ -1716,28 +1730,29 @@ cdef class Message:
 
     def __setattr__(self, name, value):
         _track(self)
-        if name == "topic":
+        cdef int i = _msg_field(name)
+        if i == 0:
             self.topic = value
-        elif name == "data":
+        elif i == 1:
             self.data = value
-        elif name == "stream_id":
+        elif i == 2:
             self.stream_id = value
-        elif name == "msg_time":
+        elif i == 3:
             self.msg_time = value
-        elif name == "message_id":
+        elif i == 4:
             self.message_id = value
-        elif name == "flag":
+        elif i == 5:
             self.flag = value
-        elif name == "partition":
+        elif i == 6:
             self.partition = value
-        elif name == "offset":
+        elif i == 7:
             self.offset = value
         else:  # attributes (its setter), a subclass's own attributes, or AttributeError
             PyObject_GenericSetAttr(self, name, <PyObject*>value)
 
     def __delattr__(self, name):
         # as before the fields became readonly: deleting one sets it to None
-        if name in _MSG_FIELDS:
+        if _msg_field(name) >= 0:
             setattr(self, name, None)
         else:
             PyObject_GenericSetAttr(self, name, NULL)
@@ -1830,12 +1845,16 @@ cdef extern from *:
        bytes, int, None), or a tuple (exact, or a subclass without a __dict__, as NamedTuples are)
        holding only such values. The decoder checks what its caller passes (topic, partition) with
        this before it builds messages untracked. */
+    static inline int tq_is_gc(PyObject *o) {  /* PyObject_IS_GC without the function call */
+        PyTypeObject *t = Py_TYPE(o);
+        return PyType_IS_GC(t) && (t->tp_is_gc == NULL || t->tp_is_gc(o));
+    }
     static int tq_atomic(PyObject *o) {
         Py_ssize_t i;
-        if (!PyObject_IS_GC(o)) return 1;
+        if (!tq_is_gc(o)) return 1;
         if (!PyTuple_Check(o) || Py_TYPE(o)->tp_dictoffset != 0) return 0;
         for (i = 0; i < PyTuple_GET_SIZE(o); i++)
-            if (PyObject_IS_GC(PyTuple_GET_ITEM(o, i))) return 0;
+            if (tq_is_gc(PyTuple_GET_ITEM(o, i))) return 0;
         return 1;
     }
     """

@@ -155,6 +155,13 @@ def test_any_field_write_tracks_and_its_cycles_are_collected(impl: ModuleType, f
     setattr(m, field, 5)  # even an atomic value: tracked again (one rule, nothing to reason about)
     assert gc.is_tracked(m) and getattr(m, field) == 5
 
+    def via_built_name(s: Sentinel) -> None:
+        m = _decoded(impl)[3]
+        setattr(m, "".join(list(field)), [m, s])  # a name made at run time, not the interned one
+        assert gc.is_tracked(m)
+
+    _assert_collected(via_built_name)
+
 
 def test_writes_cannot_bypass_the_tracking(impl: ModuleType) -> None:
     if impl is _codec_py:
