@@ -1846,11 +1846,21 @@ cdef extern from *:
        holding only such values. The decoder checks what its caller passes (topic, partition) with
        this before it builds messages untracked. */
     static inline int tq_is_gc(PyObject *o) {  /* PyObject_IS_GC without the function call */
+    #if defined(PYPY_VERSION) || defined(Py_LIMITED_API)
+        return PyObject_IS_GC(o);
+    #else
         PyTypeObject *t = Py_TYPE(o);
         return PyType_IS_GC(t) && (t->tp_is_gc == NULL || t->tp_is_gc(o));
+    #endif
     }
     static int tq_atomic(PyObject *o) {
         Py_ssize_t i;
+    #ifdef Py_GIL_DISABLED
+        /* free-threaded: messages stay tracked (two threads writing one message could both find it
+           untracked and track it twice) */
+        (void)o; (void)i;
+        return 0;
+    #endif
         if (!tq_is_gc(o)) return 1;
         if (!PyTuple_Check(o) || Py_TYPE(o)->tp_dictoffset != 0) return 0;
         for (i = 0; i < PyTuple_GET_SIZE(o); i++)
