@@ -8,16 +8,19 @@ from libc.stdint cimport uint32_t
 
 
 cdef class Message:
-    """A consumed (or to-be-sent) message; same attributes as tubemq._codec_py.Message."""
-    cdef public object topic
-    cdef public object data
+    """A consumed (or to-be-sent) message; same attributes as tubemq._codec_py.Message.
+
+    The fields are readonly to Python: every write goes through Message.__setattr__, which puts a
+    message the decoder left untracked by the collector back under its watch first."""
+    cdef readonly object topic
+    cdef readonly object data
     cdef object _attributes  # None until read: messages without attributes skip an empty dict
-    cdef public object stream_id
-    cdef public object msg_time
-    cdef public object message_id
-    cdef public object flag
-    cdef public object partition
-    cdef public object offset
+    cdef readonly object stream_id
+    cdef readonly object msg_time
+    cdef readonly object message_id
+    cdef readonly object flag
+    cdef readonly object partition
+    cdef readonly object offset
 
 
 cdef class FrameDecoder:
@@ -52,4 +55,4 @@ cdef class FrameDecoder:
 cdef uint32_t c_crc32(const unsigned char* p, Py_ssize_t n) noexcept nogil
 cdef bytes c_encode_frame(uint32_t serial, const char* payload, Py_ssize_t n)
 cdef Message c_new_message(object topic, object data, object attributes, object stream_id, object msg_time,
-                           object message_id, object flag, object partition, object offset)
+                           object message_id, object flag, object partition, object offset, bint track=*)

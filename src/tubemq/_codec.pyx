@@ -77,6 +77,8 @@ cdef extern from "Python.h":
     bint PyDict_CheckExact(object o)
     void PyObject_GC_UnTrack(object o)
     void PyObject_GC_Track(object o)
+    bint PyObject_GC_IsTracked(object o)
+    int PyObject_GenericSetAttr(object o, object name, PyObject* value) except -1
     Py_ssize_t PyObject_LengthHint(object o, Py_ssize_t default) except -1
     bint PyTuple_CheckExact(object o)
     void Py_SET_SIZE(object o, Py_ssize_t size)
@@ -1674,6 +1676,29 @@ def parse_topic_info(topic_infos, brokers, *, max_partitions=DEFAULT_MAX_PARTITI
 # messages
 
 
+# the fields Message.__setattr__ writes, in the order of its dispatch
+cdef tuple _MSG_FIELDS = ("topic", "data", "stream_id", "msg_time", "message_id", "flag", "partition", "offset")
+
+
+cdef inline int _msg_field(object name):
+    """Index of ``name`` in _MSG_FIELDS, or -1: by identity first (attribute names in code are interned,
+    as are these), then by value (a name built at run time)."""
+    cdef int i
+    for i in range(8):
+        if <PyObject*>name == PyTuple_GET_ITEM(_MSG_FIELDS, i):
+            return i
+    for i in range(8):
+        if name == <object>PyTuple_GET_ITEM(_MSG_FIELDS, i):
+            return i
+    return -1
+
+
+cdef inline void _track(object o) noexcept:
+    """Put an object the decoder left untracked back under the collector (no-op when tracked)."""
+    if not PyObject_GC_IsTracked(o):
+        PyObject_GC_Track(o)
+
+
 @cython.freelist(256)
 cdef class Message:
     """A consumed (or to-be-sent) message.
@@ -1683,8 +1708,16 @@ cdef class Message:
     when the partition does not share its store with siblings (§4.10).
     """
 
+    # Collector: the decoder builds messages untracked when every field is atomic (str, bytes, int,
+    # None, a tuple of those) or a dict of str only it holds, like CPython's untracked tuples and
+    # dicts: no cycle can pass through them, so a collection never visits them. A message is tracked
+    # again before anything could make it part of a cycle: any field write (__setattr__: the fields
+    # are readonly descriptors, so nothing writes around it), __init__ called again, and any access to
+    # ``attributes`` (it hands out the mutable dict).
+
     def __init__(self, topic, data, attributes=None, stream_id=None, msg_time=None, message_id=0, flag=0,
                  partition=None, offset=-1):
+        _track(self)
         self.topic = topic
         self.data = data
         self._attributes = attributes
@@ -1694,6 +1727,35 @@ cdef class Message:
         self.flag = flag
         self.partition = partition
         self.offset = offset
+
+    def __setattr__(self, name, value):
+        _track(self)
+        cdef int i = _msg_field(name)
+        if i == 0:
+            self.topic = value
+        elif i == 1:
+            self.data = value
+        elif i == 2:
+            self.stream_id = value
+        elif i == 3:
+            self.msg_time = value
+        elif i == 4:
+            self.message_id = value
+        elif i == 5:
+            self.flag = value
+        elif i == 6:
+            self.partition = value
+        elif i == 7:
+            self.offset = value
+        else:  # attributes (its setter), a subclass's own attributes, or AttributeError
+            PyObject_GenericSetAttr(self, name, <PyObject*>value)
+
+    def __delattr__(self, name):
+        # as before the fields became readonly: deleting one sets it to None
+        if _msg_field(name) >= 0:
+            setattr(self, name, None)
+        else:
+            PyObject_GenericSetAttr(self, name, NULL)
 
     @property
     def value(self):
@@ -1708,12 +1770,14 @@ cdef class Message:
     @property
     def attributes(self):
         """The message's attributes; the empty dict of a message without any is made on first use."""
+        _track(self)  # the caller gets the mutable dict: it could store the message in it
         if self._attributes is None:
             self._attributes = {}
         return self._attributes
 
     @attributes.setter
     def attributes(self, value):
+        _track(self)
         self._attributes = value if value is not None else {}
 
     def __repr__(self):
@@ -1765,29 +1829,60 @@ cdef extern from *:
         - offsetof(struct __pyx_obj_6tubemq_6_codec_Message, topic) == 8 * sizeof(PyObject *))
     /* what Cython's tp_new does with a freelist entry, minus the zero-fill and the Nones; the one
        reference is the caller's */
-    static inline PyObject *tq_msg_init(PyObject *o, PyTypeObject *t, PyObject **fields, PyObject *const *vals) {
+    static inline PyObject *tq_msg_init(PyObject *o, PyTypeObject *t, PyObject **fields, PyObject *const *vals,
+                                        int track) {
         int i;
     #if TQ_MSG_TYPE_SPECS
         Py_DECREF(Py_TYPE(o));  /* the freelist entry kept its type's reference */
     #endif
         (void)PyObject_INIT(o, t);
         for (i = 0; i < 9; i++) { Py_INCREF(vals[i]); fields[i] = vals[i]; }
-        PyObject_GC_Track(o);
+        if (track) PyObject_GC_Track(o);
         return o;
     }
-    #define TQ_MSG_NEW(o, t, vals) tq_msg_init((o), (t), TQ_MSG_FIELDS(o), (vals))
+    #define TQ_MSG_NEW(o, t, vals, track) tq_msg_init((o), (t), TQ_MSG_FIELDS(o), (vals), (track))
+    /* Whether a field value can never lead back to a message: not a collector object at all (str,
+       bytes, int, None), or a tuple (exact, or a subclass without a __dict__, as NamedTuples are)
+       holding only such values. The decoder checks what its caller passes (topic, partition) with
+       this before it builds messages untracked. */
+    static inline int tq_is_gc(PyObject *o) {  /* PyObject_IS_GC without the function call */
+    #if defined(PYPY_VERSION) || defined(Py_LIMITED_API)
+        return PyObject_IS_GC(o);
+    #else
+        PyTypeObject *t = Py_TYPE(o);
+        return PyType_IS_GC(t) && (t->tp_is_gc == NULL || t->tp_is_gc(o));
+    #endif
+    }
+    static int tq_atomic(PyObject *o) {
+        Py_ssize_t i;
+    #ifdef Py_GIL_DISABLED
+        /* free-threaded: messages stay tracked (two threads writing one message could both find it
+           untracked and track it twice) */
+        (void)o; (void)i;
+        return 0;
+    #endif
+        if (!tq_is_gc(o)) return 1;
+        if (!PyTuple_Check(o) || Py_TYPE(o)->tp_dictoffset != 0) return 0;
+        for (i = 0; i < PyTuple_GET_SIZE(o); i++)
+            if (tq_is_gc(PyTuple_GET_ITEM(o, i))) return 0;
+        return 1;
+    }
     """
     PyObject* TQ_MSG_POP()
     bint TQ_MSG_LAYOUT_OK
-    Message TQ_MSG_NEW(PyObject* o, PyTypeObject* t, PyObject** vals)
+    Message TQ_MSG_NEW(PyObject* o, PyTypeObject* t, PyObject** vals, bint track)
+    bint tq_atomic(object o)
 
 
 cdef bint _MSG_DIRECT = TQ_MSG_LAYOUT_OK
 
 
 cdef Message c_new_message(object topic, object data, object attributes, object stream_id, object msg_time,
-                           object message_id, object flag, object partition, object offset):
-    """Build a Message without argument parsing (the decode hot path)."""
+                           object message_id, object flag, object partition, object offset, bint track=True):
+    """Build a Message without argument parsing (the decode hot path).
+
+    ``track=False`` leaves it untracked by the collector: only for fields that satisfy tq_atomic, and
+    an attribute dict of str that nothing else refers to (see the comment in Message)."""
     cdef PyObject* o = TQ_MSG_POP() if _MSG_DIRECT else NULL
     cdef PyObject* vals[9]
     if o != NULL:
@@ -1800,7 +1895,7 @@ cdef Message c_new_message(object topic, object data, object attributes, object 
         vals[6] = <PyObject*>flag
         vals[7] = <PyObject*>partition
         vals[8] = <PyObject*>offset
-        return TQ_MSG_NEW(o, <PyTypeObject*>Message, vals)
+        return TQ_MSG_NEW(o, <PyTypeObject*>Message, vals, track)
     cdef Message m = Message.__new__(Message)
     m.topic = topic
     m.data = data
@@ -1811,6 +1906,8 @@ cdef Message c_new_message(object topic, object data, object attributes, object 
     m.flag = flag
     m.partition = partition
     m.offset = offset
+    if not track:
+        PyObject_GC_UnTrack(m)
     return m
 
 
@@ -1820,8 +1917,11 @@ cdef inline object _dict_get(dict d, str key):
 
 
 cdef object _build_message(const unsigned char* p, Py_ssize_t n, int64_t mid, int32_t flag, object topic,
-                           object partition, object offset, bint strict):
-    """Payload -> Message (attributes split off); None when malformed and not ``strict``."""
+                           object partition, object offset, bint strict, bint track):
+    """Payload -> Message (attributes split off); None when malformed and not ``strict``.
+
+    ``track=False`` builds it untracked: the caller checked topic, partition and offset with tq_atomic;
+    the rest is bytes, ints and a fresh dict of str."""
     cdef Py_ssize_t astart = 0, alen = -1
     cdef dict attrs
     if _split(p, n, flag, &astart, &alen):
@@ -1830,10 +1930,11 @@ cdef object _build_message(const unsigned char* p, Py_ssize_t n, int64_t mid, in
         return None
     if alen < 0:
         return c_new_message(topic, PyBytes_FromStringAndSize(<const char*>p, n), None, None, None,
-                             mid, flag, partition, offset)
+                             mid, flag, partition, offset, track)
     attrs = _attrs_utf8(p + 4, alen)
     return c_new_message(topic, PyBytes_FromStringAndSize(<const char*>p + 4 + alen, n - 4 - alen), attrs,
-                         _dict_get(attrs, _TYPE_KEY), _dict_get(attrs, _TIME_KEY), mid, flag, partition, offset)
+                         _dict_get(attrs, _TYPE_KEY), _dict_get(attrs, _TIME_KEY), mid, flag, partition, offset,
+                         track)
 
 
 def decode_message(raw, topic, partition=None, offset=-1):
@@ -1847,7 +1948,8 @@ def decode_message(raw, topic, partition=None, offset=-1):
     try:
         if _crc(b.p, b.n) != checksum:
             return None
-        return _build_message(b.p, b.n, mid, <int32_t>flag, topic, partition, offset, False)
+        return _build_message(b.p, b.n, mid, <int32_t>flag, topic, partition, offset, False,
+                              not (tq_atomic(topic) and tq_atomic(partition) and tq_atomic(offset)))
     finally:
         _release(&b, &buf)
 
@@ -2024,6 +2126,8 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
     cdef RawRef* refs = stack_refs
     cdef RawRef* nr
     cdef RawRef* r
+    # messages are built untracked by the collector when the caller's topic and partition are atomic
+    cdef bint track = not (tq_atomic(topic) and tq_atomic(partition))
     _get(body, &b, &buf)
     try:
         while _next(b.p, &q, b.n, &f):
@@ -2085,9 +2189,9 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
                 if <int64_t>_crc(r.payload, r.plen) != r.cs:
                     m = None
                 else:
-                    m = _build_message(r.payload, r.plen, r.mid, r.flag, topic, partition, offset, False)
+                    m = _build_message(r.payload, r.plen, r.mid, r.flag, topic, partition, offset, False, track)
             else:
-                m = _build_message(r.payload, r.plen, r.mid, r.flag, topic, partition, offset, True)
+                m = _build_message(r.payload, r.plen, r.mid, r.flag, topic, partition, offset, True, track)
             if m is None:
                 dropped += 1
             else:
