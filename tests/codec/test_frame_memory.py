@@ -13,7 +13,8 @@ from types import ModuleType
 
 import pytest
 
-SRC = pathlib.Path(__file__).resolve().parents[2] / "src"
+import tubemq
+
 BLOCK = 8192
 
 
@@ -85,7 +86,8 @@ def test_large_frames_across_reads_do_not_fault_in_fresh_memory() -> None:
     The bound is the Cython decoder's: the twin copies every read into a bytearray it trims (~30 faults
     per frame from glibc's heap trimming, measured and left alone; it is the ~10x slower fallback)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
-    env["PYTHONPATH"] = str(SRC)
+    # the tubemq this test runs against (in place in a checkout, site-packages after pip install)
+    env["PYTHONPATH"] = str(pathlib.Path(tubemq.__file__).resolve().parents[1])
     env.pop("TUBEMQ_NO_EXTENSIONS", None)
     out = subprocess.run([sys.executable, "-c", _FAULTS_PER_FRAME, "cython"], env=env,
                          capture_output=True, text=True, timeout=120)
