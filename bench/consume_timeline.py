@@ -62,26 +62,27 @@ def drain(args: argparse.Namespace) -> float:
                             "fetch_concurrency": args.fetch_concurrency,
                             "prefetch_batches": max(4, 2 * args.fetch_concurrency), "iter_timeout_ms": 60000}
     got, t0 = 0, 0.0
+
+    def arrived() -> bool:
+        """Count one message (the clock and the timeline start at the first); True when enough."""
+        nonlocal got, t0
+        if not got:
+            t0 = now()
+            events.clear()
+        got += 1
+        return got >= args.messages
+
     if args.api == "sync":
         with tubemq.Consumer(args.master, **opts) as c:
             for _ in c:
-                if not got:
-                    t0 = now()
-                    events.clear()
-                got += 1
-                if got >= args.messages:
+                if arrived():
                     break
         return got / (now() - t0)
 
     async def main() -> float:
-        nonlocal got, t0
         async with tubemq.aio.Consumer(args.master, **opts) as c:
             async for _ in c:
-                if not got:
-                    t0 = now()
-                    events.clear()
-                got += 1
-                if got >= args.messages:
+                if arrived():
                     break
         return got / (now() - t0)
 

@@ -392,7 +392,6 @@ class NotTubeMQPortError(FrameError):
     address is wrong, so retrying it cannot help."""
 
 
-
 class ServerBindError(TubeMQError, OSError):
     """An embedded server listener could not bind its port (in use, not permitted, no such address).
 

@@ -30,10 +30,10 @@ def _watch_stdin() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tubemq.errors import ConfigError, ServerBindError
-    from tubemq.server import ServerConfig, run_foreground
+    from tubemq.errors import ConfigError
+    from tubemq.server import ServerConfig
 
-    from .common import port_in_use_status
+    from .common import run_server_foreground
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -48,11 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bad server config: {exc}", file=sys.stderr)
         return 2
     threading.Thread(target=_watch_stdin, name="tubemq-parent-watch", daemon=True).start()
-    try:
-        code = run_foreground(config)
-    except ServerBindError as exc:  # the parent picks other ports on EXIT_PORT_IN_USE
-        print(f"cannot start the server: {exc}", file=sys.stderr)
-        return port_in_use_status(exc)
+    code = run_server_foreground(config)  # EXIT_PORT_IN_USE: the parent picks other ports
     if cleanup and _orphaned.is_set():
         # the parent died without cleaning up its temporary directory: do it for it
         shutil.rmtree(cleanup, ignore_errors=True)

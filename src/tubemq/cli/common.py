@@ -288,6 +288,19 @@ def port_in_use_status(exc: OSError) -> int:
     return EXIT_PORT_IN_USE if exc.errno == errno.EADDRINUSE else EXIT_FAILURE
 
 
+def run_server_foreground(config: Any) -> int:
+    """Run an embedded server (a ``ServerConfig``) until stopped; a port it cannot bind is one line on
+    stderr and the exit status of :func:`port_in_use_status` (``python -m tubemq.server``, child servers)."""
+    from tubemq.errors import ServerBindError
+    from tubemq.server import run_foreground
+
+    try:
+        return run_foreground(config)
+    except ServerBindError as exc:  # names role and port; whoever picked the port may pick another
+        print(f"cannot start the server: {exc}", file=sys.stderr)
+        return port_in_use_status(exc)
+
+
 #: Starts of a server process on freshly picked ports before start_on_free_ports gives up.
 PORT_ATTEMPTS = 5
 

@@ -6,8 +6,7 @@ import argparse
 import logging
 import sys
 
-from ..errors import ConfigError, ServerBindError
-from .cluster import run_foreground
+from ..errors import ConfigError
 from .config import FLUSH_POLICIES, ServerConfig
 
 
@@ -52,13 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"bad option: {exc}", file=sys.stderr)
         return 2
-    try:
-        return run_foreground(config)
-    except ServerBindError as exc:  # one line, and the exit status of `tubemq serve` for it
-        from ..cli.common import port_in_use_status
+    from ..cli.common import run_server_foreground  # one line and `tubemq serve`'s status on a taken port
 
-        print(f"cannot start the server: {exc}", file=sys.stderr)
-        return port_in_use_status(exc)
+    return run_server_foreground(config)
 
 
 if __name__ == "__main__":
