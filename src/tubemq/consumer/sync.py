@@ -1,9 +1,9 @@
 """``tubemq.Consumer``: the blocking facade over :class:`tubemq.aio.Consumer`.
 
-The asyncio consumer runs on the shared event-loop thread (:class:`~tubemq._sync.Portal`) and
+The asyncio consumer runs on the shared event-loop thread (:class:`~tubemq._bridge.Portal`) and
 implements everything; this class only forwards. Rebalance hooks given as plain functions run on a
 worker thread (so they may call this consumer's blocking methods); a push listener runs on one
-dispatcher thread per consumer (:class:`~tubemq._sync.Dispatcher`).
+dispatcher thread per consumer (:class:`~tubemq._bridge.Dispatcher`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._sync import Dispatcher, Facade, blocking, to_thread
+from .._bridge import Dispatcher, Facade, blocking, to_thread
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
 from ..errors import ClientClosedError, TubeMQError

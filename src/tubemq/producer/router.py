@@ -10,6 +10,7 @@ partitions sorted by (broker, partition id), and ignores shielding so one key st
 from __future__ import annotations
 
 import random
+import threading
 import zlib
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
@@ -45,6 +46,7 @@ class Router:
             raise ConfigError("partitioner", "must be 'round_robin', 'key_hash' or a callable")
         self.partitioner = partitioner
         self._counters: dict[str, int] = {}
+        self._lock = threading.Lock()  # round-robin steps from the loop thread and blocking senders
 
     def choose(
         self,
@@ -67,19 +69,20 @@ class Router:
             return chosen  # type: ignore[return-value]
         if key is not None:  # "key_hash" and "round_robin" both hash a given key
             return key_partition(key, partitions)
-        n = self._counters.get(topic)
-        if n is None:
-            n = random.randrange(1 << 30)
         size = len(partitions)
-        if excluded_brokers:
-            for _ in range(size):
-                n += 1
-                cand = partitions[n % size]
-                if cand.broker_id not in excluded_brokers:
-                    self._counters[topic] = n
-                    return cand
-        n += 1
-        self._counters[topic] = n
+        with self._lock:
+            n = self._counters.get(topic)
+            if n is None:
+                n = random.randrange(1 << 30)
+            if excluded_brokers:
+                for _ in range(size):
+                    n += 1
+                    cand = partitions[n % size]
+                    if cand.broker_id not in excluded_brokers:
+                        self._counters[topic] = n
+                        return cand
+            n += 1
+            self._counters[topic] = n
         return partitions[n % size]
 
 
