@@ -91,9 +91,8 @@ class BlockingChannel:
 
     def stale(self) -> bool:
         """True when the peer closed the connection (or sent something nobody asked for) while it was
-        idle: writing to it would only give an error after the fact."""
-        if time.monotonic() - self.last_used < _STALE_CHECK_AFTER:
-            return False
+        idle: writing to it would only give an error after the fact. One system call: callers ask
+        only after ``_STALE_CHECK_AFTER`` idle seconds."""
         sock = self.sock
         try:
             if not _PEEK_FLAGS & ~socket.MSG_PEEK:  # no MSG_DONTWAIT (Windows): ask select first

@@ -34,13 +34,16 @@ from ..net.loop import LoopThread
 from ..producer.core import RETRY, ProducerCore
 from ..producer.message import Job, SendCallback, check_callback, make_job, run_callback
 from ..types import SendResult
-from .channel import BlockingChannel, Unsent
+from .channel import _STALE_CHECK_AFTER, BlockingChannel, Unsent
 from .futures import SendFuture, Waiter
 
 if TYPE_CHECKING:
     from ..producer.aio import Producer as AsyncProducer
 
 log = logging.getLogger("tubemq.producer")
+
+_monotonic = time.monotonic
+_get_ident = threading.get_ident
 
 #: A submitter wakes the loop itself when the inbox was last drained longer ago than this (s).
 _MAX_DRAIN_DELAY = 0.002
@@ -74,7 +77,7 @@ class ProducerBridge:
         self._wire = 0  # jobs of this bridge accepted by the loop and not finished
         self._channels: weakref.WeakSet[BlockingChannel] = weakref.WeakSet()
         self._aborted = False
-        self.round_trips = 0  # messages whose round trip ran on the caller's thread (tests, debugging)
+        self._loop_ident = lt.thread.ident
         c = client.config
         self._connect_timeout = c.connect_timeout_ms / 1000.0
         self._rpc_timeout = c.rpc_timeout_ms / 1000.0
@@ -85,10 +88,11 @@ class ProducerBridge:
         self.core.ext_abort.append(self._abort)
 
     def _lane(self) -> _Lane:
-        lane: _Lane | None = getattr(self._local, "lane", None)
-        if lane is None:
+        try:
+            return self._local.lane  # type: ignore[no-any-return]
+        except AttributeError:
             lane = self._local.lane = _Lane()
-        return lane
+            return lane
 
     # ------------------------------------------------------------------ send_async
 
@@ -169,33 +173,35 @@ class ProducerBridge:
 
     def send(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None, stream_id: str | None,
              msg_time: Any, key: Any, timeout: float | None) -> SendResult:
-        if self.lt.in_loop_thread:
+        core = self.core
+        if _get_ident() == self._loop_ident:
             raise TubeMQError("Producer.send() would block the client's own event-loop thread (called from "
                               "a callback?): use send_async() there")
-        if self.core.closed:
+        if core.closed:
             raise ClientClosedError("producer is closed")
         job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
         wait = self.max_wait if timeout is None else max(timeout, 0.0)
-        deadline = time.monotonic() + wait
-        self.buffer.take(False)
+        deadline = _monotonic() + wait
+        buffer = self.buffer
+        buffer.take(False)
         lane = self._lane()
-        with lane.lock:
-            mine_pending = lane.pending
-        if not mine_pending:
+        # read without the lock: only this thread raises it and the loop only lowers it, so a stale
+        # value can only be too high, which sends the message through the loop (correct either way)
+        if not lane.pending:
             try:
                 result = self._round_trip(job, lane, deadline)
             except BaseException:
-                self.buffer.release()
+                buffer.release()
                 raise
             if result is not None:
-                self.buffer.release()
+                buffer.release()
                 return result
         # the loop's route: the slot now belongs to the job (released by _done)
         waiter = Waiter()
         job.fut = waiter
         self._submit(job)
         self._kick()
-        left = deadline - time.monotonic()
+        left = deadline - _monotonic()
         if not waiter.lock.acquire(True, min(max(left, 0.0), threading.TIMEOUT_MAX)):
             raise TubeMQTimeoutError(f"no answer for the message to topic {job.topic!r} within {wait:g} s "
                                      "(it may still be sent)")
@@ -204,29 +210,37 @@ class ProducerBridge:
         return waiter.result  # type: ignore[no-any-return]
 
     def _round_trip(self, job: Job, lane: _Lane, deadline: float) -> SendResult | None:
-        """Send ``job`` on this thread; None when it must take the loop's route (nothing was stored)."""
+        """Send ``job`` on this thread; None when it must take the loop's route (nothing was stored
+        by the attempts made here)."""
         core = self.core
         if not core.begin_external():
             raise ClientClosedError("producer is closed")
-        t0 = time.monotonic()
-        outcome: SendResult | BaseException | None = None
+        t0 = _monotonic()
+        first_attempt = job.attempt
+        written = 0
+        result: SendResult | None = None
+        failed = False
         try:
             while True:
                 part = core.route_now(job)
                 if part is None:
                     return None
-                channel = self._channel(lane, part.address)
-                if channel is None:
-                    return None
-                left = deadline - time.monotonic()
+                address = part.address
+                channel = lane.channels.get(address)
+                if channel is None or (t0 - channel.last_used >= _STALE_CHECK_AFTER and channel.stale()):
+                    channel = self._channel(lane, address, channel)
+                    if channel is None:
+                        return None
+                left = deadline - _monotonic()
                 if left <= 0:
-                    outcome = TubeMQTimeoutError(f"no answer for the message to topic {job.topic!r} in time")
-                    raise outcome
+                    failed = True
+                    raise TubeMQTimeoutError(f"no answer for the message to topic {job.topic!r} in time")
                 job.part = part
                 payload: bytes | None = None
                 error: BaseException | None = None
                 try:
-                    payload = channel.round_trip(core.build_frame, job, min(left, self._rpc_timeout))
+                    payload = channel.round_trip(core.build_frame, job, left if left < self._rpc_timeout
+                                                 else self._rpc_timeout)
                 except Unsent:
                     self._drop(lane, channel)
                     return None
@@ -236,28 +250,28 @@ class ProducerBridge:
                     if self._aborted:
                         error = ClientClosedError("producer closed before the broker answered; the message "
                                                   "may or may not be stored")
-                core.written_external(job)
+                written += 1
                 judged = core.judge(job, part, payload, error)
+                if type(judged) is SendResult:
+                    result = judged
+                    return result
                 if judged is RETRY:
-                    time.sleep(max(0.0, min(self._backoff, deadline - time.monotonic())))
+                    time.sleep(max(0.0, min(self._backoff, deadline - _monotonic())))
                     continue
-                outcome = judged  # type: ignore[assignment]
-                if isinstance(judged, SendResult):
-                    with self._lock:
-                        self.round_trips += 1
-                    return judged
+                failed = True
                 raise judged  # type: ignore[misc]
         finally:
-            core.end_external(outcome if isinstance(outcome, SendResult) else None, t0,
-                              failed=outcome is not None and not isinstance(outcome, SendResult))
+            core.end_external(job, result, t0, failed, written, first_attempt)
 
-    def _channel(self, lane: _Lane, address: str) -> BlockingChannel | None:
-        """This thread's channel to ``address`` (opened on first use); None if it cannot be opened."""
-        channel = lane.channels.get(address)
-        if channel is not None:
-            if not channel.stale():
-                return channel
-            self._drop(lane, channel)
+    @property
+    def round_trips(self) -> int:
+        """Messages acknowledged through a round trip on the caller's thread (tests, debugging)."""
+        return self.core.external_acknowledged
+
+    def _channel(self, lane: _Lane, address: str, dead: BlockingChannel | None) -> BlockingChannel | None:
+        """A new channel of this thread to ``address`` (replacing ``dead``); None if it cannot be opened."""
+        if dead is not None:
+            self._drop(lane, dead)
         if self.core.session.pool.is_backing_off(address):
             return None  # the loop's route waits for the broker (its connects back off)
         try:

@@ -86,9 +86,8 @@ class Producer:
 
     async def send(self, topic: str, data: bytes, *, attributes: Mapping[str, Any] | None = None,
                    stream_id: str | None = None, msg_time: Any = None, key: Any = None) -> SendResult:
-        """Send one message and wait for the broker's answer."""
-        fut = await self.send_async(topic, data, attributes=attributes, stream_id=stream_id, msg_time=msg_time,
-                                    key=key)
+        """Send one message and wait for the broker's answer (written at once, not batched)."""
+        fut = await self._queue(topic, data, attributes, stream_id, msg_time, key, None, True)
         return await fut
 
     #: aiokafka's name for the same thing (``await producer.send_and_wait(topic, value)``)
@@ -108,12 +107,17 @@ class Producer:
         ``future.add_done_callback`` (no extra loop callback per message); nobody needs to await the
         future then.
         """
+        return await self._queue(topic, data, attributes, stream_id, msg_time, key, callback, False)
+
+    async def _queue(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None, stream_id: str | None,
+                     msg_time: Any, key: Any, callback: SendCallback | None, now: bool) -> asyncio.Future[SendResult]:
         core = self._core
         if self._closed or not core.started:
             await self._ensure_started()
         job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
         if callback is not None:
             job.cb = check_callback(callback)
+        job.now = now
         await self._buffer.take_async()
         fut: asyncio.Future[SendResult] = core.loop.create_future()
         job.fut = fut

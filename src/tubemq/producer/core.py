@@ -105,6 +105,7 @@ class ProducerCore:
         self._ext_acked = 0
         self._ext_failed = 0
         self._ext_retried = 0
+        self._external_ok = False  # set at start: callers' threads may route (no TLS, no user partitioner)
         self.ext_abort: list[Callable[[], None]] = []
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._bg: set[asyncio.Task[Any]] = set()
@@ -162,6 +163,7 @@ class ProducerCore:
         await self.session.start(register_attempts=5)
         self.health.remember_pool()
         self.started = True
+        self._external_ok = not self.config.tls and not callable(self.router.partitioner)
 
     @property
     def outstanding(self) -> int:
@@ -411,6 +413,9 @@ class ProducerCore:
         try:
             if self._batch:  # accept_batch writes the batch itself
                 conn.start_call_cb(self._build, job, self.timeout_ms, self._answer, flush=False)
+            elif job.now:  # awaited alone: write it now (saves the loop a round before the write)
+                conn.start_call_cb(self._build, job, self.timeout_ms, self._answer, flush=False)
+                conn.flush_now()
             else:
                 conn.start_call_cb(self._build, job, self.timeout_ms, self._answer)
         except TubeMQError as exc:
@@ -516,7 +521,7 @@ class ProducerCore:
         """The partition for a round trip on the caller's thread, or None when the job must go through
         the loop instead: not started or closed, topic not published or without partitions, too
         large (the loop reports it), shielded brokers or a user partitioner (loop business), TLS."""
-        if not self.started or self.closed or self.config.tls or callable(self.router.partitioner):
+        if self.closed or not self._external_ok:
             return None
         session = self.session
         topic = job.topic
@@ -538,26 +543,33 @@ class ProducerCore:
             self._ext += 1
         return True
 
-    def written_external(self, job: Job) -> None:
-        """A caller's thread wrote one attempt of ``job`` (counters of the sent / retried messages)."""
-        with self._ext_lock:
-            if job.attempt:
-                self._ext_retried += 1
-            else:
-                self._ext_sent += 1
-                self._ext_bytes += job.size
-
-    def end_external(self, result: SendResult | None, t0: float, failed: bool) -> None:
+    def end_external(self, job: Job, result: SendResult | None, t0: float, failed: bool, written: int,
+                     first_attempt: int) -> None:
         """A send on a caller's thread ended: acknowledged (``result``), failed for good (``failed``),
-        or neither (handed over to the loop, which counts it from then on)."""
+        or neither (handed over to the loop, which counts it from then on); ``written`` attempts of it
+        went out from that thread, starting with attempt number ``first_attempt``."""
+        sample = False
         with self._ext_lock:
             self._ext -= 1
+            if written:
+                if first_attempt == 0:
+                    self._ext_sent += 1
+                    self._ext_bytes += job.size
+                    self._ext_retried += written - 1
+                else:
+                    self._ext_retried += written
             if result is not None:
-                self._ext_acked += 1
+                n = self._ext_acked = self._ext_acked + 1
+                sample = not n & _LATENCY_SAMPLE_MASK
             elif failed:
                 self._ext_failed += 1
-        if result is not None:
+        if sample:
             self._latency.observe(time.monotonic() - t0)
+
+    @property
+    def external_acknowledged(self) -> int:
+        """Messages acknowledged through round trips on callers' threads."""
+        return self._ext_acked
 
     # ------------------------------------------------------------------ pre-connect
 

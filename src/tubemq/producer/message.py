@@ -27,8 +27,8 @@ SendCallback = Callable[["SendResult | None", "BaseException | None"], Any]
 class Job:
     """One message on its way; ``done`` is called exactly once (the dispatcher's ``_finish`` sees to it)."""
 
-    __slots__ = ("attempt", "cb", "done", "finished", "flag", "fut", "key", "lane", "msg_time", "msg_type", "part",
-                 "payload", "size", "t0", "topic")
+    __slots__ = ("attempt", "cb", "done", "finished", "flag", "fut", "key", "lane", "msg_time", "msg_type", "now",
+                 "part", "payload", "size", "t0", "topic")
 
     def __init__(self, topic: str, payload: bytes, flag: int, size: int, msg_type: str | None,
                  msg_time: str | None, key: Any, done: Done | None) -> None:
@@ -47,6 +47,7 @@ class Job:
         self.attempt = 0
         self.t0 = 0.0
         self.finished = False
+        self.now = False  # someone awaits this one message: write it at once, not at the end of the loop round
 
 
 def check_callback(callback: Any) -> SendCallback:
