@@ -50,14 +50,16 @@ _MAX_DRAIN_DELAY = 0.002
 
 
 class _Lane:
-    """One thread's state in one producer: its ``send_async`` messages not finished yet (written by
-    the thread, counted down by the loop thread, both under ``lock``) and its broker channels."""
+    """One thread's state in one producer: its broker channels, and how many of its ``send_async``
+    messages are not finished yet, as two single-writer counters (``submitted``: this thread only;
+    ``finished``: the loop thread only), so neither side needs a lock: a stale ``finished`` read by
+    the thread is too low, never too high, which only sends a blocking send through the loop."""
 
-    __slots__ = ("__weakref__", "channels", "lock", "pending")
+    __slots__ = ("__weakref__", "channels", "finished", "submitted")
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.pending = 0
+        self.submitted = 0
+        self.finished = 0
         self.channels: dict[str, BlockingChannel] = {}
 
 
@@ -106,19 +108,19 @@ class ProducerBridge:
         fut: SendFuture[SendResult] = SendFuture()
         fut._kick = self._kick
         job.fut = fut
-        self.buffer.take(self.lt.in_loop_thread)
+        buffer = self.buffer
+        if not buffer.try_take():
+            buffer.take(_get_ident() == self._loop_ident)
         lane = job.lane = self._lane()
-        with lane.lock:
-            lane.pending += 1
+        lane.submitted += 1
         self._submit(job)
         return fut
 
     def _submit(self, job: Job) -> None:
         """Queue ``job`` for the loop thread (any thread; its buffer slot is taken)."""
-        now = time.monotonic()
         with self._lock:
             self._inbox.append(job)
-            if self._drain_scheduled or (self._wire and now - self._last_drain < _MAX_DRAIN_DELAY):
+            if self._drain_scheduled or (self._wire and _monotonic() - self._last_drain < _MAX_DRAIN_DELAY):
                 return
             self._drain_scheduled = True
         self._wake()
@@ -156,8 +158,7 @@ class ProducerBridge:
         self.buffer.release()
         lane = job.lane
         if lane is not None:
-            with lane.lock:
-                lane.pending -= 1
+            lane.finished += 1
         if job.cb is not None:
             run_callback(job, result, exc)
         job.fut._complete(result, exc)
@@ -185,9 +186,8 @@ class ProducerBridge:
         buffer = self.buffer
         buffer.take(False)
         lane = self._lane()
-        # read without the lock: only this thread raises it and the loop only lowers it, so a stale
-        # value can only be too high, which sends the message through the loop (correct either way)
-        if not lane.pending:
+        # this thread's own send_async messages must not be overtaken (see _Lane)
+        if lane.submitted == lane.finished:
             try:
                 result = self._round_trip(job, lane, deadline)
             except BaseException:

@@ -476,6 +476,20 @@ class ProducerCore:
             self.after_answer()
         if job.finished:
             return
+        if exc is None:  # the common case first: stored
+            try:
+                envelope = _decode_response(payload)
+                if not envelope.status:
+                    rsp = _decode_send(envelope.body)
+                    if rsp.success:
+                        part: codec.Partition = job.part  # type: ignore[assignment]
+                        if self.quality._failures:
+                            self.quality.success(part.broker_id)
+                        self._finish(job, SendResult(job.topic, part, rsp.message_id, rsp.append_time,
+                                                     rsp.append_offset, job.key), None)
+                        return
+            except DecodeError:
+                pass  # judge() reports it
         outcome = self.judge(job, job.part, payload, exc)  # type: ignore[arg-type]
         if outcome is RETRY:
             self.loop.call_later(self.config.retry_backoff_ms / 1000.0, self._requeue, job)

@@ -10,7 +10,6 @@ partitions sorted by (broker, partition id), and ignores shielding so one key st
 from __future__ import annotations
 
 import random
-import threading
 import zlib
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
@@ -45,8 +44,10 @@ class Router:
         if not callable(partitioner) and partitioner not in ("round_robin", "key_hash"):
             raise ConfigError("partitioner", "must be 'round_robin', 'key_hash' or a callable")
         self.partitioner = partitioner
+        # round-robin steps come from the loop thread and from blocking senders' threads without a
+        # lock: each dict read and write is atomic (also free-threaded); two concurrent steps may pick
+        # the same partition (a lost step), which changes the spread, never the correctness
         self._counters: dict[str, int] = {}
-        self._lock = threading.Lock()  # round-robin steps from the loop thread and blocking senders
 
     def choose(
         self,
@@ -70,19 +71,18 @@ class Router:
         if key is not None:  # "key_hash" and "round_robin" both hash a given key
             return key_partition(key, partitions)
         size = len(partitions)
-        with self._lock:
-            n = self._counters.get(topic)
-            if n is None:
-                n = random.randrange(1 << 30)
-            if excluded_brokers:
-                for _ in range(size):
-                    n += 1
-                    cand = partitions[n % size]
-                    if cand.broker_id not in excluded_brokers:
-                        self._counters[topic] = n
-                        return cand
-            n += 1
-            self._counters[topic] = n
+        n = self._counters.get(topic)
+        if n is None:
+            n = random.randrange(1 << 30)
+        if excluded_brokers:
+            for _ in range(size):
+                n += 1
+                cand = partitions[n % size]
+                if cand.broker_id not in excluded_brokers:
+                    self._counters[topic] = n
+                    return cand
+        n += 1
+        self._counters[topic] = n
         return partitions[n % size]
 
 
