@@ -115,13 +115,15 @@ class BlockingChannel:
         """
         self._serial = serial = (self._serial + 1) & _SERIAL_MASK
         frame = frame_for(serial, job)  # type: ignore[operator]
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
         sock = self.sock
         try:
-            self._set_timeout(timeout)
+            if timeout != self._timeout:
+                self._set_timeout(timeout)
             sock.sendall(frame, _SEND_FLAGS)
         except OSError as exc:
             raise Unsent(f"{self.address}: write failed: {exc}") from exc
+        self.last_used = start
         decoder = self._decoder
         view = self._view
         buf = self._buf
@@ -144,10 +146,9 @@ class BlockingChannel:
                 raise ConnectionLostError(f"{self.address}: malformed frame from peer: {exc}") from exc
             for got, payload in frames:
                 if got == serial:
-                    self.last_used = time.monotonic()
                     return payload
                 # an answer to an earlier request that timed out: late, ignored
-            left = deadline - time.monotonic()
+            left = start + timeout - time.monotonic()
             if left <= 0:
                 raise TubeMQTimeoutError(f"{self.address}: no answer to request serial {serial} within "
                                          f"{timeout:.1f} s")

@@ -182,14 +182,16 @@ class ProducerBridge:
             raise ClientClosedError("producer is closed")
         job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
         wait = self.max_wait if timeout is None else max(timeout, 0.0)
-        deadline = _monotonic() + wait
+        now = _monotonic()
+        deadline = now + wait
         buffer = self.buffer
-        buffer.take(False)
+        if not buffer.try_take():
+            buffer.take(False)
         lane = self._lane()
         # this thread's own send_async messages must not be overtaken (see _Lane)
         if lane.submitted == lane.finished:
             try:
-                result = self._round_trip(job, lane, deadline)
+                result = self._round_trip(job, lane, now, deadline)
             except BaseException:
                 buffer.release()
                 raise
@@ -209,13 +211,13 @@ class ProducerBridge:
             raise waiter.exc
         return waiter.result  # type: ignore[no-any-return]
 
-    def _round_trip(self, job: Job, lane: _Lane, deadline: float) -> SendResult | None:
+    def _round_trip(self, job: Job, lane: _Lane, t0: float, deadline: float) -> SendResult | None:
         """Send ``job`` on this thread; None when it must take the loop's route (nothing was stored
         by the attempts made here)."""
         core = self.core
         if not core.begin_external():
             raise ClientClosedError("producer is closed")
-        t0 = _monotonic()
+        now = t0
         first_attempt = job.attempt
         written = 0
         result: SendResult | None = None
@@ -227,11 +229,11 @@ class ProducerBridge:
                     return None
                 address = part.address
                 channel = lane.channels.get(address)
-                if channel is None or (t0 - channel.last_used >= _STALE_CHECK_AFTER and channel.stale()):
+                if channel is None or (now - channel.last_used >= _STALE_CHECK_AFTER and channel.stale()):
                     channel = self._channel(lane, address, channel)
                     if channel is None:
                         return None
-                left = deadline - _monotonic()
+                left = deadline - now
                 if left <= 0:
                     failed = True
                     raise TubeMQTimeoutError(f"no answer for the message to topic {job.topic!r} in time")
@@ -257,6 +259,7 @@ class ProducerBridge:
                     return result
                 if judged is RETRY:
                     time.sleep(max(0.0, min(self._backoff, deadline - _monotonic())))
+                    now = _monotonic()
                     continue
                 failed = True
                 raise judged  # type: ignore[misc]
