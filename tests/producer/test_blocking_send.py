@@ -234,3 +234,27 @@ def test_dead_broker_gives_a_typed_error_within_the_rpc_timeout(fake_cluster: An
         assert took < 30  # bounded (generous: a loaded machine), no hang
         assert p.send("demo", b"after").message_id > 0
         assert p.metrics()["counters"]["producer.unknown_outcome"] >= 1
+
+
+def test_blocking_round_trips_are_in_the_metrics(cluster: Any) -> None:
+    """Sends done on the callers' threads count like the loop's: sent / acknowledged / bytes / latency,
+    and their wire bytes in the broker's figures and the net.* counters."""
+    cluster.create_topic("bm", partitions=1)
+    with tubemq.Producer(cluster.master_address, **FAST) as p:
+        p.publish("bm")
+        before = p.metrics()
+        for _ in range(64):
+            p.send("bm", b"y" * 100)
+        m = p.metrics()
+        direct = p._bridge.round_trips
+    c, c0 = m["counters"], before["counters"]
+    assert direct == 64
+    assert c["producer.sent"] - c0["producer.sent"] == 64
+    assert c["producer.acknowledged"] - c0["producer.acknowledged"] == 64
+    assert c["producer.bytes_sent"] - c0["producer.bytes_sent"] == 64 * 100
+    assert c["producer.failed"] == c0["producer.failed"] and c["producer.accepted"] >= 64
+    assert m["latency"]["producer.send_latency"]["count"] >= 64 // 8
+    (address, broker), = m["brokers"].items()
+    assert broker["bytes_sent"] - before["brokers"][address]["bytes_sent"] > 64 * 100  # frames, not bodies
+    assert c["net.bytes_sent"] - c0["net.bytes_sent"] > 64 * 100
+    assert m["gauges"]["producer.outstanding"] == 0

@@ -53,8 +53,8 @@ class BlockingChannel:
     thread) only shuts the socket down, which makes a blocked read in the owner return at once.
     """
 
-    __slots__ = ("__weakref__", "_buf", "_decoder", "_serial", "_timeout", "_view", "address", "closed", "last_used",
-                 "sock")
+    __slots__ = ("__weakref__", "_buf", "_decoder", "_serial", "_timeout", "_view", "address", "bytes_received",
+                 "bytes_sent", "closed", "last_used", "sock")
 
     def __init__(self, address: str, connect_timeout: float, timeout: float,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
@@ -81,6 +81,9 @@ class BlockingChannel:
         self._view = memoryview(self._buf)
         self.closed = False
         self.last_used = time.monotonic()
+        # wire bytes (for metrics): written by the owner thread only, read by snapshots
+        self.bytes_sent = 0
+        self.bytes_received = 0
 
     def _set_timeout(self, seconds: float) -> None:
         if seconds != self._timeout:
@@ -124,6 +127,7 @@ class BlockingChannel:
         except OSError as exc:
             raise Unsent(f"{self.address}: write failed: {exc}") from exc
         self.last_used = start
+        self.bytes_sent += len(frame)
         decoder = self._decoder
         view = self._view
         buf = self._buf
@@ -137,6 +141,7 @@ class BlockingChannel:
                 raise ConnectionLostError(f"{self.address}: connection lost: {exc}") from exc
             if not n:
                 raise ConnectionLostError(f"{self.address}: connection closed by the peer")
+            self.bytes_received += n
             try:
                 frames = decoder.feed(view[:n])
             except FrameError as exc:

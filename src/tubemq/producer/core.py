@@ -107,6 +107,8 @@ class ProducerCore:
         self._ext_retried = 0
         self._external_ok = False  # set at start: callers' threads may route (no TLS, no user partitioner)
         self.ext_abort: list[Callable[[], None]] = []
+        #: per-broker figures of the callers' own connections (set by the bridge), for metrics
+        self.external_io: Callable[[str], dict[str, int]] = lambda address: {}
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._bg: set[asyncio.Task[Any]] = set()
         # hot-path counters: plain ints bumped on the loop thread, read by metrics snapshots
@@ -133,7 +135,8 @@ class ProducerCore:
         m.set_gauge("producer.outstanding", lambda: self.outstanding)
         m.set_gauge("producer.in_flight", lambda: len(self._inflight))
         m.set_gauge("producer.backlog", lambda: len(self._backlog))
-        self.health = SessionHealth(m, self.session, self._broker_addresses, self._broker_extra)
+        self.health = SessionHealth(m, self.session, self._broker_addresses, self._broker_extra,
+                                    lambda address: self.external_io(address))
 
     def _broker_addresses(self) -> dict[str, int]:
         """address -> broker id: brokers of the published topics, plus any being shielded."""
