@@ -258,3 +258,36 @@ def test_blocking_round_trips_are_in_the_metrics(cluster: Any) -> None:
     assert broker["bytes_sent"] - before["brokers"][address]["bytes_sent"] > 64 * 100  # frames, not bodies
     assert c["net.bytes_sent"] - c0["net.bytes_sent"] > 64 * 100
     assert m["gauges"]["producer.outstanding"] == 0
+
+
+def test_close_right_after_send_async_leaves_no_future_pending(cluster: Any) -> None:
+    """Threads queue send_async messages and the producer closes at once: every future ends, in
+    time, acknowledged or with a typed error (nothing stays queued between the threads and the loop)."""
+    cluster.create_topic("cq", partitions=2)
+    p = tubemq.Producer(cluster.master_address, **FAST)
+    p.send("cq", b"warm-up")
+    futures: list[Any] = []
+    lock = threading.Lock()
+    go = threading.Barrier(4)
+
+    def worker(t: int) -> None:
+        go.wait(10)
+        for i in range(500):
+            try:
+                f = p.send_async("cq", b"%d-%d" % (t, i))
+            except TubeMQError:
+                return  # refused once closed
+            with lock:
+                futures.append(f)
+
+    threads = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(3)]
+    for t in threads:
+        t.start()
+    go.wait(10)
+    time.sleep(0.01)
+    p.close(timeout=0)
+    for t in threads:
+        t.join(30)
+    outcomes = [f.exception(timeout=30) for f in futures]  # raises TimeoutError if one hangs
+    print(f"{len(futures)} queued, {sum(e is None for e in outcomes)} acknowledged before the close")
+    assert all(e is None or isinstance(e, TubeMQError) for e in outcomes)

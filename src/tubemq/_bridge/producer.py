@@ -170,7 +170,14 @@ class ProducerBridge:
             if drain:
                 self._drain_scheduled = True
         if drain:
-            self.loop.call_soon(self._drain)
+            try:
+                self.loop.call_soon(self._drain)
+            except RuntimeError:  # the loop is closed (see _wake): nothing is left to drain there
+                pass
+
+    def drain_now(self) -> None:
+        """Loop thread: hand over whatever is queued now (before a flush or close counts what is left)."""
+        self._drain()
 
     # ------------------------------------------------------------------ send (blocking)
 

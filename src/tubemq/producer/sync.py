@@ -77,11 +77,19 @@ class Producer(Facade[aio.Producer]):
         """Wait until every queued message is answered; returns the number still pending."""
         if self._portal.released:
             return 0
-        return self._portal.run(self._aio.flush(timeout))
+        return self._portal.run(self._flush(timeout))
 
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout``, default the RPC timeout), fail the rest, deregister. Idempotent."""
-        self._portal.close(self._aio.close(timeout))
+        self._portal.close(self._close(timeout))
+
+    async def _flush(self, timeout: float | None) -> int:
+        self._bridge.drain_now()  # messages still queued by threads count as pending too
+        return await self._aio.flush(timeout)
+
+    async def _close(self, timeout: float | None) -> None:
+        self._bridge.drain_now()
+        await self._aio.close(timeout)
 
 
 
