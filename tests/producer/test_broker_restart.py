@@ -9,61 +9,46 @@ acknowledged message is read back after the restart. The outage and recovery tim
 
 from __future__ import annotations
 
-import json
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import tubemq
+from tubemq.cli.admin import AdminClient
+from tubemq.cli.common import _wait_listening, start_on_free_ports
 from tubemq.errors import TubeMQError
 
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"server did not open port {port} within {timeout} s")
+#: how long a server start may take on a loaded machine (s)
+START_TIMEOUT = 60.0
 
 
 class ServerProcess:
-    """``python -m tubemq.server`` in a child process, restartable on the same ports and data dir."""
+    """``python -m tubemq.server`` in a child process on free ports, restartable on the same ports and
+    data directory after a SIGKILL (the first start picks new ports if one was taken meanwhile)."""
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self.mport, self.bport, self.aport = _free_ports(3)
+        self.ports: list[int] = []  # master, broker, admin
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def _spawn(self, ports: list[int]) -> subprocess.Popen[bytes]:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tubemq.server", "--data-dir", str(self.data_dir), "--master-port",
-             str(self.mport), "--broker-port", str(self.bport), "--admin-port", str(self.aport),
-             "--log-level", "WARNING"],
+            [sys.executable, "-m", "tubemq.server", "--data-dir", str(self.data_dir), "--master-port", str(ports[0]),
+             "--broker-port", str(ports[1]), "--admin-port", str(ports[2]), "--log-level", "WARNING"],
+            stdin=subprocess.DEVNULL,
         )
-        for port in (self.mport, self.bport, self.aport):
-            _wait_port(port, self.proc)
+        return self.proc
+
+    def start(self) -> None:
+        if self.ports:
+            assert _wait_listening(self._spawn(self.ports), self.ports, START_TIMEOUT), "server exited at restart"
+            return
+        proc, self.ports = start_on_free_ports(self._spawn, 3, START_TIMEOUT)
+        assert proc.poll() is None, f"server exited with {proc.returncode} at start"
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -80,14 +65,14 @@ class ServerProcess:
 
     @property
     def master(self) -> str:
-        return f"127.0.0.1:{self.mport}"
+        return f"127.0.0.1:{self.ports[0]}"
+
+    @property
+    def broker(self) -> str:
+        return f"127.0.0.1:{self.ports[1]}"
 
     def create_topic(self, topic: str) -> None:
-        url = (f"http://127.0.0.1:{self.aport}/webapi.htm?type=op_modify&method=admin_add_new_topic_record"
-               f"&topicName={topic}&numPartitions=1&brokerId=1&createUser=test")
-        with urllib.request.urlopen(url, timeout=30) as r:
-            body = json.loads(r.read())
-        assert body["result"], body
+        AdminClient(f"http://127.0.0.1:{self.ports[2]}/webapi.htm", timeout=30.0).create_topic(topic, partitions=1)
 
 
 def test_sends_queued_during_a_server_restart_wait_for_the_broker(tmp_path: Path, stored: Any) -> None:
@@ -148,7 +133,7 @@ def test_sends_queued_during_a_server_restart_wait_for_the_broker(tmp_path: Path
               f"{t_done - t_kill:.2f} s; acknowledged {len(acked)}, failed {len(failed)}")
         kinds = sorted({type(e).__name__ for _, e in failed})
         assert not failed, f"{len(failed)} sends failed during the restart ({kinds}): {failed[:3]}"
-        bodies = {bytes(m.data) for ms in stored(f"127.0.0.1:{server.bport}", "restart", [0]).values() for m in ms}
+        bodies = {bytes(m.data) for ms in stored(server.broker, "restart", [0]).values() for m in ms}
         missing = set(acked) - bodies
         assert not missing, f"{len(missing)} acknowledged messages not stored, e.g. {sorted(missing)[:3]}"
     finally:

@@ -49,13 +49,13 @@ from ..errors import (
 )
 from ..metrics import Metrics
 from ..net.connection import Connection
-from ..net.health import SessionHealth
 from ..protocol.constants import ErrorCode
 from ..types import SendResult
 from .message import Job, make_job
 from .quality import BrokerQuality
 from .router import Router
 from .session import ProducerSession
+from .stats import register_metrics
 
 log = logging.getLogger("tubemq.producer.core")
 
@@ -120,42 +120,7 @@ class ProducerCore:
         self._latency = self.metrics.histogram("producer.send_latency")
         self._build = self.build_frame  # bound once: no per-message method objects
         self._answer = self._on_answer
-        self._register_metrics()
-
-    def _register_metrics(self) -> None:
-        m = self.metrics
-        m.register_counter("producer.accepted", lambda: self.acknowledged + self._ext_acked + self.failed
-                           + self._ext_failed + self.outstanding)
-        m.register_counter("producer.sent", lambda: self.sent + self._ext_sent)
-        m.register_counter("producer.acknowledged", lambda: self.acknowledged + self._ext_acked)
-        m.register_counter("producer.failed", lambda: self.failed + self._ext_failed)
-        m.register_counter("producer.retried", lambda: self.retried + self._ext_retried)
-        m.register_counter("producer.bytes_sent", lambda: self.bytes_sent + self._ext_bytes)
-        m.inc("producer.unknown_outcome", 0)  # present from the start (counted on the failure path)
-        m.set_gauge("producer.outstanding", lambda: self.outstanding)
-        m.set_gauge("producer.in_flight", lambda: len(self._inflight))
-        m.set_gauge("producer.backlog", lambda: len(self._backlog))
-        self.health = SessionHealth(m, self.session, self._broker_addresses, self._broker_extra,
-                                    lambda address: self.external_io(address))
-
-    def _broker_addresses(self) -> dict[str, int]:
-        """address -> broker id: brokers of the published topics, plus any being shielded."""
-        session = self.session
-        out = {p.address: p.broker_id for t in list(session.topics) for p in session.partitions.get(t, ())}
-        errors, _, shielded = self.quality.snapshot()
-        for bid in set(errors) | shielded:
-            b = session.brokers.get(bid)
-            if b is not None:
-                out.setdefault(b.address, bid)
-        return out
-
-    def _broker_extra(self, address: str, broker_id: int) -> dict[str, Any]:
-        errors, failures, _ = self.quality.snapshot()
-        return {
-            "send_errors": errors.get(broker_id, 0),
-            "consecutive_failures": failures.get(broker_id, 0),
-            "shielded": self.quality.is_shielded(broker_id),
-        }
+        self.health = register_metrics(self)
 
     # ------------------------------------------------------------------ lifecycle
 
