@@ -87,7 +87,8 @@ class ProducerBridge:
         #: how long a blocking send waits at most: every attempt's timeout and backoff, plus a connect
         self.max_wait = (c.rpc_timeout_ms * (c.retries + 2) + c.retry_backoff_ms * c.retries
                          + c.connect_timeout_ms) / 1000.0
-        self._closed_io: dict[str, list[int]] = {}  # address -> [sent, received, connects] of dropped channels
+        self._closed_io: dict[str, list[int]] = {}  # address -> [bytes sent, bytes received] of dropped channels
+        self._fail_lock = threading.Lock()
         self.core.ext_abort.append(self._abort)
         self.core.external_io = self._io
 
@@ -142,8 +143,10 @@ class ProducerBridge:
             with self._lock:
                 jobs, self._inbox = self._inbox, collections.deque()
                 self._wire += len(jobs)
-            for job in jobs:
-                self._done(job, None, ClientClosedError("producer is closed"))
+            # no loop thread completes anything any more: these threads take its place, one at a time
+            with self._fail_lock:
+                for job in jobs:
+                    self._done(job, None, ClientClosedError("producer is closed"))
 
     def _drain(self) -> None:
         """Loop thread: hand everything queued to the dispatcher, in order."""
@@ -156,7 +159,8 @@ class ProducerBridge:
             self.core.accept_batch(jobs)
 
     def _done(self, job: Job, result: SendResult | None, exc: BaseException | None) -> None:
-        """Completion of a job that took the loop's route (loop thread, exactly once per job)."""
+        """Completion of a job that took the loop's route (loop thread, exactly once per job; after the
+        loop closed, the threads that find it closed, under ``_fail_lock``)."""
         self.buffer.release()
         lane = job.lane
         if lane is not None:
