@@ -91,6 +91,7 @@ class ProducerBridge:
         self._fail_lock = threading.Lock()
         self.core.ext_abort.append(self._abort)
         self.core.external_io = self._io
+        self.core.queued_elsewhere = lambda: len(self._inbox)
 
     def _lane(self) -> _Lane:
         try:

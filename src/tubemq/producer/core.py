@@ -107,8 +107,10 @@ class ProducerCore:
         self._ext_retried = 0
         self._external_ok = False  # set at start: callers' threads may route (no TLS, no user partitioner)
         self.ext_abort: list[Callable[[], None]] = []
-        #: per-broker figures of the callers' own connections (set by the bridge), for metrics
+        #: per-broker figures of the callers' own connections, and messages queued for this loop by
+        #: other threads (both set by the bridge), for metrics
         self.external_io: Callable[[str], dict[str, int]] = lambda address: {}
+        self.queued_elsewhere: Callable[[], int] = lambda: 0
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._bg: set[asyncio.Task[Any]] = set()
         # hot-path counters: plain ints bumped on the loop thread, read by metrics snapshots

@@ -28,7 +28,7 @@ def register_metrics(core: ProducerCore) -> SessionHealth:
     m.inc("producer.unknown_outcome", 0)  # present from the start (counted on the failure path)
     m.set_gauge("producer.outstanding", lambda: core.outstanding)
     m.set_gauge("producer.in_flight", lambda: len(core._inflight))
-    m.set_gauge("producer.backlog", lambda: len(core._backlog))
+    m.set_gauge("producer.backlog", lambda: len(core._backlog) + core.queued_elsewhere())
     return SessionHealth(m, core.session, lambda: broker_addresses(core),
                          lambda address, broker_id: broker_extra(core, broker_id),
                          lambda address: core.external_io(address))
