@@ -28,7 +28,8 @@ from ..net.connection import DEFAULT_MAX_FRAME_SIZE, foreign_protocol, split_add
 #: send() flags: MSG_NOSIGNAL where it exists (Linux); elsewhere SIGPIPE is not raised by sockets
 #: (macOS sets SO_NOSIGPIPE below) or does not exist (Windows)
 _SEND_FLAGS: int = getattr(socket, "MSG_NOSIGNAL", 0)
-_PEEK_FLAGS: int = socket.MSG_PEEK | getattr(socket, "MSG_DONTWAIT", 0)
+_HAS_DONTWAIT = hasattr(socket, "MSG_DONTWAIT")
+_PEEK_FLAGS: int = int(socket.MSG_PEEK) | int(getattr(socket, "MSG_DONTWAIT", 0))
 #: a channel idle longer than this is checked for a peer that closed it before it is written to (s)
 _STALE_CHECK_AFTER = 0.001
 _READ_SIZE = 64 * 1024
@@ -98,7 +99,7 @@ class BlockingChannel:
         only after ``_STALE_CHECK_AFTER`` idle seconds."""
         sock = self.sock
         try:
-            if not _PEEK_FLAGS & ~socket.MSG_PEEK:  # no MSG_DONTWAIT (Windows): ask select first
+            if not _HAS_DONTWAIT:  # Windows: ask select first
                 readable, _, _ = select.select([sock], [], [], 0)
                 if not readable:
                     return False

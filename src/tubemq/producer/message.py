@@ -115,9 +115,10 @@ def prepare_message(
     values (captures/s1). ``java_size`` = body + attribute length, what Java checks against the
     topic's max message size.
     """
-    if not isinstance(topic, str) or not topic.strip():
+    name = topic.strip() if isinstance(topic, str) else ""
+    if not name:
         raise InvalidMessageError(ErrorCode.PARAMETER_MSG_TOPIC_BLANK, f"topic must be a non-blank string, got {topic!r}")
-    topic = topic.strip()
+    topic = name
     # a wrong type is a programming error, not a refused message: TypeError, like any Python API
     if isinstance(data, str):
         raise TypeError("send(): argument 'data' must be bytes-like, not str (encode it, e.g. data.encode())")
@@ -143,7 +144,7 @@ def prepare_message(
         if not isinstance(stream_id, str):
             raise InvalidMessageError(ErrorCode.BAD_REQUEST, "stream_id must be a str")
         msg_type = _check_attr_text("stream_id", stream_id).strip() or None
-    mtime = format_msg_time(msg_time)
+    mtime = None if msg_time is None else format_msg_time(msg_time)
     if msg_type is not None or mtime is not None:
         attr = codec.put_system_header(attr, msg_type, mtime)
     if attr:
