@@ -2,7 +2,7 @@
 
 Runs on the caller's event loop. ``await producer.send(...)`` returns a :class:`SendResult`; many
 concurrent ``send`` calls are pipelined on one connection per broker. ``max_pending`` bounds the
-messages in flight (:class:`~tubemq.producer.core.SendBuffer`; further senders wait).
+messages in flight (:class:`~tubemq.producer.buffer.SendBuffer`; further senders wait).
 
 asyncio only: ``tubemq.Producer`` runs this class on the shared loop thread and crosses threads
 through :mod:`tubemq._bridge` (which also does the blocking ``send``'s round trips on callers' threads).
