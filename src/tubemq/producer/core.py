@@ -296,20 +296,29 @@ class ProducerCore:
         if topic not in session.topics:
             await session.publish([topic])
         parts = session.partitions.get(topic)
-        if not parts:
-            await session.refresh()
+        deadline = job.t0 + self.timeout_ms / 1000.0
+        while not parts:
+            # published, but without a partition right now (a cluster restarting, a broker not yet
+            # registered again): ask the master again (rate-limited), within the message's timeout
+            problem = ""
+            try:
+                await session.refresh()
+            except TubeMQError as exc:
+                problem = f" (master: {exc})"
             parts = session.partitions.get(topic)
-            if not parts:
+            left = deadline - time.monotonic()
+            if not parts and (left <= 0 or self.closed):
                 raise TopicNotPublishedError(
                     ErrorCode.PARAMETER_MSG_TOPIC_NO_PARTITION,
-                    f"topic {topic!r} has no partition accepting messages right now",
+                    f"topic {topic!r} has no partition accepting messages right now{problem}",
                 )
+            if not parts:
+                await asyncio.sleep(min(left, 0.1))
         if job.size > session.max_size(topic):
             self._too_large(job)
             return None
         brokers = {p.broker_id for p in parts}
         tries = 0
-        deadline = job.t0 + self.timeout_ms / 1000.0
         while True:
             part = self.router.choose(topic, parts, job.key, self.quality.shielded())
             try:
