@@ -267,6 +267,10 @@ class ProducerBridge:
                         error = ClientClosedError("producer closed before the broker answered; the message "
                                                   "may or may not be stored")
                 written += 1
+                if error is None:  # the common case first: stored
+                    result = core.stored(job, part, payload)  # type: ignore[arg-type]
+                    if result is not None:
+                        return result
                 judged = core.judge(job, part, payload, error)
                 if type(judged) is SendResult:
                     result = judged

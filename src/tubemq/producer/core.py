@@ -51,7 +51,7 @@ from ..metrics import Metrics
 from ..net.connection import Connection
 from ..protocol.constants import ErrorCode
 from ..types import SendResult
-from .message import Job, make_job
+from .message import Job, with_context
 from .quality import BrokerQuality
 from .router import Router
 from .session import ProducerSession
@@ -214,8 +214,6 @@ class ProducerCore:
         await self.session.close()
 
     # ------------------------------------------------------------------ submission (loop thread)
-
-    make_job = staticmethod(make_job)
 
     def accept_batch(self, jobs: Iterable[Job]) -> None:
         """Take jobs handed over from other threads, in order (loop thread): frames for the ones that
@@ -415,6 +413,22 @@ class ProducerCore:
                             msg_time=job.msg_time, auth_token=session.auth_token or None,
                             timeout_ms=self.timeout_ms)
 
+    def stored(self, job: Job, part: codec.Partition, payload: bytes) -> SendResult | None:
+        """The SendResult when ``payload`` says the message was stored, else None (then :meth:`judge`
+        tells what it says); any thread."""
+        try:
+            envelope = _decode_response(payload)
+            if envelope.status:
+                return None
+            rsp = _decode_send(envelope.body)
+        except DecodeError:
+            return None
+        if not rsp.success:
+            return None
+        if self.quality._failures:
+            self.quality.success(part.broker_id)
+        return SendResult(job.topic, part, rsp.message_id, rsp.append_time, rsp.append_offset, job.key)
+
     def judge(self, job: Job, part: codec.Partition, payload: bytes | None,
               exc: BaseException | None) -> SendResult | BaseException | object:
         """The outcome of one attempt (any thread): a SendResult, the error to report, or ``RETRY`` for a
@@ -456,19 +470,10 @@ class ProducerCore:
         if job.finished:
             return
         if exc is None:  # the common case first: stored
-            try:
-                envelope = _decode_response(payload)
-                if not envelope.status:
-                    rsp = _decode_send(envelope.body)
-                    if rsp.success:
-                        part: codec.Partition = job.part  # type: ignore[assignment]
-                        if self.quality._failures:
-                            self.quality.success(part.broker_id)
-                        self._finish(job, SendResult(job.topic, part, rsp.message_id, rsp.append_time,
-                                                     rsp.append_offset, job.key), None)
-                        return
-            except DecodeError:
-                pass  # judge() reports it
+            result = self.stored(job, job.part, payload)  # type: ignore[arg-type]
+            if result is not None:
+                self._finish(job, result, None)
+                return
         outcome = self.judge(job, job.part, payload, exc)  # type: ignore[arg-type]
         if outcome is RETRY:
             self.loop.call_later(self.config.retry_backoff_ms / 1000.0, self._requeue, job)
@@ -585,21 +590,4 @@ class ProducerCore:
             log.info("pre-connect to %s failed: %s", address, exc)
 
 
-def with_context(exc: BaseException, job: Job, part: codec.Partition) -> BaseException:
-    """Attach where the message was going (``exc.topic``, ``exc.partition``) for the caller.
-
-    Connection-level errors are shared by every request of a connection: each job gets its own copy.
-    """
-    if isinstance(exc, (TubeMQTimeoutError, TubeMQConnectionError)):
-        fresh = type(exc)(f"{exc} (topic {job.topic!r}, partition {part})")
-        fresh.__cause__ = exc.__cause__
-        exc = fresh
-    try:
-        exc.topic = job.topic  # type: ignore[attr-defined]
-        exc.partition = part  # type: ignore[attr-defined]
-    except AttributeError:
-        pass
-    return exc
-
-
-__all__ = ["RETRY", "RETRYABLE_CODES", "ProducerCore", "with_context"]
+__all__ = ["RETRY", "RETRYABLE_CODES", "ProducerCore"]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import codec
-from ..errors import InvalidMessageError, MessageTooLargeError
+from ..errors import InvalidMessageError, MessageTooLargeError, TubeMQConnectionError, TubeMQTimeoutError
 from ..protocol.constants import ARRAY_SEP, EQ, MAX_MAX_MSG_SIZE, TOKEN_MSG_TIME, TOKEN_MSG_TYPE, ErrorCode
 from ..types import SendResult
 
@@ -163,9 +163,31 @@ def prepare_message(
 def make_job(topic: Any, data: Any, attributes: Mapping[str, Any] | None, stream_id: str | None,
              msg_time: Any, key: Any, done: Done | None) -> Job:
     """Validate and encode a message into a job (any thread)."""
+    if (type(data) is bytes and type(topic) is str and attributes is None and stream_id is None
+            and msg_time is None and 0 < len(data) <= MAX_MAX_MSG_SIZE):
+        name = topic.strip()  # the common case, checked as prepare_message would (a plain body, no attributes)
+        if name:
+            return Job(name, data, 0, len(data), None, None, key, done)
     t, payload, flag, size, mtype, mtime = prepare_message(topic, data, attributes, stream_id, msg_time)
     return Job(t, payload, flag, size, mtype, mtime, key, done)
 
 
+def with_context(exc: BaseException, job: Job, part: codec.Partition) -> BaseException:
+    """Attach where the message was going (``exc.topic``, ``exc.partition``) for the caller.
+
+    Connection-level errors are shared by every request of a connection: each job gets its own copy.
+    """
+    if isinstance(exc, (TubeMQTimeoutError, TubeMQConnectionError)):
+        fresh = type(exc)(f"{exc} (topic {job.topic!r}, partition {part})")
+        fresh.__cause__ = exc.__cause__
+        exc = fresh
+    try:
+        exc.topic = job.topic  # type: ignore[attr-defined]
+        exc.partition = part  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    return exc
+
+
 __all__ = ["Done", "Job", "SendCallback", "check_callback", "format_msg_time", "make_job", "prepare_message",
-           "run_callback"]
+           "run_callback", "with_context"]
