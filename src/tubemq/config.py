@@ -96,6 +96,7 @@ class ClientConfig:
     (Java ``rpcReadTimeoutMs``; allowed 3000..600000 like Java's clamp, but rejected instead of
     silently clamped). ``connect_timeout_ms``: TCP/TLS connect timeout.
     ``heartbeat_period_ms``: master heartbeat period (Java 13000).
+    ``register_retry_wait_ms``: pause between registration attempts.
     ``pool``: ``"shared"`` (one connection per address per process, like Java) or ``"private"``.
     ``max_inflight``: requests awaiting an answer per connection before senders wait.
     ``tls*``: TLS to master and brokers (PEM files); ``auth_user``/``auth_password``: §8 auth
@@ -250,6 +251,7 @@ class ProducerConfig(ClientConfig):
     ``key`` is given) or a callable ``(topic, key, partitions) -> Partition``.
     ``max_pending``: sends accepted but not yet answered, per producer; ``send_async`` blocks (up to
     ``max_block_ms``) and ``await send`` waits when it is reached — the bounded buffer.
+    ``max_block_ms``: how long ``send_async`` may block on a full buffer before TubeMQTimeoutError.
     ``retries``: automatic resends of a message the broker explicitly refused with a retryable code
     (419, 500, 503; never after a timeout or a connection drop, where the message may be stored).
     ``retry_backoff_ms``: pause before such a resend. ``unavailable_ms``: how long a broker that
@@ -389,7 +391,9 @@ class ConsumerConfig(ClientConfig):
     # server-side bound consumption (Java completeSubscribe(sessionKey, sourceCount, isSelectBig,
     # partOffsetMap)); see README "Server-side bound consumption"
     bound_offsets: Any = None
+    #: Bound consumption: the run's key, the same for every member of one run.
     session_key: str = ""
+    #: Bound consumption: the number of members; the group's allocation waits until all registered.
     source_count: int = 0
     select_big: bool = True
 

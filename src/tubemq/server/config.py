@@ -23,10 +23,15 @@ ROLES = ("all", "master", "broker")
 class ServerConfig:
     """Settings of one embedded server; ``validate()`` raises ConfigError naming the bad field."""
 
+    #: Directory for topic metadata, message data and group offsets (required).
     data_dir: Path
+    #: Address to bind; keep 127.0.0.1 unless other machines must connect.
     host: str = "127.0.0.1"
-    master_port: int = 0  # 0 = ephemeral
+    #: Master RPC port; 0 = any free port (``tubemq serve``: 8715).
+    master_port: int = 0
+    #: Broker RPC port; 0 = any free port (``tubemq serve``: 8123).
     broker_port: int = 0
+    #: Admin HTTP API port (``/webapi.htm``); 0 = any free port (``tubemq serve``: 8080).
     admin_port: int = 0
     #: Id of the (first) broker; in-process brokers take broker_id, broker_id + 1, ...
     broker_id: int = 1
@@ -54,10 +59,13 @@ class ServerConfig:
     #: many ms after the register, < 0 = at the next periodic round like the real master (whose rounds
     #: run every consumerBalancePeriodMs = 60000 ms, so a real new group waits up to a minute).
     first_balance_delay_ms: int = 0
+    #: A consumer without a master heartbeat for this long is removed from its group.
     consumer_heartbeat_timeout_ms: int = C.CONSUMER_HEARTBEAT_TIMEOUT_MS
+    #: A producer without a master heartbeat for this long is forgotten.
     producer_heartbeat_timeout_ms: int = C.PRODUCER_HEARTBEAT_TIMEOUT_MS
     #: Broker-side expiry of a (consumer, partition) registration (§5.2.5).
     consumer_reg_timeout_ms: int = C.CONSUMER_REG_TIMEOUT_MS
+    #: Start as a standby master: master RPCs answer StandbyException (``set_standby`` switches it).
     standby: bool = False
     #: Master checks signature/timestamp of AuthenticateInfo (§8.2).
     auth_enabled: bool = False
@@ -66,10 +74,13 @@ class ServerConfig:
     auth_users: dict[str, str] | None = dataclasses.field(default=None, repr=False)
     #: Broker checks visit tokens against the master's last tokens (§8.3).
     visit_token_check: bool = False
+    #: Visit token rotation period.
     visit_token_period_ms: int = 240000
     #: confModAuthToken required by admin write calls (None = no check).
     admin_token: str | None = dataclasses.field(default=None, repr=False)
+    #: The server's certificate (PEM): the master and broker RPC ports then serve TLS only.
     tls_cert: str | None = None
+    #: The server's private key (PEM) for ``tls_cert``.
     tls_key: str | None = None
     #: "always" = fsync before acknowledging, "interval" = fsync every flush_interval_ms, "never".
     flush: str = "interval"
@@ -82,15 +93,21 @@ class ServerConfig:
     #: loaded index entries, filtered consumers read the files only. Tests that want to decide that
     #: themselves set it high and call ``StoreManager.flush_caches()``.
     cache_flush_interval_ms: int = 20000
+    #: Delete data older than this (whole segments); None = keep.
     retention_ms: int | None = None
+    #: Per-store size cap (whole segments); None = no cap.
     retention_bytes: int | None = None
+    #: Cluster default max message size (topics may override); the broker accepts up to this + 10240.
     default_max_msg_size: int = C.DEFAULT_MAX_MSG_SIZE
     #: Bytes returned by one getMessage at most (plus the message that crosses it), §5.3.
     transfer_size: int = C.MAX_TRANSFER_SIZE
     #: Size at which a partition store rolls to a new segment (retention deletes whole segments).
     segment_bytes: int = 64 * 1024 * 1024
+    #: Connections the server accepts at once (all ports together).
     max_connections: int = 1024
+    #: Requests processed at once per connection.
     max_inflight_per_connection: int = 1024
+    #: Buffered request bytes per connection before reading from it pauses.
     max_buffered_bytes_per_connection: int = 64 * 1024 * 1024
     #: RPC connections with no complete request for this long are closed. The real client closes its
     #: side after 300000 ms read-idle (rpc.connect.read.idle.duration); the real server never does.
