@@ -101,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     args.verbose += getattr(args, "verbose_after", 0)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]  # `serve --detach` starts itself again
     _setup_logging(args.verbose, args.command)
     try:
         return int(args.func(args) or EXIT_OK)

@@ -35,6 +35,12 @@ from .pipeline import SendPipeline, StopFlag, percentiles, sigint_stops
 from .progress import ProgressBar, format_count
 
 HELP = "measure produce or consume throughput and latency"
+PRODUCE_DOC = ("Pipelined sends of --size-byte messages for --count messages or --duration seconds with "
+               "--inflight outstanding; latency = send_async call to acknowledgement. Without --master it "
+               "starts a temporary embedded server.")
+CONSUME_DOC = ("A fresh consumer group reads --count messages from the earliest offset (without --master a "
+               "temporary embedded server is started and filled first); latency = duration of each poll() "
+               "that returned data.")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -43,7 +49,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", "-t", default="bench", help="topic (created on the embedded server; default bench)")
     p.add_argument("--partitions", type=int, default=3, help="partitions of the embedded topic (default 3)")
     p.add_argument("--size", "-s", type=int, default=100, help="message size in bytes (default 100)")
-    p.add_argument("--count", "-n", type=int, default=None, help="messages (default 100000 unless --duration)")
+    p.add_argument("--count", "-n", type=int, default=None, help="messages (default 100000; bench produce: unless --duration)")
     p.add_argument("--in-process", action="store_true",
                    help="run the temporary embedded server in this process (default: a child process)")
     p.add_argument("-X", "--option", action="append", metavar="KEY=VALUE",
@@ -54,15 +60,15 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("bench", help=HELP, description=HELP + ". " + (__doc__ or "").split("\n\n", 1)[1])
+    p = sub.add_parser("bench", help=HELP, description=HELP + ".")
     kinds = p.add_subparsers(dest="kind", metavar="KIND")
     kinds.required = True
-    pp = kinds.add_parser("produce", help="producer throughput/latency")
+    pp = kinds.add_parser("produce", help="producer throughput/latency", description=PRODUCE_DOC)
     _common(pp)
     pp.add_argument("--duration", "-d", type=float, default=None, help="run for this many seconds instead of --count")
     pp.add_argument("--inflight", type=int, default=1000, help="max unacknowledged messages (default 1000)")
     pp.set_defaults(func=run_produce)
-    pc = kinds.add_parser("consume", help="consumer throughput/fetch latency")
+    pc = kinds.add_parser("consume", help="consumer throughput/fetch latency", description=CONSUME_DOC)
     _common(pc)
     pc.add_argument("--group", "-g", default=None, help="consumer group (default: a fresh one)")
     pc.add_argument("--timeout", type=float, default=10.0, help="give up after this many idle seconds (default 10)")

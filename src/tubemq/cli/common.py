@@ -53,6 +53,11 @@ def eprint(*parts: Any, file: TextIO | None = None) -> None:
     print(*parts, file=file or sys.stderr, flush=True)
 
 
+def plain(text: str) -> str:
+    """Docstring text for ``--help``: RST literals (````x````) become plain words, lines are re-flowed."""
+    return " ".join(text.replace("``", "").split())
+
+
 def note(message: str) -> None:
     eprint(f"tubemq: {message}")
 

@@ -21,6 +21,7 @@ from .common import (
     client_target,
     config_errors_are_usage,
     eprint,
+    plain,
     resolve_master,
 )
 from .output import format_table, message_to_json
@@ -35,7 +36,7 @@ ASSIGN_GRACE_S = 75.0
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("consume", help=HELP, description=HELP + ". " + (__doc__ or "").split("\n\n", 1)[1])
+    p = sub.add_parser("consume", help=HELP, description=HELP + ". " + plain((__doc__ or "").split("\n\n", 1)[1]))
     p.add_argument("--topic", "-t", required=True)
     p.add_argument("--group", "-g", required=True, help="consumer group name")
     p.add_argument("--master", "-m", default=None, help="master HOST:PORT[,HOST:PORT] (default: local server)")

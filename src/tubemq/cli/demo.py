@@ -28,6 +28,7 @@ from .common import (
     client_target,
     eprint,
     note,
+    plain,
     resolve_admin_url,
     temporary_cluster,
     temporary_server_process,
@@ -43,7 +44,7 @@ _KINDS = (b"view", b"click", b"cart", b"order", b"refund")
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("demo", help=HELP, description=(__doc__ or "").split("\n\n", 1)[1])
+    p = sub.add_parser("demo", help=HELP, description=plain((__doc__ or "").split("\n\n", 1)[1]))
     p.add_argument("--events", "-n", type=int, default=1_000_000, help="events to ingest (default 1000000)")
     p.add_argument("--master", "-m", default=None, help="use this master instead of a temporary embedded server")
     p.add_argument("--admin-url", default=None,

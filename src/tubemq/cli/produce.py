@@ -3,8 +3,8 @@
 Formats: ``lines`` (one message per line, the newline removed; empty lines skipped), ``jsonl`` (the
 same, but each line must be valid JSON), ``envelope`` (JSON lines as written by ``tubemq consume
 --format json``: data/data_b64 + attributes + stream_id, so a topic round-trips through a file) and
-``raw`` (the whole input is one message), ``inlongmsg`` (lines packed into InLong containers, see
-``tubemq.cli.inlong``). Ctrl-C stops reading, waits for what is in flight and
+``raw`` (the whole input is one message), ``inlongmsg`` (lines packed into InLong containers, one
+record per line). Ctrl-C stops reading, waits for what is in flight and
 reports acknowledged vs not (a second Ctrl-C abandons the wait).
 """
 
@@ -29,6 +29,7 @@ from .common import (
     config_errors_are_usage,
     eprint,
     parse_attrs,
+    plain,
     resolve_master,
 )
 from .output import envelope_fields, format_table
@@ -49,7 +50,7 @@ MAX_LINE = 64 * 1024 * 1024
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("produce", help=HELP, description=HELP + ". " + (__doc__ or "").split("\n\n", 1)[1])
+    p = sub.add_parser("produce", help=HELP, description=HELP + ". " + plain((__doc__ or "").split("\n\n", 1)[1]))
     p.add_argument("file", nargs="?", default="-", help="input file, or - for stdin (default)")
     p.add_argument("--topic", "-t", required=True)
     p.add_argument("--master", "-m", default=None, help="master HOST:PORT[,HOST:PORT] (default: local server)")

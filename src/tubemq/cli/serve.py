@@ -18,20 +18,20 @@ def register(sub: Any) -> None:
         help=HELP,
         description=HELP + ". It speaks the real TubeMQ wire protocol, so any TubeMQ client "
         "(Java, Go, C++, this one) can use it; it binds 127.0.0.1 unless --host says otherwise.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--data-dir", required=True, type=Path, help="directory for topic metadata and message data")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind")
-    p.add_argument("--master-port", type=int, default=8715, help="master RPC port (0 = any free port)")
-    p.add_argument("--broker-port", type=int, default=8123, help="broker RPC port (0 = any free port)")
-    p.add_argument("--admin-port", type=int, default=8080, help="admin HTTP API port (0 = any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--master-port", type=int, default=8715, help="master RPC port (default 8715; 0 = any free port)")
+    p.add_argument("--broker-port", type=int, default=8123, help="broker RPC port (default 8123; 0 = any free port)")
+    p.add_argument("--admin-port", type=int, default=8080, help="admin HTTP API port (default 8080; 0 = any free port)")
     p.add_argument("--broker-id", type=int, default=1,
-                   help="the broker id advertised to clients (with --brokers N: the first of N ids)")
+                   help="the broker id advertised to clients (default 1; with --brokers N: the first of N ids)")
     p.add_argument("--brokers", type=int, default=1,
-                   help="brokers in this process, on ports --broker-port, --broker-port+1, ... (0 = free ones)")
+                   help="brokers in this process (default 1), on ports --broker-port, --broker-port+1, ... "
+                   "(0 = free ones)")
     p.add_argument(
         "--role", choices=("all", "master", "broker"), default="all",
-        help="all = master + brokers + admin API; master = master + admin API (brokers run as separate "
+        help="all (default) = master + brokers + admin API; master = master + admin API (brokers run as separate "
         "processes); broker = one broker that registers with --master",
     )
     p.add_argument("--master", default=None, metavar="HOST:PORT[,HOST:PORT]",
@@ -50,7 +50,7 @@ def register(sub: Any) -> None:
         help="when a new consumer group gets its partitions: 0 = at once (server default), -1 = at the next "
         "balance round like a real master",
     )
-    p.add_argument("--admin-token", default=None, help="confModAuthToken required by admin modify calls")
+    p.add_argument("--admin-token", default=None, help="confModAuthToken required by admin modify calls (default: none)")
     p.add_argument(
         "--auth",
         action="store_true",
@@ -71,12 +71,12 @@ def register(sub: Any) -> None:
         "--flush",
         choices=("always", "interval", "never"),
         default="interval",
-        help="fsync policy: before every acknowledgement, every --flush-interval-ms, or never",
+        help="fsync policy: before every acknowledgement, every --flush-interval-ms (default), or never",
     )
-    p.add_argument("--flush-interval-ms", type=int, default=1000, help="fsync period for --flush interval")
+    p.add_argument("--flush-interval-ms", type=int, default=1000, help="fsync period for --flush interval (default 1000)")
     p.add_argument(
         "--cache-flush-interval-ms", type=int, default=20000,
-        help="period of the broker's memory-cache flush into the files (real broker: 20000)",
+        help="period of the broker's memory-cache flush into the files (default 20000, as a real broker)",
     )
     p.add_argument("--retention-ms", type=int, default=None, help="delete data older than this (default: keep)")
     p.add_argument("--retention-bytes", type=int, default=None, help="per-store size cap (default: none)")
@@ -85,6 +85,13 @@ def register(sub: Any) -> None:
         help="consumer rebalance period (server default 1000; a real master uses 60000)",
     )
     p.add_argument("--standby", action="store_true", help="start as a standby master (answers StandbyException)")
+    p.add_argument(
+        "--detach", action="store_true",
+        help="run in the background: return once the server accepts connections (exit 0, addresses and pid "
+        "on stdout; log in DATA_DIR/tubemq-serve.log). Again for a running server of DATA_DIR: exit 0",
+    )
+    p.add_argument("--ready-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="--detach: give up when the server is not serving after this long (default 60)")
     p.set_defaults(func=run)
 
 
@@ -183,6 +190,12 @@ def run(args: argparse.Namespace) -> int:
     from tubemq.server import run_foreground
 
     config = build_config(args)
+    if args.detach:
+        from .detach import detach
+
+        if args.ready_timeout <= 0:
+            raise CliError("--ready-timeout must be positive", EXIT_USAGE)
+        return detach(args, args.argv)
     args.data_dir.mkdir(parents=True, exist_ok=True)
     if args.verbose == 0:
         # the listener lines ("master listening on ...") are the point of a foreground server
