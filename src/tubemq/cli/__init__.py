@@ -86,10 +86,12 @@ def _setup_logging(verbosity: int, command: str) -> None:
 
 
 def _hint(exc: BaseException) -> str:
-    from ..errors import AuthenticationError
+    from ..errors import AuthenticationError, TopicNotDeployedError, TopicNotPublishedError
 
     if isinstance(exc, AuthenticationError):
         return " (authentication: pass -X auth_user=NAME -X auth_password=SECRET)"
+    if isinstance(exc, TopicNotDeployedError | TopicNotPublishedError):
+        return " (the topic does not exist: create it with `tubemq topic create NAME`)"
     return ""
 
 

@@ -49,7 +49,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", "-t", default="bench", help="topic (created on the embedded server; default bench)")
     p.add_argument("--partitions", type=int, default=3, help="partitions of the embedded topic (default 3)")
     p.add_argument("--size", "-s", type=int, default=100, help="message size in bytes (default 100)")
-    p.add_argument("--count", "-n", type=int, default=None, help="messages (default 100000; bench produce: unless --duration)")
+    p.add_argument("--count", "-n", type=int, default=None, help="messages (default 100000)")
     p.add_argument("--in-process", action="store_true",
                    help="run the temporary embedded server in this process (default: a child process)")
     p.add_argument("-X", "--option", action="append", metavar="KEY=VALUE",

@@ -73,6 +73,12 @@ def split_addresses(master: str) -> list[str]:
         part = part.strip()
         if not part:
             continue
+        if "://" in part or part.startswith("/"):
+            raise CliError(
+                f"bad master address {part!r}: --master is HOST:PORT of a master's RPC port (e.g. "
+                f"127.0.0.1:8715 or localhost:8715), not a URL; an admin API URL goes to --admin-url",
+                EXIT_USAGE,
+            )
         host, sep, port = part.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise CliError(f"bad master address {part!r}: expected HOST:PORT", EXIT_USAGE)
@@ -125,10 +131,8 @@ def resolve_admin_url(admin_url: str | None, master: str | None, admin_port: int
         note(f"admin API: {env_url} (${ENV_ADMIN_URL})")
         return env_url
     if master or env_master:
-        from ..server.endpoints import lookup
-
         for address in split_addresses(resolve_master(master)):
-            found = lookup(address)
+            found = lookup_published(address)
             if found is not None and found.admin_url:
                 note(f"admin API: {found.admin_url} (published by the local `tubemq serve` of {address})")
                 return found.admin_url
@@ -140,6 +144,27 @@ def resolve_admin_url(admin_url: str | None, master: str | None, admin_port: int
         )
     note(f"admin API: {DEFAULT_ADMIN_URL} (no --master or --admin-url given: the `tubemq serve` default)")
     return DEFAULT_ADMIN_URL
+
+
+def lookup_published(address: str) -> Any:
+    """The endpoints a live local `tubemq serve` published for ``address``, a host name resolved too
+    (``localhost:8715`` finds the server published as ``127.0.0.1:8715``); None when there is none."""
+    from ..server.endpoints import lookup
+
+    found = lookup(address)
+    host, _, port = address.strip().rpartition(":")
+    if found is not None or not port.isdigit():
+        return found
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return None
+    for info in infos:
+        ip = str(info[4][0])
+        found = lookup(f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}")
+        if found is not None:
+            return found
+    return None
 
 
 #: Consumers of the command line heartbeat every 2 s instead of Java's 13 s: partition assignments

@@ -1,8 +1,9 @@
 """``tubemq consume``: read a topic through a consumer group to stdout or a file.
 
-Each fetched batch is confirmed after all of its messages were written, so a killed consumer re-reads
-at most the batch it was writing (at-least-once). When ``--count`` ends the run in the middle of a
-batch, that batch is NOT confirmed: the group will see those messages again.
+--count N stops after N messages (with --format inlongmsg: N records, the lines written). Each fetched
+batch is committed for the group once all of its messages were written, so a killed consumer re-reads at
+most the batch it was writing (at-least-once). When --count ends the run in the middle of a batch, that
+batch is NOT committed: the group gets those messages again (the summary says how many were committed).
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ def register(sub: Any) -> None:
         "--from", dest="consume_from", choices=("earliest", "latest", "max"), default="earliest",
         help="where a group with no committed offset starts (default earliest); 'max' always starts at the end",
     )
-    p.add_argument("--count", "-n", type=int, default=None, help="stop after this many messages")
+    p.add_argument("--count", "-n", type=int, default=None,
+                   help="stop after this many messages (--format inlongmsg: records); a batch cut short "
+                   "is not committed, so the group reads its messages again")
     p.add_argument(
         "--timeout", type=float, default=None,
         help="stop after this many seconds without a message once partitions are assigned (the first "
@@ -92,17 +95,28 @@ class IdleClock:
         return deadline - time.monotonic()
 
 
-def _write_inlong(out: IO[bytes], msg: Any) -> None:
-    """One JSON line per record; a message that is no InLong container is reported and skipped."""
+def _write_inlong(out: IO[bytes], msg: Any, limit: int | None) -> tuple[int, bool]:
+    """One JSON line per record, at most ``limit``: (records written, whether all of them were).
+
+    A message that is no InLong container is reported and skipped (0 records, complete).
+    """
     from ..errors import InLongMsgError
 
     try:
         lines = inlong.records_to_json(msg)
     except InLongMsgError as exc:
         eprint(f"tubemq consume: skipping offset {msg.offset} of {msg.topic}: not an InLong container ({exc})")
-        return
+        return 0, True
+    if limit is not None:
+        complete = len(lines) <= limit
+        lines = lines[:limit]
+    else:
+        complete = True
+    n = 0
     for line in lines:
         out.write(line.encode("utf-8") + b"\n")
+        n += 1
+    return n, complete
 
 
 def run(args: argparse.Namespace) -> int:
@@ -131,7 +145,10 @@ def run(args: argparse.Namespace) -> int:
     bar = ProgressBar(args.count, f"consume {args.topic}", enabled=show_bar)
     topics: Any = {args.topic: set(args.stream_id)} if args.stream_id else [args.topic]
     stop = StopFlag()
-    n = 0
+    n = 0  # what --count counts: messages, or records with --format inlongmsg
+    messages = 0
+    committed = 0
+    uncommitted = 0
     nbytes = 0
     t0 = time.monotonic()
     as_json = args.format == "json"
@@ -152,23 +169,36 @@ def run(args: argparse.Namespace) -> int:
                             consumer.confirm(batch, consumed=True)
                         continue
                     idle.touch()
-                    written = 0
+                    written = 0  # messages of this batch written completely
+                    units = 0
                     for msg in batch:
                         if args.count is not None and n >= args.count:
                             break
                         if as_json:
                             out.write(message_to_json(msg).encode("utf-8") + b"\n")
+                            done, complete = 1, True
                         elif as_inlong:
-                            _write_inlong(out, msg)
+                            room = None if args.count is None else args.count - n
+                            done, complete = _write_inlong(out, msg, room)
                         else:
                             out.write(msg.data)
                             out.write(delimiter)
-                        n += 1
-                        written += 1
+                            done, complete = 1, True
+                        n += done
+                        units += done
+                        messages += 1
                         nbytes += len(msg.data)
+                        if not complete:
+                            break
+                        written += 1
                     out.flush()
-                    bar.update(written)
-                    consumer.confirm(batch, consumed=written == len(batch))
+                    bar.update(units)
+                    whole = written == len(batch)
+                    consumer.confirm(batch, consumed=whole)
+                    if whole:
+                        committed += len(batch)
+                    else:
+                        uncommitted += len(batch)
     finally:
         bar.close()
         if out is not sys.stdout.buffer:
@@ -179,12 +209,17 @@ def run(args: argparse.Namespace) -> int:
             except BrokenPipeError:
                 pass
     elapsed = time.monotonic() - t0
-    eprint(format_table(["consume " + args.topic, "value"], [
-        ["group", args.group],
-        ["messages", n],
+    rows: list[list[Any]] = [["group", args.group], ["messages", messages]]
+    if as_inlong:
+        rows.append(["records", n])
+    rows += [
         ["bytes", format_bytes(nbytes)],
+        ["committed", f"{committed} messages" + (
+            f"; {uncommitted} of a batch cut by --count were not: the group gets them again" if uncommitted
+            else "")],
         ["elapsed", f"{elapsed:.2f} s"],
-        ["rate", f"{format_count(n / elapsed if elapsed > 0 else 0)} msg/s"],
-    ]))
+        ["rate", f"{format_count(messages / elapsed if elapsed > 0 else 0)} msg/s"],
+    ]
+    eprint(format_table(["consume " + args.topic, "value"], rows))
     # Ctrl-C is the normal way to end an open-ended consume: the last batch was settled, so exit 0.
     return 0

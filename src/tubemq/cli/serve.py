@@ -153,13 +153,13 @@ def _master_admin_urls(args: argparse.Namespace) -> str:
         return str(args.master_admin_url)
     if not args.master:
         raise CliError("--role broker needs --master HOST:PORT (or --master-admin-url)", EXIT_USAGE)
-    from tubemq.server.endpoints import lookup
+    from .common import lookup_published
 
     urls = []
     for address in (a.strip() for a in args.master.split(",")):
         if not address:
             continue
-        ep = lookup(address)
+        ep = lookup_published(address)
         if ep is None:
             raise CliError(
                 f"no running embedded master published its admin API for {address}: give --master-admin-url",
