@@ -1,0 +1,85 @@
+"""A `tubemq serve` for the documentation's code blocks, as a reader starts it (see tests/docs/blocks.py)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+#: The ports of `tubemq serve` with its defaults: master, broker, admin.
+SERVE_PORTS = (8715, 8123, 8080)
+
+
+def busy(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def doc_env(**extra: str) -> dict[str, str]:
+    """The environment of a reader's shell: this interpreter's scripts first on PATH, no TUBEMQ_* set."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUBEMQ_")}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Served:
+    work: Path
+    master: str
+    env: dict[str, str]
+
+    def adapt(self, code: str) -> str:
+        """The code as printed; when the default ports were taken, only the master's port changes."""
+        if self.master == "127.0.0.1:8715":
+            return code
+        return code.replace("127.0.0.1:8715", self.master)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`tubemq serve --data-dir DIR` and `tubemq topic create orders`, as the quick start says.
+
+    On the default ports when they are free, so the blocks run byte for byte; when another program holds
+    one of them, on free ports, and the blocks get the master's port changed, nothing else.
+    """
+    from tubemq.cli.common import EXIT_PORT_IN_USE, _wait_listening, start_on_free_ports
+
+    work = tmp_path_factory.mktemp("docs")
+    env = doc_env(TUBEMQ_RUNTIME_DIR=str(work / "run"))
+
+    def spawn(ports: Sequence[int]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tubemq", "serve", "--data-dir", str(work / "tubemq-data"),
+             "--master-port", str(ports[0]), "--broker-port", str(ports[1]), "--admin-port", str(ports[2])],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=work)
+
+    ports: Sequence[int] = SERVE_PORTS
+    proc = spawn(ports) if not any(busy(p) for p in SERVE_PORTS) else None
+    if proc is None or not _wait_listening(proc, ports, 60) and proc.wait(10) == EXIT_PORT_IN_USE:
+        proc, ports = start_on_free_ports(spawn, 3, 60)
+    try:
+        if proc.poll() is not None:
+            pytest.fail(f"tubemq serve did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+        r = subprocess.run([sys.executable, "-m", "tubemq", "topic", "create", "orders", "--master",
+                            f"127.0.0.1:{ports[0]}"], capture_output=True, timeout=60, env=env, cwd=work)
+        assert r.returncode == 0, r.stderr
+        yield Served(work, f"127.0.0.1:{ports[0]}", env)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

@@ -1,0 +1,43 @@
+"""Shell recipes marked ``<!-- fresh -->`` start their own `tubemq serve` on the default ports, the way
+a reader on a fresh machine runs them: verbatim, in an empty directory, one line after the other."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .blocks import all_blocks
+from .conftest import SERVE_PORTS, busy, doc_env
+
+FRESH = [b for b in all_blocks() if b.fresh and not b.norun]
+
+
+def test_there_is_a_fresh_recipe() -> None:
+    assert FRESH, "getting-started shows the shell recipe"
+
+
+@pytest.mark.parametrize("block", FRESH, ids=lambda b: b.name)
+def test_fresh_recipe_runs_verbatim(block: object, tmp_path: Path) -> None:
+    from .blocks import Block
+
+    assert isinstance(block, Block)
+    taken = [p for p in SERVE_PORTS if busy(p)]
+    if taken:
+        pytest.skip(f"the recipe uses the default ports and {taken} are taken by another program")
+    env = doc_env(TUBEMQ_RUNTIME_DIR=str(tmp_path / "run"))
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", block.code], capture_output=True, text=True,
+                           timeout=300, cwd=tmp_path, env=env)
+    finally:
+        pid_file = tmp_path / "tubemq-data" / "tubemq-serve.pid"
+        if pid_file.exists():  # the recipe failed before its `kill`: stop the server it started
+            subprocess.run(["kill", pid_file.read_text().strip()], capture_output=True)
+    print(f"{block.name}: exit {r.returncode} in {time.monotonic() - t0:.1f} s\n{r.stderr[-2000:]}")
+    assert r.returncode == 0, r.stdout[-1000:] + r.stderr[-3000:]
+    missing = [p for p in block.expect if not re.search(p, r.stdout)]
+    assert not missing, f"output lacks {missing}:\n{r.stdout[-1500:]}"
