@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
 """A consumer-group worker: run several copies and TubeMQ spreads the partitions between them.
 
-    python examples/consumer_group_worker.py --master 127.0.0.1:8715 --topic demo --group workers
+Run from the source tree with a local server (``tubemq serve --data-dir ./tubemq-data --detach``)::
+
+    tubemq topic create demo --if-not-exists
+    seq 1 1000 | tubemq produce --topic demo
+    python examples/consumer_group_worker.py --master 127.0.0.1:8715 --topic demo --group workers --idle-timeout 10
+
+Without ``--idle-timeout`` it runs until Ctrl-C; start more copies to see the partitions spread.
 
 Each fetched batch is confirmed after the loop body has processed all of its messages (at-least-once:
 a worker that dies re-delivers at most its current batch to the group). SIGTERM/Ctrl-C stop it
@@ -55,6 +61,7 @@ def main() -> int:
     idle_since: float | None = None
     assign_deadline = time.monotonic() + args.assign_timeout
     with tubemq.Consumer(args.master, group=args.group, topics=[args.topic], consume_from="earliest") as consumer:
+        print(f"consuming {args.topic} as group {args.group} (Ctrl-C to stop)", flush=True)
         while not stopping:
             batch = consumer.poll(timeout=1.0)
             if batch is None or len(batch) == 0:

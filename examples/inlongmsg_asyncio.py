@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Read an InLong topic with asyncio: decode each TubeMQ message as an InLongMsg container, count records.
 
-    python examples/inlongmsg_asyncio.py --master 127.0.0.1:8715 --topic inlong_events --group reader
+Run from the source tree with a local server (``tubemq serve --data-dir ./tubemq-data --detach``)::
+
+    tubemq topic create inlong_events --if-not-exists
+    python examples/inlongmsg_asyncio.py --master 127.0.0.1:8715 --topic inlong_events --produce 300 --idle-timeout 5
 
 InLong's DataProxy writes containers of many records into TubeMQ; ``msg.inlongmsg()`` decodes one
 (v0-v4, raw or snappy -- snappy needs ``pip install 'tubemq[inlong]'``). ``--produce N`` first packs N
 demo records into containers with ``InLongMsgBuilder``, the way DataProxy does, so the script also
-runs against an empty local server (``tubemq serve``). A message that is not a container is counted
+runs on a topic nothing else writes to. A message that is not a container is counted
 and skipped; batches are confirmed once all their records were handled.
 """
 
@@ -15,6 +18,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
+import signal
 import sys
 import time
 
@@ -42,7 +47,18 @@ async def produce_demo(args: argparse.Namespace) -> None:
     print(f"sent {args.produce} records in {len(sends)} containers")
 
 
+def stop_on_signals() -> asyncio.Event:
+    """Ctrl-C / SIGTERM set the event: the loop finishes the batch in hand, confirms it, and ends."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # no signal handlers on Windows
+            loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
 async def run(args: argparse.Namespace) -> int:
+    stop = stop_on_signals()
     if args.produce:
         await produce_demo(args)
     per_stream: collections.Counter[str] = collections.Counter()
@@ -50,7 +66,8 @@ async def run(args: argparse.Namespace) -> int:
     idle_since = time.monotonic()
     async with tubemq.aio.Consumer(args.master, group=args.group, topics=[args.topic],
                                    consume_from="earliest") as consumer:
-        while args.max_records is None or sum(per_stream.values()) < args.max_records:
+        print(f"reading {args.topic} as group {args.group} (Ctrl-C to stop)", flush=True)
+        while not stop.is_set() and (args.max_records is None or sum(per_stream.values()) < args.max_records):
             batch = await consumer.poll(timeout=1.0)
             if batch is None or len(batch) == 0:
                 # a group's first partition assignment can take a while: wait at least a minute for it

@@ -2,7 +2,10 @@
 """Batch ingestion with Spark: load a JSON Lines file into a DataFrame, write it to a TubeMQ topic,
 then read the topic back as a DataFrame.
 
-    python examples/spark_batch_ingest.py --master 127.0.0.1:8715 --topic orders orders.jsonl
+Run from the source tree with a local server (``tubemq serve --data-dir ./tubemq-data --detach``)::
+
+    tubemq topic create orders --if-not-exists
+    python examples/spark_batch_ingest.py --master 127.0.0.1:8715 --topic orders examples/data/orders.jsonl
 
 Needs ``pip install 'tubemq[spark]'`` and Java 17+. Rows become messages: the ``value`` column is the
 message body (here: each input row serialised back to JSON), ``stream_id`` and ``attributes`` columns

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Structured Streaming from a TubeMQ topic into Parquet files, with exactly-once file output.
 
+Run from the source tree with a local server (``tubemq serve --data-dir ./tubemq-data --detach``)::
+
+    tubemq topic create events --if-not-exists
+    seq 1 1000 | tubemq produce --topic events
     python examples/spark_streaming_parquet.py --master 127.0.0.1:8715 --topic events \
-        --output /data/events_parquet --checkpoint /data/events_ckpt
+        --output ./events_parquet --checkpoint ./events_ckpt --available-now
 
 Offsets live in the Spark checkpoint, so a restarted query continues where it stopped, and the
 Parquet sink writes each micro-batch atomically. ``--available-now`` processes what is in the topic
