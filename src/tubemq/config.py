@@ -389,7 +389,7 @@ class ConsumerConfig(ClientConfig):
     #: abandoned (the broker and master then expire this consumer, as after a crash)
     close_timeout_ms: int = 1000
     # server-side bound consumption (Java completeSubscribe(sessionKey, sourceCount, isSelectBig,
-    # partOffsetMap)); see README "Server-side bound consumption"
+    # partOffsetMap)); see docs/guide/bound-consumption.md
     bound_offsets: Any = None
     #: Bound consumption: the run's key, the same for every member of one run.
     session_key: str = ""

@@ -10,7 +10,7 @@ and memory is bounded whatever the traffic; :meth:`Histogram.record` is the lock
 single writer thread. Sections (:meth:`Metrics.add_section`) are whole sub-dicts such as per-broker
 health, computed only at snapshot time.
 
-The snapshot layout (documented in README.md, "Metrics and logging")::
+The snapshot layout (documented in docs/guide/metrics.md)::
 
     {"time": epoch s, "uptime_s": s, "counters": {name: int}, "gauges": {name: float},
      "latency": {name: {"count", "mean_ms", "p50_ms", "p99_ms", "p999_ms", "max_ms"}},

@@ -174,7 +174,7 @@ class Facade(Generic[A]):
 
     def metrics(self) -> dict[str, Any]:
         """A plain-dict snapshot: counters, gauges, latency percentiles, master and per-broker health
-        (keys listed in README.md, "Metrics and logging"). Taken on the client's loop thread, where the
+        (keys listed in docs/guide/metrics.md). Taken on the client's loop thread, where the
         figures live, so it is consistent; works after ``close()`` too."""
         return self._portal.call(self._aio.metrics)
 

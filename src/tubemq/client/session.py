@@ -66,7 +66,7 @@ class MasterSessionBase:
 
     #: Register refusals (``success=false`` codes) that end the start-up registration at once, with the
     #: typed error and the master's message; every other refusal is retried, as the Java client does
-    #: (README "Error handling", "Refused registration"). None for producers: Java's
+    #: (docs/guide/errors.md, "Refused registration"). None for producers: Java's
     #: ProducerManager.register2Master retries every code.
     fatal_register_codes: frozenset[int] = frozenset()
     #: Refusals that a retry cannot fix without a configuration change: the background re-registration

@@ -79,7 +79,7 @@ class Consumer:
 
     def metrics(self) -> dict[str, Any]:
         """A plain-dict snapshot: counters, gauges, fetch-latency percentiles, master and per-broker
-        health (keys listed in README.md, "Metrics and logging"). Call it from the consumer's loop."""
+        health (keys listed in docs/guide/metrics.md). Call it from the consumer's loop."""
         return self._core.metrics.snapshot()
 
     async def start(self) -> Consumer:

@@ -80,7 +80,7 @@ Hook = Callable[[list[Partition]], Any]
 
 #: refusals that end a server-balanced consumer's start-up registration at once: the Java consumer
 #: (BaseMessageConsumer.startMasterAndBrokerThreads) singles out these two, the C++ consumer stops on them;
-#: every other code is retried (README "Refused registration")
+#: every other code is retried (docs/guide/errors.md, "Refused registration")
 FATAL_REGISTER_CODES: frozenset[int] = frozenset({ErrorCode.CONSUME_GROUP_FORBIDDEN, ErrorCode.CONSUME_CONTENT_FORBIDDEN})
 #: codes that no amount of retrying fixes without a configuration change (§6.2): background
 #: re-registration stops asking every second at these
@@ -486,7 +486,7 @@ class ConsumerCore:
         self._register_metrics()
 
     def _register_metrics(self) -> None:
-        """Counters are plain ints read at snapshot time (README.md, "Metrics and logging", lists them)."""
+        """Counters are plain ints read at snapshot time (docs/guide/metrics.md, lists them)."""
         m, worker = self.metrics, self.worker
         m.register_counter("consumer.batches", lambda: self.batches)
         m.register_counter("consumer.confirms", lambda: self.confirms)

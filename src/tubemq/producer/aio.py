@@ -52,7 +52,7 @@ class Producer:
 
     def metrics(self) -> dict[str, Any]:
         """A plain-dict snapshot: counters, gauges, send-latency percentiles, master and per-broker
-        health (keys listed in README.md, "Metrics and logging"). Call it from the producer's loop."""
+        health (keys listed in docs/guide/metrics.md). Call it from the producer's loop."""
         return self._core.metrics.snapshot()
 
     def partitions(self, topic: str) -> list[Any]:

@@ -1,5 +1,5 @@
 """The producer's metrics: counters of both routes (the loop's and the callers' own round trips),
-gauges, and its brokers' health (README, "Metrics and logging").
+gauges, and its brokers' health (docs/guide/metrics.md).
 
 Why a module of its own: the dispatcher keeps plain ints on its hot paths; this is where they are named
 and summed for snapshots, which run on the client's loop thread.

@@ -49,7 +49,7 @@ class AsyncBoundConsumer:
         return self._core.closing
 
     def metrics(self) -> dict[str, Any]:
-        """Counters, fetch latency, master and per-broker health (README.md, "Metrics and logging").
+        """Counters, fetch latency, master and per-broker health (docs/guide/metrics.md).
         Call it from the consumer's loop."""
         return self._core.metrics()
 

@@ -87,7 +87,7 @@ class BoundCore:
         return {s.partition.address: s.partition.broker_id for s in self.table.registered()}
 
     def metrics(self) -> dict[str, Any]:
-        """Counters, fetch latency, master and per-broker health (README.md, "Metrics and logging").
+        """Counters, fetch latency, master and per-broker health (docs/guide/metrics.md).
         Call it from the consumer's loop."""
         return self.stats.snapshot()
 
