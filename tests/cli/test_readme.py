@@ -39,3 +39,14 @@ def test_no_development_history_in_user_docs() -> None:
     found = [f"{p.relative_to(REPO)}: {m.group(0)}" for p in pages if p.name != "PROTOCOL.md"
              for m in history.finditer(p.read_text(encoding="utf-8"))]
     assert not found, found
+
+
+def test_docs_state_the_exit_status_of_a_taken_port() -> None:
+    """`tubemq serve` on a taken port exits 3 (cli/common.py EXIT_PORT_IN_USE); no page says otherwise."""
+    from tubemq.cli.common import EXIT_PORT_IN_USE
+
+    assert EXIT_PORT_IN_USE == 3
+    pages = [README, *sorted((REPO / "docs").rglob("*.md"))]
+    wrong = [str(p.relative_to(REPO)) for p in pages
+             if re.search(r"address already in use[^|]*exits with 1\b", p.read_text(encoding="utf-8"), re.S)]
+    assert not wrong, wrong
