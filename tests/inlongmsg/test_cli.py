@@ -49,12 +49,13 @@ def test_consume_format_inlongmsg(cli_cluster: Any, tmp_path: Path) -> None:
         m = decode(containers[-1])
         expected += list(m)
     with tubemq.Producer(cli_cluster.master_address) as producer:
+        producer.send("inl_consume", b"not an inlong container")
         for data in containers:
             producer.send("inl_consume", data)
-        producer.send("inl_consume", b"not an inlong container")
     out = tmp_path / "records.jsonl"
+    # --count counts records with --format inlongmsg: the 15 of the 3 containers
     r = run_cli(["consume", "--topic", "inl_consume", "--group", "g_inl", "--master", cli_cluster.master_address,
-                 "--format", "inlongmsg", "--count", "4", "--timeout", "10", "--output", str(out)], timeout=120)
+                 "--format", "inlongmsg", "--count", "15", "--timeout", "10", "--output", str(out)], timeout=120)
     assert r.returncode == 0, r.stderr
     assert b"not an InLong container" in r.stderr  # the plain message is reported and skipped
     recs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
