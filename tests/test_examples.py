@@ -1,9 +1,11 @@
-"""Every script in examples/ runs against an embedded server (so the examples cannot rot).
+"""Every script in examples/ runs as its header says (so the examples cannot rot).
 
-Each example runs as a subprocess with a timeout; the Spark examples run only when Java is present, both
-in one subprocess (one JVM; see ``_SEQUENTIAL``).
-The master is given as a DSN with a short heartbeat period so consumer groups get their partitions
-within a second or two instead of Java's 13 s.
+The header's commands run verbatim, one after the other, in a directory holding an ``examples`` link to
+this tree, against an empty `tubemq serve --detach` (on free ports, with the master's port changed in
+the commands, when another program holds a default one). The long-running consumers are also stopped
+with Ctrl-C (SIGINT), which must end them cleanly. The Spark examples run only when Java is present,
+both in one process (one JVM; see ``_SEQUENTIAL``). A few more runs with other arguments check what the
+examples leave behind (committed offsets, enriched events).
 """
 
 from __future__ import annotations
@@ -270,48 +272,67 @@ class SparkRuns:
 
 @pytest.fixture(scope="module")
 def spark_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkRuns]:
-    """Each selected Spark example prepared against one embedded cluster, then all run in one process."""
-    from tubemq.server import EmbeddedCluster
+    """Each selected Spark example run as its header says, against one empty `tubemq serve --detach`: the
+    header's setup lines in a shell, then the example scripts together in one process (``_SEQUENTIAL``)."""
+    from types import SimpleNamespace
+
+    from tubemq.cli.common import free_port
 
     selected = {item.originalname for item in request.session.items if item.module is request.module}
+    scripts = [s for s, test in (("spark_batch_ingest.py", "test_spark_batch_ingest"),
+                                 ("spark_streaming_parquet.py", "test_spark_streaming_parquet")) if test in selected]
     tmp = tmp_path_factory.mktemp("spark-examples")
-    with EmbeddedCluster(data_dir=tmp / "data", balance_period_ms=200) as cluster:
-        runs = SparkRuns(cluster, tmp)
+    work = tmp / "work"
+    work.mkdir()
+    (work / "examples").symlink_to(EXAMPLES, target_is_directory=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", SPARK_LOCAL_IP="127.0.0.1", TUBEMQ_RUNTIME_DIR=str(tmp / "run"))
+    env.pop("TUBEMQ_MASTER", None)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    ports = [8715, 8123, 8080]
+    if any(_busy(p) for p in ports):
+        ports = [free_port() for _ in ports]
+        env["TUBEMQ_MASTER"] = f"127.0.0.1:{ports[0]}"
+    master = f"127.0.0.1:{ports[0]}"
+    r = subprocess.run([sys.executable, "-m", "tubemq", "serve", "--data-dir", str(tmp / "tubemq-data"),
+                        "--master-port", str(ports[0]), "--broker-port", str(ports[1]), "--admin-port",
+                        str(ports[2]), "--detach"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    pid = int((tmp / "tubemq-data" / "tubemq-serve.pid").read_text())
+    try:
+        runs = SparkRuns(SimpleNamespace(master_address=master), work)
         plan: list[tuple[str, list[str]]] = []
-        if "test_spark_batch_ingest" in selected:
-            cluster.create_topic("ex_spark_batch", partitions=2)
-            src = tmp / "orders.jsonl"
-            src.write_text("".join(json.dumps({"order": i, "amount": i * 1.5}) + "\n" for i in range(200)))
-            plan.append(("spark_batch_ingest.py",
-                         ["--master", cluster.master_address, "--topic", "ex_spark_batch", str(src)]))
-        if "test_spark_streaming_parquet" in selected:
-            cluster.create_topic("ex_spark_stream", partitions=2)
-            _fill(cluster, "ex_spark_stream", [b"event-%d" % i for i in range(300)])
-            plan.append(("spark_streaming_parquet.py",
-                         ["--master", cluster.master_address, "--topic", "ex_spark_stream", "--output",
-                          str(tmp / "parquet"), "--checkpoint", str(tmp / "ckpt"), "--available-now",
-                          "--max-per-trigger", "120"]))
-        env = dict(os.environ, PYTHONUNBUFFERED="1", SPARK_LOCAL_IP="127.0.0.1")
-        todo = json.dumps([(str(EXAMPLES / script), args) for script, args in plan])
+        for script in scripts:
+            *setup, command = header_commands(script)
+            for line in setup:
+                r = subprocess.run(["bash", "-euo", "pipefail", "-c", line.replace("127.0.0.1:8715", master)],
+                                   capture_output=True, text=True, timeout=180, cwd=work, env=env)
+                assert r.returncode == 0, f"{line}: {r.stderr[-2000:]}"
+            argv = shlex.split(command.replace("127.0.0.1:8715", master))
+            assert argv[:2] == ["python", f"examples/{script}"], argv
+            plan.append((str(EXAMPLES / script), argv[2:]))
+        todo = json.dumps(plan)
         r = subprocess.run([sys.executable, "-c", _SEQUENTIAL, todo], capture_output=True, text=True,
-                           timeout=300 + 300 * len(plan), env=env)
+                           timeout=300 + 300 * len(plan), env=env, cwd=work)
         runs.stderr = r.stderr
         rest = r.stdout
         for script, _ in plan:
-            before, marker, after = rest.partition(f"<<<example {script} exit ")
+            before, marker, after = rest.partition(f"<<<example {os.path.basename(script)} exit ")
             if not marker:
                 break
             code, _, rest = after.partition(">>>\n")
-            runs.stdout[script] = (before, code)
+            runs.stdout[os.path.basename(script)] = (before, code)
         yield runs
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
 
 
 @pytest.mark.spark
 @needs_spark
 def test_spark_batch_ingest(spark_runs: SparkRuns) -> None:
     out = spark_runs.output("spark_batch_ingest.py")
-    assert "wrote 200 rows to ex_spark_batch; the topic now holds 200 rows from this job" in out
-    msgs = _drain(spark_runs.cluster, "ex_spark_batch", "ex_spark_check", 200)
+    assert "wrote 200 rows to orders; the topic now holds 200 rows from this job" in out
+    msgs = _drain(spark_runs.cluster, "orders", "ex_spark_check", 200)
     assert sorted(json.loads(m.data)["order"] for m in msgs) == list(range(200))
     assert all(m.stream_id == "spark-ingest" and m.attributes.get("source") == "orders.jsonl" for m in msgs)
 
@@ -320,9 +341,9 @@ def test_spark_batch_ingest(spark_runs: SparkRuns) -> None:
 @needs_spark
 def test_spark_streaming_parquet(spark_runs: SparkRuns) -> None:
     out = spark_runs.output("spark_streaming_parquet.py")
-    assert "now holds 300 rows from ex_spark_stream" in out
+    assert "./events_parquet now holds 1000 rows from events" in out
     import pyarrow.parquet as pq
 
-    bodies = pq.read_table(spark_runs.tmp / "parquet").column("body").to_pylist()
-    assert sorted(bodies) == sorted(f"event-{i}" for i in range(300))
-    assert (spark_runs.tmp / "ckpt" / "offsets").is_dir()  # the offsets a restarted query resumes from
+    bodies = pq.read_table(spark_runs.tmp / "events_parquet").column("body").to_pylist()
+    assert sorted(bodies) == sorted(str(i) for i in range(1, 1001))
+    assert (spark_runs.tmp / "events_ckpt" / "offsets").is_dir()  # the offsets a restarted query resumes from
