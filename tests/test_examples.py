@@ -102,8 +102,8 @@ def header_commands(script: str) -> list[str]:
     return out
 
 
-@pytest.fixture
-def empty_server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
+@contextlib.contextmanager
+def detached_server(tmp: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
     """`tubemq serve --detach` as the headers say, with nothing on it: (master, environment, work dir).
 
     The work directory holds an ``examples`` link to this tree, so the header's relative paths work as in
@@ -112,26 +112,32 @@ def empty_server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
     """
     from tubemq.cli.common import free_port
 
-    work = tmp_path / "work"
+    work = tmp / "work"
     work.mkdir()
     (work / "examples").symlink_to(EXAMPLES, target_is_directory=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", TUBEMQ_RUNTIME_DIR=str(tmp_path / "run"))
+    env = dict(os.environ, PYTHONUNBUFFERED="1", SPARK_LOCAL_IP="127.0.0.1", TUBEMQ_RUNTIME_DIR=str(tmp / "run"))
     env.pop("TUBEMQ_MASTER", None)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     ports = [8715, 8123, 8080]
     if any(_busy(p) for p in ports):
         ports = [free_port() for _ in ports]
         env["TUBEMQ_MASTER"] = f"127.0.0.1:{ports[0]}"
-    r = subprocess.run([sys.executable, "-m", "tubemq", "serve", "--data-dir", str(tmp_path / "tubemq-data"),
+    r = subprocess.run([sys.executable, "-m", "tubemq", "serve", "--data-dir", str(tmp / "tubemq-data"),
                         "--master-port", str(ports[0]), "--broker-port", str(ports[1]), "--admin-port",
                         str(ports[2]), "--detach"], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr
-    pid = int((tmp_path / "tubemq-data" / "tubemq-serve.pid").read_text())
+    pid = int((tmp / "tubemq-data" / "tubemq-serve.pid").read_text())
     try:
         yield f"127.0.0.1:{ports[0]}", env, work
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
+
+
+@pytest.fixture
+def empty_server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
+    with detached_server(tmp_path) as server:
+        yield server
 
 
 def _busy(port: int) -> bool:
@@ -276,29 +282,10 @@ def spark_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     header's setup lines in a shell, then the example scripts together in one process (``_SEQUENTIAL``)."""
     from types import SimpleNamespace
 
-    from tubemq.cli.common import free_port
-
     selected = {item.originalname for item in request.session.items if item.module is request.module}
     scripts = [s for s, test in (("spark_batch_ingest.py", "test_spark_batch_ingest"),
                                  ("spark_streaming_parquet.py", "test_spark_streaming_parquet")) if test in selected]
-    tmp = tmp_path_factory.mktemp("spark-examples")
-    work = tmp / "work"
-    work.mkdir()
-    (work / "examples").symlink_to(EXAMPLES, target_is_directory=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", SPARK_LOCAL_IP="127.0.0.1", TUBEMQ_RUNTIME_DIR=str(tmp / "run"))
-    env.pop("TUBEMQ_MASTER", None)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    ports = [8715, 8123, 8080]
-    if any(_busy(p) for p in ports):
-        ports = [free_port() for _ in ports]
-        env["TUBEMQ_MASTER"] = f"127.0.0.1:{ports[0]}"
-    master = f"127.0.0.1:{ports[0]}"
-    r = subprocess.run([sys.executable, "-m", "tubemq", "serve", "--data-dir", str(tmp / "tubemq-data"),
-                        "--master-port", str(ports[0]), "--broker-port", str(ports[1]), "--admin-port",
-                        str(ports[2]), "--detach"], capture_output=True, text=True, timeout=120, env=env)
-    assert r.returncode == 0, r.stderr
-    pid = int((tmp / "tubemq-data" / "tubemq-serve.pid").read_text())
-    try:
+    with detached_server(tmp_path_factory.mktemp("spark-examples")) as (master, env, work):
         runs = SparkRuns(SimpleNamespace(master_address=master), work)
         plan: list[tuple[str, list[str]]] = []
         for script in scripts:
@@ -322,9 +309,6 @@ def spark_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
             code, _, rest = after.partition(">>>\n")
             runs.stdout[os.path.basename(script)] = (before, code)
         yield runs
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
 
 
 @pytest.mark.spark
