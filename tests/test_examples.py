@@ -151,6 +151,11 @@ def _busy(port: int) -> bool:
     return False
 
 
+POSIX_SHELL = pytest.mark.skipif(sys.platform == "win32",
+                                 reason="the headers are POSIX shell lines (`seq`, `tubemq serve --detach`)")
+
+
+@POSIX_SHELL
 @pytest.mark.parametrize("script", sorted(HEADER_EXPECT))
 def test_example_runs_as_its_header_says(script: str, empty_server: tuple[str, dict[str, str], Path]) -> None:
     master, env, work = empty_server
@@ -166,6 +171,7 @@ def test_example_runs_as_its_header_says(script: str, empty_server: tuple[str, d
     assert not missing, f"{script}: output lacks {missing}:\n{out[-2000:]}"
 
 
+@POSIX_SHELL
 @pytest.mark.parametrize("script", ["consumer_group_worker.py", "asyncio_pipeline.py", "inlongmsg_asyncio.py"])
 def test_example_stops_cleanly_on_ctrl_c(script: str, empty_server: tuple[str, dict[str, str], Path]) -> None:
     """The header's consumer without --idle-timeout (run until Ctrl-C): SIGINT ends it, exit 0, no traceback."""
@@ -313,6 +319,7 @@ def spark_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 
 @pytest.mark.spark
 @needs_spark
+@POSIX_SHELL
 def test_spark_batch_ingest(spark_runs: SparkRuns) -> None:
     out = spark_runs.output("spark_batch_ingest.py")
     assert "wrote 200 rows to orders; the topic now holds 200 rows from this job" in out
@@ -323,6 +330,7 @@ def test_spark_batch_ingest(spark_runs: SparkRuns) -> None:
 
 @pytest.mark.spark
 @needs_spark
+@POSIX_SHELL
 def test_spark_streaming_parquet(spark_runs: SparkRuns) -> None:
     out = spark_runs.output("spark_streaming_parquet.py")
     assert "./events_parquet now holds 1000 rows from events" in out

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 import pytest
 
 from .helpers import cli_env, run_cli
+
+POSIX = pytest.mark.skipif(sys.platform == "win32", reason="`tubemq serve --detach` is POSIX only")
 
 
 @pytest.fixture
@@ -40,6 +43,7 @@ def detached(tmp_path: Path) -> Iterator[tuple[dict[str, str], str, Path]]:
             pass
 
 
+@POSIX
 def test_serve_detach_returns_when_serving(detached: tuple[dict[str, str], str, Path]) -> None:
     env, master, data = detached
     # the very next command works: no "connection refused" race
@@ -55,6 +59,7 @@ def test_serve_detach_returns_when_serving(detached: tuple[dict[str, str], str, 
     assert "already running" in again.stderr.decode()
 
 
+@POSIX
 def test_serve_detach_reports_a_taken_port(detached: tuple[dict[str, str], str, Path], tmp_path: Path) -> None:
     env, master, _ = detached
     port = master.rpartition(":")[2]
@@ -64,6 +69,7 @@ def test_serve_detach_reports_a_taken_port(detached: tuple[dict[str, str], str, 
     assert "before it was ready" in r.stderr.decode()
 
 
+@POSIX
 def test_host_name_master_finds_the_published_admin_api(detached: tuple[dict[str, str], str, Path]) -> None:
     env, master, _ = detached
     r = run_cli(["topic", "list", "--master", "localhost:" + master.rpartition(":")[2]], env=env)

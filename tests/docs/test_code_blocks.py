@@ -39,6 +39,8 @@ def test_markers_are_counted_and_explained() -> None:
 
 def _run(block: Block, served: Served, cwd: Path, timeout: float = 180) -> str:
     """Run one block; returns a problem description, or '' when it did what it promises."""
+    if block.lang == "bash" and sys.platform == "win32":
+        return ""  # POSIX shell; the python blocks still run
     code = served.adapt(block.code)
     argv = [sys.executable, "-c", code] if block.lang == "python" else ["bash", "-euo", "pipefail", "-c", code]
     t0 = time.monotonic()

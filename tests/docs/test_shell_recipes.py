@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 
 from .blocks import all_blocks
 from .conftest import SERVE_PORTS, busy, doc_env
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell recipes (`tubemq serve --detach`)")
 
 FRESH = [b for b in all_blocks() if b.fresh and not b.norun]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +196,9 @@ def run(args: argparse.Namespace) -> int:
 
         if args.ready_timeout <= 0:
             raise CliError("--ready-timeout must be positive", EXIT_USAGE)
+        if sys.platform == "win32":  # no sessions to detach into, and probing a pid would end it
+            raise CliError("--detach needs a POSIX system: on Windows run `tubemq serve` in its own window",
+                           EXIT_USAGE)
         return detach(args, args.argv)
     args.data_dir.mkdir(parents=True, exist_ok=True)
     if args.verbose == 0:
