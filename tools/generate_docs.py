@@ -139,6 +139,7 @@ def config_tables() -> tuple[str, list[str]]:
             if f.name in inherited:
                 continue
             text = _meaning(f.name, comments, docs)
+            text = text[:1].upper() + text[1:]
             if not text:
                 undocumented.append(f"{cls.__name__}.{f.name}")
             out.append(f"| `{f.name}` | {_type(f)} | {_cell(_default(f))} | {_cell(text)} |")

@@ -114,15 +114,25 @@ class ClientConfig:
     register_retry_wait_ms: int = 1000
     pool: str = "shared"
     max_inflight: int = 4096
+    #: TLS to master and brokers.
     tls: bool = False
+    #: CA bundle (PEM) to verify the servers with (default: the system's).
     tls_ca: str | None = None
+    #: Client certificate (PEM) for mutual TLS.
     tls_cert: str | None = None
+    #: Client private key (PEM) for ``tls_cert``.
     tls_key: str | None = None
+    #: Verify the server certificate and host name.
     tls_verify: bool = True
+    #: User name for TubeMQ authentication (signed register and heartbeat, broker visit tokens).
     auth_user: str | None = None
+    #: Password of ``auth_user``; never logged, hidden from ``repr``.
     auth_password: str | None = field(default=None, repr=False)
+    #: IPv4 address reported to the master as this client's host (default: detected).
     local_address: str | None = None
+    #: Call ``stats_callback(client.metrics())`` this often; 0 = never.
     stats_interval_s: float = 0.0
+    #: Callable that receives the metrics snapshots of ``stats_interval_s``.
     stats_callback: Callable[[dict[str, Any]], Any] | None = field(default=None, repr=False, compare=False)
     max_partitions: int = DEFAULT_MAX_PARTITIONS
     max_total_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS
