@@ -325,8 +325,8 @@ def clone_offsets(
         except AdminError as exc:
             if "has not been registered" not in exc.message and "query result is null" not in exc.message:
                 raise
-            missing.append(str(bid))
+            missing.append(f"{bid} ({exc.message})")
     if not done:
-        raise AdminError(400, f"group {source} has no offsets on broker(s) {','.join(missing) or '-'}",
+        raise AdminError(400, f"group {source} has no offsets on broker(s) {', '.join(missing) or '-'}",
                          "admin_clone_offset")
     return done

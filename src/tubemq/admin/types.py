@@ -169,11 +169,12 @@ class GroupMember:
 
 @dataclass(frozen=True)
 class GroupDetail:
-    """``admin_query_consume_group_detail``: the group's topics, consume mode and members."""
+    """``admin_query_consume_group_detail``: the group's topics, consume mode (``"unbound"``,
+    ``"bound"``, ``"client-rebalance"``) and members."""
 
     group: str
     topics: tuple[str, ...]
-    consume_type: int
+    consume_type: str
     rebalanced: bool | None
     members: tuple[GroupMember, ...]
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -184,7 +185,7 @@ class GroupDetail:
         return cls(
             group=str(d.get("consumeGroup") or ""),
             topics=tuple(str(t) for t in d.get("topicSet") or []),
-            consume_type=_int(d.get("isBandConsume"), 0),
+            consume_type=str(d.get("isBandConsume", "")),
             rebalanced=_bool(reb.get("isRebalanced")) if isinstance(reb, dict) else None,
             members=tuple(GroupMember.from_json(m) for m in d.get("data") or [] if isinstance(m, dict)),
             raw=d,
