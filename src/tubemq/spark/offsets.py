@@ -60,6 +60,8 @@ LATEST = -1
 
 OffsetSpec = Literal["earliest", "latest"] | dict[str, dict[str, int]]
 Flat = dict[tuple[str, str], int]
+#: epoch ms for every partition, or {topic: {"brokerId:partitionId" | "*:partitionId": epoch ms}}
+TimestampSpec = int | dict[str, dict[str, int]]
 
 
 def partition_key(broker_id: int, partition_id: int) -> str:
