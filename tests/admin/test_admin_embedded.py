@@ -135,3 +135,16 @@ def test_several_brokers_in_one_process(tmp_path: Path) -> None:
         assert len(found) == 2 and len({t.broker_id for t in found}) == 2
         admin.set_offsets("g", {t.key: 0 for t in found})
         assert len(admin.group_offsets("g")) == 2
+
+
+def test_consumer_offsets_for_times(loaded: Any) -> None:
+    cluster, split = loaded
+    with tubemq.Consumer(cluster.master_address, group="g9", topics=["tp"]) as c:
+        found = c.offsets_for_times("tp", split, admin_url=cluster.admin_url)
+    assert [(t.partition_id, t.offset) for t in found] == [(0, 280), (1, 280)]
+
+    async def main() -> list[Any]:
+        async with tubemq.aio.Consumer(cluster.master_address, group="g9", topics=["tp"]) as c:
+            return await c.offsets_for_times("tp", split, admin_url=cluster.admin_url)
+
+    assert [t.offset for t in asyncio.run(main())] == [280, 280]
