@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from tubemq.errors import AdminError
 
 from . import _ops
-from ._base import DEFAULT_TIMEOUT, DEFAULT_USER, When, _AdminBase, create_kwargs
+from ._base import When, _AdminBase, create_kwargs
 from ._http import Request, call_blocking
 from .types import BrokerStatus, GroupDetail, PartitionOffset, PartitionOffsetDetail, TimeOffset, TopicInfo
 
@@ -24,12 +24,6 @@ class AdminClient(_AdminBase):
     Group-offset calls go to the brokers' web APIs, found through the master (``broker_urls`` overrides
     the address of a broker by id). The context manager form exists for symmetry with the other clients.
     """
-
-    def __init__(
-        self, url: str, token: str | None = None, *, user: str = DEFAULT_USER, timeout: float = DEFAULT_TIMEOUT,
-        broker_urls: Mapping[int, str] | None = None,
-    ) -> None:
-        super().__init__(url, token, user=user, timeout=timeout, broker_urls=broker_urls)
 
     def __enter__(self) -> AdminClient:
         return self
