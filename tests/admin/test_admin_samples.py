@@ -11,7 +11,7 @@ from _data import data_path
 
 import tubemq.aio
 from tubemq.admin import AdminClient
-from tubemq.errors import AdminError, ConfigError, TubeMQConnectionError
+from tubemq.errors import AdminError, ConfigError, TubeMQConnectionError, TubeMQTimeoutError
 
 from .conftest import SampleServer
 
@@ -114,3 +114,17 @@ def test_asyncio_client_same_answers(sample_server: SampleServer) -> None:
             await tubemq.aio.AdminClient("127.0.0.1:1", timeout=5).list_topics()
 
     asyncio.run(main())
+
+
+def test_master_address_of_a_local_server_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tubemq.server import endpoints
+
+    published = endpoints.Endpoints("127.0.0.1:18715", "http://127.0.0.1:18080/webapi.htm", [], 1, "/tmp/x")
+    monkeypatch.setattr(endpoints, "lookup", lambda address: published if address == "127.0.0.1:18715" else None)
+    assert AdminClient("127.0.0.1:9,127.0.0.1:18715").url == "http://127.0.0.1:18080/webapi.htm"
+    assert AdminClient("10.0.0.1:8080").url == "http://10.0.0.1:8080/webapi.htm"  # not local: taken as the web port
+
+
+def test_rpc_port_is_named_in_the_error(cluster: object) -> None:
+    with pytest.raises((TubeMQConnectionError, TubeMQTimeoutError), match="web port"):
+        AdminClient("http://" + cluster.master_address, timeout=2).list_topics()  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ modify calls only, so it never shows in a URL, a log line or an exception.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import logging
 import socket
@@ -26,13 +27,25 @@ log = logging.getLogger("tubemq.admin")
 #: Answers larger than this are refused (a full topic listing of a big cluster is a few MiB).
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 MAX_HEADER_BYTES = 64 * 1024
+_HINT = " (a master's RPC port does not answer HTTP: the admin API is on its web port, 8080 by default)"
 
 
 def normalise_url(url: str) -> str:
-    """``host:port``, ``http://host:port`` or a full ``.../webapi.htm`` URL -> the ``webapi.htm`` URL."""
+    """``host:port``, ``http://host:port`` or a full ``.../webapi.htm`` URL -> the ``webapi.htm`` URL.
+
+    A bare master address (``host:port[,host:port]``) of an embedded server running on this machine
+    becomes the admin URL that server published (``tubemq.server.endpoints``)."""
     url = url.strip()
     if not url:
         raise ConfigError("url", "an admin URL or master address is required")
+    if "://" not in url and "/" not in url:
+        from tubemq.server.endpoints import lookup
+
+        for address in url.split(","):
+            found = lookup(address.strip())
+            if found is not None and found.admin_url:
+                return found.admin_url
+        url = url.split(",")[0].strip()
     if "://" not in url:
         url = "http://" + url
     parts = urllib.parse.urlsplit(url)
@@ -119,13 +132,13 @@ def call_blocking(req: Request, base_url: str, token: str | None, timeout: float
     except urllib.error.URLError as exc:
         reason = exc.reason
         if isinstance(reason, socket.timeout | TimeoutError):
-            raise TubeMQTimeoutError(f"{_where(url)} did not answer {req.method} in {timeout:g}s") from None
+            raise TubeMQTimeoutError(f"{_where(url)} did not answer {req.method} in {timeout:g}s{_HINT}") from None
         why = "connection refused" if isinstance(reason, ConnectionRefusedError) else str(reason)
         raise TubeMQConnectionError(f"cannot reach the admin API at {_where(url)} ({why})") from None
     except TimeoutError:
-        raise TubeMQTimeoutError(f"{_where(url)} did not answer {req.method} in {timeout:g}s") from None
-    except OSError as exc:
-        raise TubeMQConnectionError(f"admin API at {_where(url)}: {exc}") from None
+        raise TubeMQTimeoutError(f"{_where(url)} did not answer {req.method} in {timeout:g}s{_HINT}") from None
+    except (OSError, http.client.HTTPException) as exc:
+        raise TubeMQConnectionError(f"admin API at {_where(url)}: {exc or type(exc).__name__}{_HINT}") from None
     if len(raw) > MAX_ANSWER_BYTES:
         raise AdminError(-1, f"answer from {_where(url)} is over {MAX_ANSWER_BYTES} bytes", req.method)
     return check_answer(raw, url, req.method)
@@ -137,7 +150,7 @@ async def call_async(req: Request, base_url: str, token: str | None, timeout: fl
     try:
         return await asyncio.wait_for(_exchange(url, body, req.method), timeout)
     except asyncio.TimeoutError:
-        raise TubeMQTimeoutError(f"{_where(url)} did not answer {req.method} in {timeout:g}s") from None
+        raise TubeMQTimeoutError(f"{_where(url)} did not answer {req.method} in {timeout:g}s{_HINT}") from None
 
 
 async def _exchange(url: str, body: bytes | None, method: str) -> dict[str, Any]:
@@ -162,7 +175,7 @@ async def _exchange(url: str, body: bytes | None, method: str) -> dict[str, Any]
         status_line = await reader.readline()
         fields = status_line.decode("latin-1").split(" ", 2)
         if len(fields) < 2 or not fields[0].startswith("HTTP/") or not fields[1].isdigit():
-            raise AdminError(-1, f"{_where(url)} did not answer HTTP", method)
+            raise AdminError(-1, f"{_where(url)} did not answer HTTP{_HINT}", method)
         status = int(fields[1])
         headers: dict[str, str] = {}
         while True:
