@@ -77,6 +77,7 @@ def test_refusals_are_typed(sample_server: SampleServer) -> None:
     assert err.value.code == 400 and err.value.method == "admin_manual_set_current_offset"
     with pytest.raises(AdminError, match="has not been registered"):  # the one broker lacks the source
         admin.clone_offsets("other_group", "g2")
+    sample_server.overrides["admin_query_broker_run_status"] = sample_server.run_status([1, 2])
     with pytest.raises(AdminError, match="no time lookup"):  # a real broker has no admin_query_offset_by_time
         admin.offsets_for_times("test_topic", 0)
     with pytest.raises(ConfigError, match="brokerId:topicName:partitionId"):
@@ -128,3 +129,12 @@ def test_master_address_of_a_local_server_resolves(monkeypatch: pytest.MonkeyPat
 def test_rpc_port_is_named_in_the_error(cluster: object) -> None:
     with pytest.raises((TubeMQConnectionError, TubeMQTimeoutError), match="web port"):
         AdminClient("http://" + cluster.master_address, timeout=2).list_topics()  # type: ignore[attr-defined]
+
+
+def test_unknown_broker_is_an_admin_error(sample_server: SampleServer) -> None:
+    admin = AdminClient(sample_server.url)
+    with pytest.raises(AdminError, match="broker\\(s\\) 9 not known") as err:
+        admin.set_offset("g", "test_topic", 9, 0, 0)
+    assert err.value.code == 404
+    with pytest.raises(AdminError, match="9 not known"):
+        admin.set_offsets("g", {"1:test_topic:0": 0, "9:test_topic:0": 0})

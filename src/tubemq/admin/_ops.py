@@ -163,6 +163,10 @@ def _broker_targets(ctx: Ctx, only: Iterable[int] | None = None) -> Op[list[tupl
             raise AdminError(-1, f"broker {b.broker_id} has no web port: pass broker_urls={{{b.broker_id}: URL}}",
                              "admin_query_broker_run_status")
         found.append((b.broker_id, url))
+    missing = sorted(wanted - {bid for bid, _ in found}) if wanted is not None else []
+    if missing:
+        raise AdminError(404, f"broker(s) {', '.join(map(str, missing))} not known to the master",
+                         "admin_query_broker_run_status")
     return found
 
 
