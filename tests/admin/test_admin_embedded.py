@@ -98,7 +98,7 @@ def test_group_offsets_and_resets(loaded: Any) -> None:
     assert [r.offset for r in admin.group_offsets("g3", "tp")] == [28, 560]
     with pytest.raises(AdminError, match="query result is null"):
         admin.clone_offsets("nobody", "g4")
-    with pytest.raises(AdminError, match="Unsupported method"):  # needs the offset history store
+    with pytest.raises(AdminError, match="Not found record"):  # g1 was never online while recorded
         admin.set_offsets_by_time("g1", split)
 
 
@@ -148,3 +148,35 @@ def test_consumer_offsets_for_times(loaded: Any) -> None:
             return await c.offsets_for_times("tp", split, admin_url=cluster.admin_url)
 
     assert [t.offset for t in asyncio.run(main())] == [280, 280]
+
+
+def test_set_offsets_by_time_restores_the_recorded_offsets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tubemq.server import offset_history
+
+    monkeypatch.setattr(offset_history, "HISTORY_INTERVAL_MS", 100)
+    with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_TIMERS) as cluster:
+        cluster.create_topic("tp", partitions=1)
+        with tubemq.Producer(cluster.master_address) as p:
+            for i in range(6):
+                p.send("tp", b"m%d" % i)
+        admin = AdminClient(cluster.admin_url)
+        with tubemq.Consumer(cluster.master_address, group="gh", topics=["tp"], consume_from="earliest") as c:
+            got = 0
+            end = time.monotonic() + 60
+            while got < 6 and time.monotonic() < end:
+                batch = c.poll(timeout=1.0)
+                if batch is not None:
+                    got += len(batch.messages)
+                    c.confirm(batch)
+            assert got == 6
+            # records of the confirmed state: from the next whole second on (recordTime has seconds)
+            second = int(time.time()) + 1
+            time.sleep(second - time.time() + 0.5)
+        assert [r.offset for r in admin.reset_offsets("gh", "tp", "earliest")] == [0]
+        rows = admin.set_offsets_by_time("gh", second * 1000)
+        assert rows[0]["groupName"] == "gh" and rows[0]["brokerId"] == 1
+        assert rows[0]["before"][0]["offsets"][0]["curOffset"] == 0
+        assert rows[0]["after"][0]["offsets"][0]["curOffset"] == 6 * 28
+        assert [r.offset for r in admin.group_offsets("gh")] == [6 * 28]
+        with pytest.raises(AdminError, match="Not found record"):
+            admin.set_offsets_by_time("gh", (second + 3600) * 1000)

@@ -7,9 +7,9 @@ the servlet's JSON (``dataSet``/``subInfo``/``offsets`` of ``GroupOffsetInfo``; 
 ``tests/data/admin/``). Modify calls are ``op_modify`` here, so they need the admin token when one is set.
 
 ``admin_query_offset_by_time`` is this server's own call (no real broker has it): the first index
-offset appended at or after a time, per partition, over the store's append times. The real
-``admin_set_offset_by_time`` restores a group's offset *history* (a store the embedded broker does
-not keep), so it is not served here.
+offset appended at or after a time, per partition, over the store's append times.
+``admin_set_offset_by_time`` is the real one: the group back to its own offsets recorded at a time
+(:mod:`tubemq.server.offset_history`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .admin import ERR_BAD_REQUEST, _AdminError, _bool_param, _int_param, _param
+from .offset_history import OffsetHistory
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -47,6 +48,8 @@ class BrokerWebApi:
 
     def __init__(self, nodes: Callable[[], Sequence[BrokerNode]]) -> None:
         self._nodes = nodes
+        #: broker id -> its offset history (recorded by offset_history.run, read by set_offset_by_time)
+        self.histories: dict[int, OffsetHistory] = {}
 
     def methods(self) -> dict[tuple[str, str], Handler]:
         return {
@@ -57,6 +60,7 @@ class BrokerWebApi:
             ("op_modify", "admin_manual_set_current_offset"): self._manual_set,
             ("op_modify", "admin_set_offset"): self._set_offset,
             ("op_modify", "admin_clone_offset"): self._clone_offset,
+            ("op_modify", "admin_set_offset_by_time"): self._set_offset_by_time,
         }
 
     def web_port_of(self, port: Callable[[], int]) -> Callable[[int], int]:
@@ -214,12 +218,7 @@ class BrokerWebApi:
                 return int(text)
             except ValueError:
                 raise _fail(f"Parameter timestamp must be epoch milliseconds, got {text!r}") from None
-        text = _param(params, "recordTime", required=True) or ""
-        try:
-            return int(time.mktime(time.strptime(text, "%Y%m%d%H%M%S")) * 1000)
-        except (ValueError, OverflowError):
-            raise _fail(f"Parameter recordTime's value {text} parse error, required value format is "
-                        "yyyyMMddHHmmss") from None
+        return BrokerWebApi._date(params, "recordTime", required=True) or 0
 
     def _manual_set(self, params: dict[str, str]) -> dict[str, Any]:
         broker = self._broker(params)
@@ -325,3 +324,56 @@ class BrokerWebApi:
                     self._reset(broker, target, name, pid, offset, store)
         broker.offsets.save()
         return {"result": True, "errCode": 0, "errMsg": "OK"}
+
+    def _set_offset_by_time(self, params: dict[str, str]) -> dict[str, Any]:
+        """adminSetGroupOffSetByTime: the group's offsets from its first history record at or after
+        ``recordTime`` (and not after ``endTime``, default 5 minutes later); before / after answered."""
+        broker = self._broker(params)
+        group = _param(params, "groupName", required=True) or ""
+        _param(params, "modifyUser", required=True)
+        start = self._date(params, "recordTime", required=True) or 0
+        end_given = self._date(params, "endTime", required=False)
+        end = start + 5 * 60 * 1000 if end_given is None else end_given
+        if end < start:
+            raise _fail("Parameter endTime value must >= recordTime")
+        topics = _names(params, "topicName", required=False)
+        history = self.histories.get(broker.config.broker_id)
+        if history is None:
+            history = self.histories[broker.config.broker_id] = OffsetHistory(broker.config.data_dir)
+        try:
+            rec = history.find(group, start, end)
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+        resets = []
+        for item in rec.get("records") or []:
+            name = str(item.get("topic") or "")
+            topic = broker._topic(name)
+            if topic is None or (topics and name not in topics):
+                continue
+            for store_rec in item.get("offsets") or []:
+                for part in store_rec.get("parts") or []:
+                    pid, cfm = part.get("partId"), part.get("iCfm")
+                    store = broker._store_for(topic, pid) if isinstance(pid, int) else None
+                    if store is not None and isinstance(cfm, int):
+                        resets.append((name, pid, min(max(cfm, store.min_offset), store.max_offset), store))
+        if not resets:
+            raise _fail("Not found history offset value!")
+        chosen = sorted({r[0] for r in resets})
+        before = self._group_offsets(broker, group, chosen)
+        for name, pid, offset, store in resets:
+            self._reset(broker, group, name, pid, offset, store)
+        broker.offsets.save()
+        after = self._group_offsets(broker, group, chosen)
+        return {"result": True, "errCode": 0, "errMsg": "OK",
+                "data": [{"groupName": group, "before": before, "after": after}], "count": 1}
+
+    @staticmethod
+    def _date(params: dict[str, str], name: str, *, required: bool) -> int | None:
+        text = _param(params, name, required=required)
+        if text is None:
+            return None
+        try:
+            return int(time.mktime(time.strptime(text, "%Y%m%d%H%M%S")) * 1000)
+        except (ValueError, OverflowError):
+            raise _fail(f"Parameter {name}'s value {text} parse error, required value format is "
+                        "yyyyMMddHHmmss") from None
