@@ -180,3 +180,9 @@ def test_set_offsets_by_time_restores_the_recorded_offsets(tmp_path: Path, monke
         assert [r.offset for r in admin.group_offsets("gh")] == [6 * 28]
         with pytest.raises(AdminError, match="Not found record"):
             admin.set_offsets_by_time("gh", (second + 3600) * 1000)
+        admin.reset_offsets("gh", "tp", "earliest")
+        from tubemq.cli import main
+
+        assert main(["group", "reset", "gh", "--topic", "tp", "--to-history", str(second * 1000),
+                     "--admin-url", cluster.admin_url]) == 0
+        assert [r.offset for r in admin.group_offsets("gh")] == [6 * 28]

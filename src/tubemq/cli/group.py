@@ -4,7 +4,8 @@ Built on :class:`tubemq.admin.AdminClient`: members come from the master
 (``admin_query_consume_group_detail``), offsets from the brokers' web APIs (``admin_query_offset``,
 ``admin_set_offset``, ``admin_clone_offset``). ``reset --to-datetime`` moves each partition to its first
 message appended at or after the time (Kafka's ``--reset-offsets --to-datetime``); it needs the
-embedded server's time lookup. A running consumer of the group picks the new offsets up at its next
+embedded server's time lookup. ``reset --to-history`` puts the group back to the offsets it had itself
+at a time (the brokers' offset history: ``admin_set_offset_by_time``, on real brokers too). A running consumer of the group picks the new offsets up at its next
 fetch of each partition; a consumer that holds fetched but unconfirmed messages may confirm past them.
 """
 
@@ -58,6 +59,9 @@ def register(sub: Any) -> None:
     to.add_argument("--to-datetime", default=None, metavar="TIME",
                     help="to the first message appended at or after TIME: ISO 8601 (2026-01-31T12:00:00, local "
                          "time unless it has an offset such as +00:00) or epoch milliseconds")
+    to.add_argument("--to-history", default=None, metavar="TIME",
+                    help="to the offsets the group itself had at TIME (the brokers' offset history, "
+                         "admin_set_offset_by_time; works on real TubeMQ brokers)")
     r.add_argument("--dry-run", action="store_true", help="show the offsets it would set, change nothing")
     r.add_argument("--output", "-o", choices=("table", "json"), default="table")
     r.set_defaults(func=run_reset)
@@ -126,6 +130,16 @@ def run_offsets(args: argparse.Namespace) -> int:
 def run_reset(args: argparse.Namespace) -> int:
     client = client_from_args(args)
     try:
+        if args.to_history is not None:
+            if args.dry_run:
+                raise CliError("--dry-run is not available with --to-history (the brokers apply it at once)", EXIT_USAGE)
+            for change in client.set_offsets_by_time(args.group, parse_time(args.to_history), args.topic):
+                for item in change.get("after") or []:
+                    for o in item.get("offsets") or []:
+                        print(f"{item.get('topicName')}  broker {change.get('brokerId')}  partition "
+                              f"{o.get('partitionId')}  offset {o.get('curOffset')}")
+            note(f"group {args.group}: offsets on {args.topic} set from its history")
+            return 0
         if args.to_datetime is not None:
             when = parse_time(args.to_datetime)
             if args.dry_run:
