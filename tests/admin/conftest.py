@@ -22,6 +22,7 @@ SAMPLES = {
     "admin_clone_offset": "broker_admin_clone_offset_fail.json",
     "admin_get_booked_groupname": "broker_admin_get_booked_groupname.json",
     "admin_query_topic_info": "master_admin_query_topic_info.json",
+    "admin_modify_topic_info": "master_admin_modify_topic_info.json",
     "admin_query_consume_group_detail": "master_admin_query_consume_group_detail.json",
 }
 

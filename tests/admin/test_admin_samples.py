@@ -138,3 +138,16 @@ def test_unknown_broker_is_an_admin_error(sample_server: SampleServer) -> None:
     assert err.value.code == 404
     with pytest.raises(AdminError, match="9 not known"):
         admin.set_offsets("g", {"1:test_topic:0": 0, "9:test_topic:0": 0})
+
+
+def test_topic_update_reports_per_broker_failures(sample_server: SampleServer) -> None:
+    admin = AdminClient(sample_server.url)
+    with pytest.raises(AdminError, match="broker 2|test_topic: Parameter numPartitions") as err:
+        admin.update_topic("test_topic", partitions=2, accept_publish=False)
+    assert err.value.code == 400 and err.value.method == "admin_modify_topic_info"
+    query, body = sample_server.requests[-1]
+    assert query["method"] == "admin_modify_topic_info"
+    assert body["brokerId"] == "1,2" and body["numPartitions"] == "2" and body["acceptPublish"] == "false"
+    assert "acceptSubscribe" not in body
+    with pytest.raises(ConfigError, match="nothing to change"):
+        admin.update_topic("test_topic")

@@ -114,10 +114,34 @@ def create_topic(
     }))
 
 
-def update_topic(ctx: Ctx, names: str | Iterable[str], *, max_msg_size_mb: int) -> Op[list[dict[str, Any]]]:
-    return (yield from modify_records(
-        "admin_update_topic_control_info", topicName=_csv(names), maxMsgSizeInMB=max_msg_size_mb, modifyUser=ctx.user
-    ))
+def update_topic(
+    ctx: Ctx, names: str | Iterable[str], *, max_msg_size_mb: int | None, partitions: int | None,
+    accept_publish: bool | None, accept_subscribe: bool | None, broker_ids: str | Iterable[int] | None,
+) -> Op[list[dict[str, Any]]]:
+    """``admin_update_topic_control_info`` (max message size) and/or ``admin_modify_topic_info``
+    (partitions, publish / subscribe flags) on the brokers given or every broker the topic is on."""
+    topics = _csv(names)
+    deploy = {"numPartitions": partitions, "acceptPublish": accept_publish, "acceptSubscribe": accept_subscribe}
+    if max_msg_size_mb is None and all(v is None for v in deploy.values()):
+        raise ConfigError("update_topic", "nothing to change: give max_msg_size_mb, partitions, accept_publish "
+                          "or accept_subscribe")
+    rows: list[dict[str, Any]] = []
+    if max_msg_size_mb is not None:
+        rows += yield from modify_records("admin_update_topic_control_info", topicName=topics,
+                                          maxMsgSizeInMB=max_msg_size_mb, modifyUser=ctx.user)
+    if any(v is not None for v in deploy.values()):
+        ids = _csv([str(b) for b in broker_ids] if broker_ids is not None and not isinstance(broker_ids, str)
+                   else broker_ids)
+        if ids is None:
+            found: set[int] = set()
+            for t in (yield from list_topics(topics)):
+                found.update(t.broker_ids)
+            ids = ",".join(str(b) for b in sorted(found)) or None
+            if ids is None:
+                raise AdminError(404, f"topic(s) {topics} not found", "admin_query_topic_info")
+        rows += yield from modify_records("admin_modify_topic_info", topicName=topics, brokerId=ids,
+                                          modifyUser=ctx.user, modifyDate=_stamp(), **deploy)
+    return rows
 
 
 def delete_topic(ctx: Ctx, name: str, *, broker_ids: str | None, purge: bool) -> Op[None]:

@@ -72,9 +72,17 @@ class AdminClient(_AdminBase):
         kw = create_kwargs(partitions, stores, broker_ids, max_msg_size_mb, accept_publish, accept_subscribe)
         return self._run(_ops.create_topic(self._ctx, name, **kw))
 
-    def update_topic(self, names: str | Iterable[str], *, max_msg_size_mb: int) -> list[dict[str, Any]]:
-        """``admin_update_topic_control_info``: the brokers apply the new maximum to the next send."""
-        return self._run(_ops.update_topic(self._ctx, names, max_msg_size_mb=max_msg_size_mb))
+    def update_topic(
+        self, names: str | Iterable[str], *, max_msg_size_mb: int | None = None, partitions: int | None = None,
+        accept_publish: bool | None = None, accept_subscribe: bool | None = None,
+        broker_ids: str | Iterable[int] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Max message size (``admin_update_topic_control_info``, applied to the next send) and/or
+        partitions and flags (``admin_modify_topic_info``, default on every broker the topic is on)."""
+        return self._run(_ops.update_topic(
+            self._ctx, names, max_msg_size_mb=max_msg_size_mb, partitions=partitions,
+            accept_publish=accept_publish, accept_subscribe=accept_subscribe, broker_ids=broker_ids,
+        ))
 
     def delete_topic(self, name: str, *, broker_ids: str | None = None, purge: bool = False) -> None:
         """``admin_delete_topic_info`` (+ ``admin_remove_topic_info`` with ``purge``, a real master's hard delete)."""

@@ -60,10 +60,14 @@ def register(sub: Any) -> None:
 
     st = actions.add_parser(
         "set", parents=[parent], help="change a topic's settings",
-        description="Change a topic's settings (admin_update_topic_control_info).",
+        description="Change a topic's settings (admin_update_topic_control_info, admin_modify_topic_info).",
     )
     st.add_argument("name", help="topic name (comma separated for several)")
-    st.add_argument("--max-msg-size-mb", type=int, required=True, help="max message size in MiB (1..20)")
+    st.add_argument("--max-msg-size-mb", type=int, default=None, help="max message size in MiB (1..20)")
+    st.add_argument("--partitions", type=int, default=None,
+                    help="partitions per store (admin_modify_topic_info; real masters only grow it)")
+    st.add_argument("--accept-publish", choices=("true", "false"), default=None, help="accept publication")
+    st.add_argument("--accept-subscribe", choices=("true", "false"), default=None, help="accept subscription")
     st.set_defaults(func=run_set)
 
     rm = actions.add_parser("delete", parents=[parent], help="delete a topic", description="Delete a topic.")
@@ -200,14 +204,25 @@ def run_describe(args: argparse.Namespace) -> int:
 def run_set(args: argparse.Namespace) -> int:
     from .admin import AdminError
 
-    if not 1 <= args.max_msg_size_mb <= 20:
+    if args.max_msg_size_mb is not None and not 1 <= args.max_msg_size_mb <= 20:
         raise CliError("--max-msg-size-mb must be within 1..20", EXIT_USAGE)
+    flags = {"accept_publish": args.accept_publish, "accept_subscribe": args.accept_subscribe}
+    changes = {k: v == "true" for k, v in flags.items() if v is not None}
+    if args.partitions is not None:
+        if args.partitions < 1:
+            raise CliError("--partitions must be at least 1", EXIT_USAGE)
+        changes["partitions"] = args.partitions
+    if args.max_msg_size_mb is None and not changes:
+        raise CliError("nothing to change: give --max-msg-size-mb, --partitions, --accept-publish or "
+                       "--accept-subscribe", EXIT_USAGE)
     client = client_from_args(args)
     try:
-        client.update_topic(args.name, max_msg_size_mb=args.max_msg_size_mb)
+        client.update_topic(args.name, max_msg_size_mb=args.max_msg_size_mb, **changes)
     except AdminError as exc:
         raise CliError(f"cannot change topic {args.name}: {exc.message}") from None
-    note(f"topic {args.name}: max message size {args.max_msg_size_mb} MiB")
+    what = [f"max message size {args.max_msg_size_mb} MiB"] if args.max_msg_size_mb is not None else []
+    what += [f"{k.replace('_', ' ')} {v}" for k, v in changes.items()]
+    note(f"topic {args.name}: {', '.join(what)}")
     return 0
 
 
