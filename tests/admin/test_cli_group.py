@@ -79,3 +79,26 @@ def test_group_reset_refusals(cluster: Any, capsys: pytest.CaptureFixture[str]) 
 def test_parse_time() -> None:
     assert parse_time("1700000000000") == 1700000000000
     assert parse_time("2026-01-31T12:00:00Z").utcoffset() is not None  # type: ignore[union-attr]
+
+
+def test_group_command_as_a_process(cluster: Any) -> None:
+    """The installed entry point: a real ``python -m tubemq`` process over HTTP."""
+    import os
+    import subprocess
+    import sys
+
+    url = cluster.admin_url
+    cluster.create_topic("proc_t", partitions=1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUBEMQ_")}
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-m", "tubemq", *args, "--admin-url", url],
+                              capture_output=True, timeout=60, env=env)
+
+    r = run("group", "reset", "gp", "--topic", "proc_t", "--to-latest")
+    assert r.returncode == 0, r.stderr
+    r = run("group", "offsets", "gp", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert [(row["topic"], row["offset"]) for row in json.loads(r.stdout)] == [("proc_t", 0)]
+    r = run("group", "reset", "gp", "--topic", "proc_t")
+    assert r.returncode == 2 and b"one of the arguments" in r.stderr and b"Traceback" not in r.stderr
