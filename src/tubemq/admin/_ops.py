@@ -79,7 +79,7 @@ def timestamp_ms(when: _dt.datetime | int | float) -> int:
 
 
 class Ctx:
-    """What every operation needs: the master URL, the user name and broker web URL overrides."""
+    """What every operation needs besides its arguments: the user name and broker web URL overrides."""
 
     def __init__(self, user: str, broker_urls: Mapping[int, str] | None) -> None:
         self.user = user
