@@ -32,7 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from .offsets import OffsetSpec, TimestampSpec, parse_offsets_option, parse_partition_key
+from .offsets import (
+    OffsetSpec,
+    TimestampSpec,
+    parse_offsets_option,
+    parse_partition_key,
+    parse_timestamps_option,
+)
 
 log = logging.getLogger("tubemq.spark.options")
 
@@ -296,8 +302,8 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool | None = N
     _check_offsets_topics(STARTING_OFFSETS, starting, topics, assign)
     _check_offsets_topics(ENDING_OFFSETS, ending, topics, assign)
 
-    starting_ts = _timestamp_spec(o, STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP, topics)
-    ending_ts = _timestamp_spec(o, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP, topics)
+    starting_ts = _timestamps(o, STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP, topics)
+    ending_ts = _timestamps(o, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP, topics)
     if streaming and ending_ts is not None:
         raise ConfigError(ENDING_TIMESTAMP if o.has(ENDING_TIMESTAMP) else ENDING_OFFSETS_BY_TIMESTAMP,
                           "is only for batch queries (spark.read); streaming reads never end")
@@ -364,44 +370,11 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool | None = N
     )
 
 
-def _timestamp_spec(o: _Opts, single: str, per_partition: str, topics: tuple[str, ...]) -> TimestampSpec | None:
-    """``startingTimestamp`` (epoch ms, every partition) or ``startingOffsetsByTimestamp`` JSON
-    ``{"topic": {"0": ms, "1:10000": ms}}`` (a bare partition id = on any broker); Kafka's precedence:
-    the single timestamp wins."""
+def _timestamps(o: _Opts, single: str, per_partition: str, topics: tuple[str, ...]) -> TimestampSpec | None:
+    """Kafka's precedence: the single timestamp wins over the per-partition JSON."""
     if o.has(single):
         return o.integer(single, None, 0, 1 << 62)
-    text = o.get(per_partition)
-    if text is None:
-        return None
-    example = '{"topic": {"0": 1700000000000, "1:1": 1700000000000}} (epoch milliseconds)'
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise ConfigError(per_partition, f"is not valid JSON; expected {example}") from None
-    if not isinstance(data, dict) or not data:
-        raise ConfigError(per_partition, f"must be a non-empty JSON object like {example}")
-    out: dict[str, dict[str, int]] = {}
-    for topic, parts in sorted(data.items()):
-        if topic not in topics:
-            raise ConfigError(per_partition, f"names topic {topic!r}, which is not read (topics: {', '.join(topics)})")
-        if not isinstance(parts, dict) or not parts:
-            raise ConfigError(per_partition, f"topic {topic!r} needs an object of partition timestamps like {example}")
-        inner: dict[str, int] = {}
-        for key, ts in parts.items():
-            key = str(key).strip()
-            if key.isdigit():
-                norm = f"*:{int(key)}"
-            else:
-                try:
-                    b, p = parse_partition_key(key)
-                except ValueError as exc:
-                    raise ConfigError(per_partition, f"topic {topic!r}: {exc}") from None
-                norm = f"{b}:{p}"
-            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
-                raise ConfigError(per_partition, f"timestamp of {topic}/{key} must be epoch milliseconds >= 0, got {ts!r}")
-            inner[norm] = ts
-        out[topic] = dict(sorted(inner.items()))
-    return out
+    return parse_timestamps_option(per_partition, o.get(per_partition), topics)
 
 
 def starting_for(opts: ReadOptions, streaming: bool) -> OffsetSpec:
