@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 from _data import data_path
@@ -151,3 +152,47 @@ def test_topic_update_reports_per_broker_failures(sample_server: SampleServer) -
     assert "acceptSubscribe" not in body
     with pytest.raises(ConfigError, match="nothing to change"):
         admin.update_topic("test_topic")
+
+
+def test_a_dripping_server_cannot_hold_the_caller() -> None:
+    """An answer sent a few bytes at a time ends in TubeMQTimeoutError at the call's timeout."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n")
+                while not stop.is_set():
+                    try:
+                        conn.sendall(b"x" * 300_000)
+                    except OSError:
+                        break
+                    stop.wait(0.2)
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+    try:
+        started = time.monotonic()
+        with pytest.raises(TubeMQTimeoutError):
+            AdminClient(url, timeout=1.0).list_topics()
+        print(f"sync client gave up after {time.monotonic() - started:.1f}s")
+
+        async def main() -> None:
+            with pytest.raises(TubeMQTimeoutError):
+                await tubemq.aio.AdminClient(url, timeout=1.0).list_topics()
+
+        asyncio.run(main())
+    finally:
+        stop.set()
+        srv.close()

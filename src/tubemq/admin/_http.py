@@ -14,6 +14,7 @@ import http.client
 import json
 import logging
 import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -120,9 +121,10 @@ def call_blocking(req: Request, base_url: str, token: str | None, timeout: float
     if body is not None:
         hreq.add_header("Content-Type", "application/x-www-form-urlencoded")
     log.debug("admin call %s %s", req.method, _where(url))
+    deadline = time.monotonic() + timeout
     try:
         with urllib.request.urlopen(hreq, timeout=timeout) as resp:
-            raw = resp.read(MAX_ANSWER_BYTES + 1)
+            raw = _read_until(resp, deadline, url, req.method)
     except urllib.error.HTTPError as exc:
         try:
             detail = exc.read(4096)
@@ -142,6 +144,23 @@ def call_blocking(req: Request, base_url: str, token: str | None, timeout: float
     if len(raw) > MAX_ANSWER_BYTES:
         raise AdminError(-1, f"answer from {_where(url)} is over {MAX_ANSWER_BYTES} bytes", req.method)
     return check_answer(raw, url, req.method)
+
+
+def _read_until(resp: Any, deadline: float, url: str, method: str) -> bytes:
+    """The body in chunks, the whole of it within the call's deadline (a server dripping bytes slower
+    than the socket timeout would otherwise hold the caller for as long as it likes)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = resp.read(256 * 1024)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            return b"".join(chunks) + chunk  # the caller refuses it by its size
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            raise TimeoutError
 
 
 async def call_async(req: Request, base_url: str, token: str | None, timeout: float) -> dict[str, Any]:
