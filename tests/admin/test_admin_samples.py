@@ -172,7 +172,7 @@ def test_a_dripping_server_cannot_hold_the_caller() -> None:
                 return
             with conn:
                 conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n")
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 50000000\r\n\r\n")
                 while not stop.is_set():
                     try:
                         conn.sendall(b"x" * 300_000)
