@@ -39,12 +39,11 @@ class Served:
     work: Path
     master: str
     env: dict[str, str]
+    admin: str = "127.0.0.1:8080"
 
     def adapt(self, code: str) -> str:
-        """The code as printed; when the default ports were taken, only the master's port changes."""
-        if self.master == "127.0.0.1:8715":
-            return code
-        return code.replace("127.0.0.1:8715", self.master)
+        """The code as printed; when the default ports were taken, only the master's and admin's ports change."""
+        return code.replace("127.0.0.1:8715", self.master).replace("127.0.0.1:8080", self.admin)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +74,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         r = subprocess.run([sys.executable, "-m", "tubemq", "topic", "create", "orders", "--master",
                             f"127.0.0.1:{ports[0]}"], capture_output=True, timeout=60, env=env, cwd=work)
         assert r.returncode == 0, r.stderr
-        yield Served(work, f"127.0.0.1:{ports[0]}", env)
+        yield Served(work, f"127.0.0.1:{ports[0]}", env, f"127.0.0.1:{ports[2]}")
     finally:
         proc.terminate()
         try:
