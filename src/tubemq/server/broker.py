@@ -33,8 +33,8 @@ from ..protocol.constants import ErrorCode as E
 from .config import ServerConfig
 from .meta import MetaStore, TopicConf
 from .offsets import OffsetStore
-from .rpc import RpcContext
-from .storage import MessageStore, StoreManager, encode_record, mem_cache_bytes
+from .rpc import AfterBatch, RpcContext
+from .storage import MessageStore, StoreManager, WriteBatch, encode_record, mem_cache_bytes
 
 log = logging.getLogger("tubemq.server.broker")
 
@@ -177,6 +177,39 @@ class FaultRecord:
     next_call_after_s: float | None = None
 
 
+def _write_failed(ctx: RpcContext, exc: OSError) -> Any:
+    """The real broker answers 419 when its store refuses a message (MsgFileStore.appendMsg failing
+    on an IOException); the cause is added so a full disk is named, not guessed."""
+    return broker_pb.SendMessageResponseB2P(
+        success=False,
+        errCode=E.SERVER_RECEIVE_OVERFLOW,
+        errMsg=f"Put message failed from {ctx.remote_host}, server receive message overflow! (store write failed: {exc})",
+    )
+
+
+class _SendAck(AfterBatch):
+    """A send's answer, acknowledged only when the batch-end hook wrote its data (flush interval/never)."""
+
+    __slots__ = ("ctx", "batch", "answer")
+
+    def __init__(self, ctx: RpcContext, batch: WriteBatch, answer: Any) -> None:
+        self.ctx = ctx
+        self.batch = batch
+        self.answer = answer
+
+    def resolve(self) -> Any:
+        batch = self.batch
+        if batch.written:
+            return self.answer
+        return _write_failed(self.ctx, batch.error or OSError("the message was not written"))
+
+
+async def _after_sync(ctx: RpcContext, fut: asyncio.Future[OSError | None], answer: Any) -> Any:
+    """flush="always": the answer once the fsync covering the message succeeded, else the error."""
+    error = await fut
+    return answer if error is None else _write_failed(ctx, error)
+
+
 class Broker:
     """Broker service handlers + consumer registrations and offsets (§5.3)."""
 
@@ -203,7 +236,8 @@ class Broker:
         self._reg_timeout = config.consumer_reg_timeout_ms / 1000.0
         self._transfer = min(config.transfer_size, 2 * C.MAX_TRANSFER_SIZE)
         self._tasks: list[asyncio.Task[None]] = []
-        self._sync_waiters: list[tuple[MessageStore, int, asyncio.Future[None]]] = []
+        #: flush="always": sends waiting for the fsync that covers them (store, offset, batch, future)
+        self._sync_waiters: list[tuple[MessageStore, int, WriteBatch, asyncio.Future[OSError | None]]] = []
         self._sync_wakeup: asyncio.Event | None = None
         self._running = False
         #: test hook (inject_fault): answers to spoil, per kind ("send" / "fetch"), and what followed
@@ -263,8 +297,10 @@ class Broker:
         }
 
     def flush_pending(self) -> None:
-        """RPC batch-end hook: appends reach the OS before their acknowledgements are written."""
-        self.stores.flush_pending()
+        """RPC batch-end hook: appends reach the OS before their acknowledgements are written (a send
+        whose write failed is answered with the error instead: _SendAck)."""
+        if self.stores.flush_pending() and self._sync_waiters:
+            self._release_sync_waiters()
 
     async def start(self) -> None:
         self._running = True
@@ -285,7 +321,7 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks = []
-        for _, _, fut in self._sync_waiters:
+        for _, _, _, fut in self._sync_waiters:
             if not fut.done():
                 fut.set_exception(ConnectionError("broker stopped"))
         self._sync_waiters = []
@@ -325,7 +361,10 @@ class Broker:
                 log.exception("broker housekeeping failed")
 
     async def _sync_loop(self) -> None:
-        """fsync by policy: group commit for "always", a timer for "interval", nothing for "never"."""
+        """fsync by policy: group commit for "always", a timer for "interval", nothing for "never".
+
+        Each pass is woken by a send (always) or the timer; it never re-arms itself, so waiters whose
+        data cannot be made durable are failed rather than spun on (issue 22 item 2)."""
         assert self._sync_wakeup is not None
         policy = self.config.flush
         interval = self.config.flush_interval_ms / 1000.0
@@ -339,26 +378,33 @@ class Broker:
             self._sync_wakeup.clear()
             if policy == "never":
                 continue
-            plan = self.stores.sync_plan()
-            if plan:
-                done = await loop.run_in_executor(None, StoreManager.run_sync, plan)
-                StoreManager.apply_synced(done)
+            try:
+                plan = self.stores.sync_plan()
+                if plan:
+                    self.stores.apply_synced(await loop.run_in_executor(None, StoreManager.run_sync, plan))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("broker fsync pass failed")
             self._release_sync_waiters()
 
     def _release_sync_waiters(self) -> None:
+        """Answer the waiters whose fsync is done or whose data cannot be made durable."""
         keep = []
-        for store, offset, fut in self._sync_waiters:
+        for store, offset, batch, fut in self._sync_waiters:
             if fut.done():
                 continue
             if store.closed:
                 fut.set_exception(ConnectionError("store closed"))
-            elif store.synced_offset > offset:
+            elif batch.error is not None:
+                fut.set_result(batch.error)
+            elif batch.written and store.synced_offset > offset:
                 fut.set_result(None)
+            elif batch.written and store.sync_error is not None and offset < store.sync_error[0]:
+                fut.set_result(store.sync_error[1])
             else:
-                keep.append((store, offset, fut))
+                keep.append((store, offset, batch, fut))  # written after this pass planned: next pass
         self._sync_waiters = keep
-        if keep and self._sync_wakeup is not None:
-            self._sync_wakeup.set()
 
     def request_sync(self) -> None:
         if self._sync_wakeup is not None:
@@ -508,27 +554,25 @@ class Broker:
                 errCode=E.FORBIDDEN,
                 errMsg=f"Checksum msg data failure: {req.checkSum} of {name} not equal to the data's checksum of {crc}",
             )
+        refusal = store.refusal()
+        if refusal is not None:  # the disk failed a moment ago: refuse at once, do not append
+            return _write_failed(ctx, refusal)
         now = int(time.time() * 1000)
         mid = self._next_message_id(now)
         try:
             offset = store.append(pid, encode_record(mid, crc, data, req.flag), key_code, now, n)
-        except OSError as exc:
-            log.error("append to %s/%d failed: %s", name, store.store_index, exc)
-            return resp(success=False, errCode=E.INTERNAL_SERVER_ERROR, errMsg=f"Put message failed from {ctx.remote_host}, exception is {exc}")
+        except OSError as exc:  # a segment roll could not write or create its files
+            return _write_failed(ctx, exc)
         self.stores.mark_dirty(store)
         answer = resp(
             success=True, errCode=E.SUCCESS, errMsg=str(mid), requireAuth=False, messageId=mid, appendTime=now, appendOffset=offset
         )
         if self.config.flush == "always":
-            return self._after_sync(store, offset, answer)
-        return answer
-
-    async def _after_sync(self, store: MessageStore, offset: int, answer: Any) -> Any:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._sync_waiters.append((store, offset, fut))
-        self.request_sync()
-        await fut
-        return answer
+            fut: asyncio.Future[OSError | None] = asyncio.get_running_loop().create_future()
+            self._sync_waiters.append((store, offset, store.batch, fut))
+            self.request_sync()
+            return _after_sync(ctx, fut, answer)
+        return _SendAck(ctx, store.batch, answer)
 
     # ---- consumer register / unregister (15)
 

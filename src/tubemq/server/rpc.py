@@ -46,7 +46,19 @@ log = logging.getLogger("tubemq.server.rpc")
 
 #: What a handler may return: a protobuf message, pre-serialized response bytes, or an awaitable of those.
 HandlerResult = Union[Message, bytes, bytearray, memoryview]  # noqa: UP007 - runtime alias on 3.10
-Handler = Callable[[Any, "RpcContext"], Union[HandlerResult, Awaitable[HandlerResult]]]  # noqa: UP007
+
+
+class AfterBatch:
+    """A handler answer decided after the batch-end hook: a send is acknowledged only once the hook
+    wrote its data to the store (``resolve`` runs then and returns the answer to write)."""
+
+    __slots__ = ()
+
+    def resolve(self) -> HandlerResult:
+        raise NotImplementedError
+
+
+Handler = Callable[[Any, "RpcContext"], Union[HandlerResult, AfterBatch, Awaitable[HandlerResult]]]  # noqa: UP007
 
 #: method id -> request protobuf class (PbEnDecoder.pbDecode, §2.3). Methods 7-9 (broker -> master) have
 #: no message types in our .proto files, so like 11/12/14/19 they decode as "Unsupported method ID".
@@ -561,8 +573,9 @@ class RpcServer:
 
     # ---- request processing
 
-    def process(self, conn: _Connection, serial: int, payload: bytes) -> bytes | None:
-        """Handle one request frame; returns the answer frame, or None (no answer now / ever)."""
+    def process(self, conn: _Connection, serial: int, payload: bytes) -> bytes | tuple[RpcContext, AfterBatch] | None:
+        """Handle one request frame; returns the answer frame, None (no answer now / ever), or an answer
+        to resolve after the batch-end hook."""
         received = time.monotonic()
         try:
             service_type, protocol_ver, method, timeout, body = _fast_envelope(payload)
@@ -622,8 +635,21 @@ class RpcServer:
             return self._answer_error(serial, received, timeout_ms, C.EXC_INVOCATION_TARGET, "")
         if isinstance(result, (Message, bytes, bytearray, memoryview)):
             return self._answer(ctx, result)
+        if isinstance(result, AfterBatch):
+            return ctx, result
         conn.start_async(ctx, result)
         return None
+
+    def resolve_late(self, answer: bytes | tuple[RpcContext, AfterBatch]) -> bytes | None:
+        """An answer frame of the batch, resolving those decided after the batch-end hook."""
+        if type(answer) is not tuple:
+            return answer  # type: ignore[return-value]
+        ctx, late = answer
+        try:
+            return self._answer(ctx, late.resolve())
+        except Exception:
+            log.exception("%s: late answer for method %d failed", self.name, ctx.method)
+            return self._answer_error(ctx.serial, ctx.received_at, ctx.timeout_ms, C.EXC_INVOCATION_TARGET, "")
 
     def _expired(self, received: float, timeout_ms: int) -> bool:
         return int((time.monotonic() - received) * 1000) >= timeout_ms
@@ -774,7 +800,8 @@ class _Connection(asyncio.Protocol):
         if not frames:
             return
         self.last_active = self.last_read
-        out: list[bytes] = []
+        out: list[bytes | tuple[RpcContext, AfterBatch]] = []
+        late = False
         for serial, payload in frames:
             try:
                 answer = server.process(self, serial, payload)
@@ -782,6 +809,8 @@ class _Connection(asyncio.Protocol):
                 log.exception("%s: unexpected failure handling a frame", server.name)
                 answer = None
             if answer is not None:
+                if type(answer) is tuple:
+                    late = True
                 out.append(answer)
             if self.closed:
                 break  # too many bad tokens: the rest of this read is not processed
@@ -791,8 +820,10 @@ class _Connection(asyncio.Protocol):
             except Exception:
                 log.exception("%s: batch-end hook failed", server.name)
                 out = []  # never acknowledge what may not have reached the store
+        if late:
+            out = [a for a in map(server.resolve_late, out) if a is not None]
         if out and self.transport is not None and not self.closed:
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))  # type: ignore[arg-type]
 
     # ---- async requests
 

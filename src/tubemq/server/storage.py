@@ -14,6 +14,11 @@ Why this layout:
 * Crash safety: data is written before its index entry; on open the index is cut to whole entries
   and the tail entries whose record is missing or fails its CRC are dropped, then the data file is cut
   after the last valid record (torn tail).
+* A failed write (a full disk: ENOSPC) rolls the whole pending batch back: both files are cut back to
+  their last whole record, the offsets are reused, and the batch's :class:`WriteBatch` carries the
+  error, so the sends in it are answered 419 with the cause instead of being acknowledged. For
+  ``WRITE_RETRY_S`` after a failure sends are refused at once; then the next batch tries the disk again.
+  All disk writes and fsyncs go through one :class:`DiskWriter` (tests inject a full disk there).
 * Retention deletes whole non-active segments by age and/or total size; the min offset moves up.
 * The real broker keeps fresh messages in a memory cache (``MsgMemStore``) and moves them into its
   files when the cache is full or its flush timer fires (``cache_flush_interval_ms``, the real
@@ -63,6 +68,35 @@ MEM_CACHE_MSG_SIZE = 2 * 1024 * 512
 MEM_CACHE_MSG_COUNT = 10 * 512
 _MESSAGE_SIZE_ADJUST = 512 * 1024
 _MIN_MAX_MSG_SIZE = 1024 * 1024  # ClusterConfigHolder.calcMaxMsgSize clamps below at 1 MiB
+
+
+#: After a failed write, sends to the store are refused without touching the disk for this long.
+WRITE_RETRY_S = 0.2
+
+
+class DiskWriter:
+    """How stores reach the disk: every data/index write and fsync goes through here, so a test can
+    inject a full disk (ENOSPC after some bytes, partial writes) or a failing fsync in one place."""
+
+    def write(self, fd: int, data: memoryview) -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+
+#: The writer of stores created without one (a test process may replace it before the server starts).
+default_writer = DiskWriter()
+
+
+class WriteBatch:
+    """The appends handed to the OS together: ``written`` once they are, ``error`` if rolled back."""
+
+    __slots__ = ("written", "error")
+
+    def __init__(self) -> None:
+        self.written = False
+        self.error: OSError | None = None
 
 
 def mem_cache_bytes(max_msg_size: int) -> int:
@@ -191,7 +225,18 @@ class _Segment:
 class MessageStore:
     """All partitions of one (topic, store index): offsets, append, read, recovery, retention."""
 
-    def __init__(self, directory: Path, topic: str, store_index: int, segment_bytes: int) -> None:
+    def __init__(
+        self, directory: Path, topic: str, store_index: int, segment_bytes: int, writer: DiskWriter | None = None
+    ) -> None:
+        self.writer = default_writer if writer is None else writer
+        #: the appends not yet handed to the OS share this batch (replaced by each flush)
+        self.batch = WriteBatch()
+        #: the last write failure while it lasts (None once a write succeeded again)
+        self.write_error: OSError | None = None
+        self._retry_at = 0.0
+        self._tail_dirty = False  # a rollback could not cut the files back: do it before writing
+        #: (index offset the failed fsync should have made durable, error) until an fsync succeeds
+        self.sync_error: tuple[int, OSError] | None = None
         self.directory = directory
         self.topic = topic
         self.store_index = store_index
@@ -385,26 +430,95 @@ class MessageStore:
                 return seg.idx_end
         return self.max_offset
 
+    def refusal(self) -> OSError | None:
+        """The write error to answer a send with while the store is backing off after a failure."""
+        if self.write_error is not None and time.monotonic() < self._retry_at:
+            return self.write_error
+        return None
+
     def flush_pending(self) -> None:
-        """Hand buffered appends to the OS: data first, then the index entries that point at it."""
+        """Hand buffered appends to the OS: data first, then the index entries that point at it.
+
+        On failure the pending batch is rolled back (files cut back, offsets reused, the batch marked
+        with the error) and the OSError is raised."""
         if not self._pend_idx:
             return
         seg = self.segments[-1]
-        dat = self._pend_dat
-        idx = self._pend_idx
+        try:
+            if self._tail_dirty:
+                self._cut_back(seg)
+            self._write_all(self._wfd_dat, self._pend_dat)
+            self._write_all(self._wfd_idx, self._pend_idx)
+        except OSError as exc:
+            self._rollback(seg, exc)
+            raise
+        seg.dat_len += len(self._pend_dat)
+        seg.idx_len += len(self._pend_idx)
         self._pend_dat = bytearray()
         self._pend_idx = bytearray()
-        _write_all(self._wfd_dat, dat)
-        seg.dat_len += len(dat)
-        _write_all(self._wfd_idx, idx)
-        seg.idx_len += len(idx)
         self.written_offset = seg.idx_end
+        self.batch.written = True
+        self.batch = WriteBatch()
+        if self.write_error is not None:
+            log.warning("%s/%d: store writes succeed again", self.topic, self.store_index)
+            self.write_error = None
+
+    def _flush_for_read(self) -> None:
+        """Reads see what reached the OS; a failed flush was rolled back and its sends refused."""
+        with contextlib.suppress(OSError):
+            self.flush_pending()
+
+    def _write_all(self, fd: int, data: bytes | bytearray) -> None:
+        view = memoryview(data)
+        write = self.writer.write
+        while view:
+            n = write(fd, view)
+            view = view[n:]
+
+    def _cut_back(self, seg: _Segment) -> None:
+        """Cut both active files back to their last whole record (O_APPEND writes go to the end)."""
+        os.ftruncate(self._wfd_dat, seg.dat_len)
+        os.ftruncate(self._wfd_idx, seg.idx_len)
+        self._tail_dirty = False
+
+    def _rollback(self, seg: _Segment, exc: OSError) -> None:
+        """Drop the pending batch after a failed write and leave the files as before it."""
+        if self.write_error is None:
+            log.error("%s/%d: store write failed, refusing sends until it succeeds: %s", self.topic, self.store_index, exc)
+        self.write_error = exc
+        self._retry_at = time.monotonic() + WRITE_RETRY_S
+        try:
+            self._cut_back(seg)
+        except OSError as cut_exc:  # retried before the next write; recovery cuts it after a crash
+            self._tail_dirty = True
+            log.error("%s/%d: cutting back a failed write failed: %s", self.topic, self.store_index, cut_exc)
+        dat_start = seg.dat_base + seg.dat_len
+        offset = seg.idx_end
+        for _pid, doff, size, _key, _t in INDEX_ENTRY.iter_unpack(bytes(self._pend_idx)):
+            if offset >= self.cache_start and self._cache_count:
+                rel = doff - dat_start
+                with contextlib.suppress(ValueError, IndexError):
+                    self._cache_bytes -= REAL_RECORD_HEADER + payload_length(bytes(self._pend_dat[rel : rel + size]))
+                self._cache_count -= 1
+            offset += ENTRY
+        self._pend_dat = bytearray()
+        self._pend_idx = bytearray()
+        end = seg.idx_end
+        self.cache_start = min(self.cache_start, end)
+        if self._cache_count <= 0:
+            self._cache_count = self._cache_bytes = 0
+        self._cache_bytes = max(0, self._cache_bytes)
+        for last in (self._cache_last_pid, self._cache_last_key):
+            for k in [k for k, o in last.items() if o >= end]:
+                del last[k]
+        self.batch.error = exc
+        self.batch = WriteBatch()
 
     def _roll(self) -> None:
         self.flush_pending()
-        self.retired_fds += [self._wfd_dat, self._wfd_idx]
         seg = self.segments[-1]
         self._new_segment(seg.idx_end, seg.dat_base + seg.dat_len)
+        self.retired_fds += [self._wfd_dat, self._wfd_idx]
         active = self.segments[-1]
         self._wfd_idx = os.open(active.idx_path, os.O_WRONLY | os.O_APPEND)
         self._wfd_dat = os.open(active.dat_path, os.O_WRONLY | os.O_APPEND)
@@ -417,6 +531,7 @@ class MessageStore:
         """Called after a successful fsync of ``fds``: advance the durable offset, close retired fds."""
         if offset > self.synced_offset:
             self.synced_offset = offset
+        self.sync_error = None
         done = set(fds)
         keep = []
         for fd in self.retired_fds:
@@ -440,7 +555,7 @@ class MessageStore:
     ) -> ReadResult:
         """Records of ``partition_id`` (and of the filter ``keys``) from ``start``, up to ``max_bytes``
         (the record crossing the limit is included); scans at most ``max_entries`` index entries."""
-        self.flush_pending()
+        self._flush_for_read()
         end = self.segments[-1].idx_end if limit_offset is None else min(limit_offset, self.segments[-1].idx_end)
         end = min(end, start + max_entries * ENTRY)
         chunks: list[bytes] = []
@@ -499,7 +614,7 @@ class MessageStore:
 
     def entry_at(self, offset: int) -> tuple[int, int, int, int, int] | None:
         """The index entry at ``offset`` (partition, data offset, size, key, time) or None."""
-        self.flush_pending()
+        self._flush_for_read()
         for seg in self.segments:
             if seg.idx_base <= offset < seg.idx_end:
                 rfd_idx, _ = seg.read_fds()
@@ -552,23 +667,28 @@ class MessageStore:
             seg.close_read()
 
 
-def _write_all(fd: int, data: bytes | bytearray) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+SyncPlan = list[tuple[MessageStore, list[int], int]]
 
 
 class StoreManager:
     """The stores of all topics under ``<data_dir>/store``; fsync helpers for the flush policies."""
 
-    def __init__(self, data_dir: Path | str, segment_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self, data_dir: Path | str, segment_bytes: int = 64 * 1024 * 1024, writer: DiskWriter | None = None
+    ) -> None:
         self.root = Path(data_dir) / "store"
         self.root.mkdir(parents=True, exist_ok=True)
         self.segment_bytes = segment_bytes
+        self.writer = writer
         self.stores: dict[tuple[str, int], MessageStore] = {}
         self._dirty: set[MessageStore] = set()  # appended since the last flush_pending
         self._dirty_sync: set[MessageStore] = set()  # written to the OS since the last fsync plan
+
+    def set_writer(self, writer: DiskWriter) -> None:
+        """Route every store's disk writes through ``writer`` (tests: an injected full disk)."""
+        self.writer = writer
+        for store in self.stores.values():
+            store.writer = writer
 
     def get(self, topic: str, store_index: int, create: bool = True) -> MessageStore | None:
         key = (topic, store_index)
@@ -577,7 +697,7 @@ class StoreManager:
             path = self.root / topic / str(store_index)
             if not create and not path.exists():
                 return None
-            store = MessageStore(path, topic, store_index, self.segment_bytes)
+            store = MessageStore(path, topic, store_index, self.segment_bytes, self.writer)
             self.stores[key] = store
         return store
 
@@ -591,17 +711,23 @@ class StoreManager:
             if topic is None or name == topic:
                 store.flush_cache()
 
-    def flush_pending(self) -> None:
-        """Write every buffered append to the OS (called before acknowledgements go out)."""
+    def flush_pending(self) -> list[MessageStore]:
+        """Write every buffered append to the OS (called before acknowledgements go out); returns the
+        stores whose write failed (their pending batch was rolled back and carries the error)."""
         if not self._dirty:
-            return
+            return []
+        failed = []
         for store in self._dirty:
             if not store.closed:
-                store.flush_pending()
+                try:
+                    store.flush_pending()
+                except OSError:
+                    failed.append(store)
         self._dirty_sync |= self._dirty
         self._dirty = set()
+        return failed
 
-    def sync_plan(self) -> list[tuple[MessageStore, list[int], int]]:
+    def sync_plan(self) -> SyncPlan:
         """Flush pending appends and return what an fsync pass must cover (loop thread)."""
         self.flush_pending()
         dirty = self._dirty_sync
@@ -609,24 +735,33 @@ class StoreManager:
         return [(s, *s.sync_targets()) for s in dirty if not s.closed]
 
     @staticmethod
-    def run_sync(plan: list[tuple[MessageStore, list[int], int]]) -> list[tuple[MessageStore, list[int], int]]:
-        """fsync the planned fds (worker thread); returns the entries that succeeded."""
+    def run_sync(plan: SyncPlan) -> tuple[SyncPlan, list[tuple[MessageStore, int, OSError]]]:
+        """fsync the planned fds (worker thread); returns the entries that succeeded and the failures."""
         done = []
+        failed = []
         for store, fds, offset in plan:
             try:
                 for fd in fds:
-                    os.fsync(fd)
+                    store.writer.fsync(fd)
             except OSError as exc:
-                log.error("fsync of %s/%d failed: %s", store.topic, store.store_index, exc)
+                failed.append((store, offset, exc))
                 continue
             done.append((store, fds, offset))
-        return done
+        return done, failed
 
-    @staticmethod
-    def apply_synced(done: list[tuple[MessageStore, list[int], int]]) -> None:
+    def apply_synced(self, result: tuple[SyncPlan, list[tuple[MessageStore, int, OSError]]]) -> None:
+        """Loop thread, after run_sync: advance durable offsets; failed stores are retried next pass."""
+        done, failed = result
         for store, fds, offset in done:
             if not store.closed:
                 store.synced(offset, fds)
+        for store, offset, exc in failed:
+            if store.closed:
+                continue
+            if store.sync_error is None:
+                log.error("fsync of %s/%d failed: %s", store.topic, store.store_index, exc)
+            store.sync_error = (offset, exc)
+            self._dirty_sync.add(store)
 
     def sync_now(self) -> None:
         """Synchronous flush + fsync of everything (shutdown, tests)."""
