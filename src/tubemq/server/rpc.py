@@ -40,9 +40,12 @@ from ..errors import FrameError
 from ..protocol import broker_pb, master_pb
 from ..protocol import constants as C
 from . import wire
+from .auth import FailureThrottle
 from .config import ServerConfig
 
 log = logging.getLogger("tubemq.server.rpc")
+
+E_CERTIFICATE_FAILURE = int(C.ErrorCode.CERTIFICATE_FAILURE)
 
 #: What a handler may return: a protobuf message, pre-serialized response bytes, or an awaitable of those.
 HandlerResult = Union[Message, bytes, bytearray, memoryview]  # noqa: UP007 - runtime alias on 3.10
@@ -369,6 +372,7 @@ def rpc_options(config: ServerConfig) -> dict[str, Any]:
         "muted_close_s": config.rpc_muted_close_ms / 1000.0,
         "partial_frames_budget": config.rpc_partial_frames_budget,
         "max_bad_tokens": config.max_bad_visit_tokens,
+        "bad_credential_delay_max_s": config.bad_credential_delay_max_ms / 1000.0,
     }
 
 
@@ -421,6 +425,7 @@ class RpcServer:
         frame_limit: Callable[[], int] | None = None,
         partial_frames_budget: int = 256 * 1024 * 1024,
         max_bad_tokens: int = 3,
+        bad_credential_delay_max_s: float = 0.0,
     ) -> None:
         self.name = name
         self.host = host
@@ -441,6 +446,13 @@ class RpcServer:
         self.muted_close_s = muted_close_s
         self.partial_frames_budget = partial_frames_budget
         self.max_bad_tokens = max_bad_tokens
+        #: per-source delay after repeated 415 answers of the master (bad passwords), None when off; the
+        #: broker has its own rule for bad visit tokens (closing after max_bad_tokens)
+        self.throttle = (
+            FailureThrottle(bad_credential_delay_max_s)
+            if bad_credential_delay_max_s > 0 and not MASTER_METHODS.isdisjoint(self.handlers)
+            else None
+        )
         self._frame_limit_fn = frame_limit
         self._frame_limit = (self.max_frame, -1.0)  # (value, monotonic time computed)
         #: bytes held in incomplete frames over all connections
@@ -633,7 +645,11 @@ class RpcServer:
         except Exception:
             log.exception("%s: handler for method %d failed", self.name, method)
             return self._answer_error(serial, received, timeout_ms, C.EXC_INVOCATION_TARGET, "")
-        if isinstance(result, (Message, bytes, bytearray, memoryview)):
+        if isinstance(result, Message):
+            if self.throttle is not None and getattr(result, "errCode", 0) == E_CERTIFICATE_FAILURE:
+                self.throttle.failure(conn.host)
+            return self._answer(ctx, result)
+        if isinstance(result, (bytes, bytearray, memoryview)):
             return self._answer(ctx, result)
         if isinstance(result, AfterBatch):
             return ctx, result
@@ -714,6 +730,10 @@ class _Connection(asyncio.Protocol):
         self.partial = 0
         self.token_verified = False
         self.bad_tokens = 0
+        self.host = "?"  # the source a bad-credential delay is kept for (address without the port)
+        #: frames held while this connection's source waits out a bad-credential delay
+        self._held: list[tuple[int, bytes]] = []
+        self._paused_throttle = False
 
     def idle_key(self) -> tuple[int, float]:
         """Eviction order: muted connections first, then the longest idle."""
@@ -738,6 +758,7 @@ class _Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.remote = f"{peer[0]}:{peer[1]}"
+            self.host = str(peer[0])
         if not server.admit(self):
             self.closed = True
             transport.abort()
@@ -800,9 +821,21 @@ class _Connection(asyncio.Protocol):
         if not frames:
             return
         self.last_active = self.last_read
+        if self._held:  # read before the pause took effect: queue behind the held frames
+            self._held.extend(frames)
+            return
+        self._run(frames)
+
+    def _run(self, frames: list[tuple[int, bytes]]) -> None:
+        """Handle the frames of one read and write their answers together after the batch-end hook."""
+        server = self.server
+        throttle = server.throttle
         out: list[bytes | tuple[RpcContext, AfterBatch]] = []
         late = False
-        for serial, payload in frames:
+        for i, (serial, payload) in enumerate(frames):
+            if throttle is not None and len(throttle) and throttle.wait(self.host) > 0:
+                self._hold(frames[i:], throttle.wait(self.host))
+                break
             try:
                 answer = server.process(self, serial, payload)
             except Exception:  # pragma: no cover - process() catches everything it knows of
@@ -824,6 +857,22 @@ class _Connection(asyncio.Protocol):
             out = [a for a in map(server.resolve_late, out) if a is not None]
         if out and self.transport is not None and not self.closed:
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))  # type: ignore[arg-type]
+
+    def _hold(self, frames: list[tuple[int, bytes]], wait: float) -> None:
+        """The source keeps presenting bad credentials: handle these frames (and read more) later."""
+        self._held = frames
+        self._paused_throttle = True
+        self._update_reading()
+        asyncio.get_running_loop().call_later(wait, self._release_held)
+
+    def _release_held(self) -> None:
+        frames, self._held = self._held, []
+        self._paused_throttle = False
+        if self.closed:
+            return
+        self._update_reading()
+        if frames:
+            self._run(frames)
 
     # ---- async requests
 
@@ -852,7 +901,7 @@ class _Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        want_pause = self._paused_write or self._paused_inflight
+        want_pause = self._paused_write or self._paused_inflight or self._paused_throttle
         if want_pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
