@@ -28,6 +28,8 @@ Why this layout:
   defaults (``memCacheMsgSizeInMB`` 2 -> 1 MiB, ``memCacheMsgCntInK`` 10 -> 5120 messages, raised to
   the topic's minimum cache size; sizes in the real broker's record units, 52 + data length).
 
+The record and index formats, the segment files and the ``DiskWriter`` are in ``store_format.py``.
+
 Index entry (big-endian, 28 bytes): partitionId i32, data offset i64 (global), record size i32,
 keyCode i32 (Java hashCode of msgType or -1), append time ms i64.
 """
@@ -38,29 +40,30 @@ import contextlib
 import logging
 import os
 import shutil
-import struct
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from google.protobuf.message import DecodeError as PbDecodeError
-
-from .. import codec
-from ..protocol import broker_pb
 from ..protocol import constants as C
-from . import wire
+from .store_format import (
+    ENTRY,
+    INDEX_ENTRY,
+    REAL_RECORD_HEADER,
+    RECORD_KEY,
+    DiskWriter,
+    WriteBatch,
+    _fsync_dir,
+    _Segment,
+    encode_record,
+    payload_length,
+    record_valid,
+)
 
 log = logging.getLogger("tubemq.server.storage")
 
-INDEX_ENTRY = struct.Struct(">iqiiq")
-ENTRY = C.INDEX_ENTRY_SIZE  # 28
-RECORD_KEY = 0x22  # field 4 (messages), wire type 2, of GetMessageResponseB2C
 #: Index entries scanned by one read at most when the caller gives no bound.
 MAX_SCAN_ENTRIES = 16384
-#: The real broker's stored record: a 52-byte header + the data (DataStoreUtils.STORE_DATA_HEADER_LEN).
-#: Capture s2 confirms it (currDataDlt 20257 = 7 records of 52 + data bytes, minus the first four).
-REAL_RECORD_HEADER = 52
 #: Memory cache defaults of the real broker: memCacheMsgSizeInMB = 2 and memCacheMsgCntInK = 10, which
 #: TopicMetadata turns into 2 * 1024 * 512 bytes and 10 * 512 messages; the size is raised to the
 #: topic's minimum cache size (max message size + 10240, plus (that % 4 + 1) * 512 KiB).
@@ -73,107 +76,13 @@ _MIN_MAX_MSG_SIZE = 1024 * 1024  # ClusterConfigHolder.calcMaxMsgSize clamps bel
 #: After a failed write, sends to the store are refused without touching the disk for this long.
 WRITE_RETRY_S = 0.2
 
-
-class DiskWriter:
-    """How stores reach the disk: every data/index write and fsync goes through here, so a test can
-    inject a full disk (ENOSPC after some bytes, partial writes) or a failing fsync in one place."""
-
-    def write(self, fd: int, data: memoryview) -> int:
-        return os.write(fd, data)
-
-    def fsync(self, fd: int) -> None:
-        os.fsync(fd)
-
-
 #: The writer of stores created without one (a test process may replace it before the server starts).
 default_writer = DiskWriter()
-
-
-class WriteBatch:
-    """The appends handed to the OS together: ``written`` once they are, ``error`` if rolled back."""
-
-    __slots__ = ("written", "error")
-
-    def __init__(self) -> None:
-        self.written = False
-        self.error: OSError | None = None
-
 
 def mem_cache_bytes(max_msg_size: int) -> int:
     """Memory cache capacity (real record units) of a topic whose messages may be ``max_msg_size`` long."""
     tmp = max(max_msg_size, _MIN_MAX_MSG_SIZE) + C.META_MAX_MESSAGE_HEADER_SIZE
     return max(MEM_CACHE_MSG_SIZE, tmp + (tmp % 4 + 1) * _MESSAGE_SIZE_ADJUST)
-
-
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def payload_length(record: bytes) -> int:
-    """Length of the payload inside one stored record (for the real-unit cache accounting)."""
-    _, pos = _read_varint(record, 1)  # skip the field-4 key and the TransferedMessage length
-    while pos < len(record):
-        key = record[pos]
-        value, pos = _read_varint(record, pos + 1)
-        if key == 0x1A:  # payLoadData
-            return value
-        if key & 7 == 2:
-            pos += value
-    raise ValueError("record without payload")
-
-
-def encode_record(message_id: int, checksum: int, payload: bytes, flag: int) -> bytes:
-    """One stored record: the TransferedMessage wrapped as a repeated field-4 entry."""
-    tm = wire.encode_transfered_message(message_id, checksum, payload, flag)
-    n = len(tm)
-    if n < 0x80:
-        return bytes((RECORD_KEY, n)) + tm
-    return wire.wrap_repeated(RECORD_KEY >> 3, (tm,))
-
-
-def record_valid(record: bytes) -> bool:
-    """True when ``record`` is a complete wrapped TransferedMessage whose CRC matches (§4.6)."""
-    if len(record) < 2 or record[0] != RECORD_KEY:
-        return False
-    n = 0
-    shift = 0
-    pos = 1
-    while pos < len(record) and pos < 6:
-        b = record[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            break
-    else:
-        return False
-    if pos + n != len(record):
-        return False
-    tm = broker_pb.TransferedMessage()
-    try:
-        tm.MergeFromString(record[pos:])
-    except PbDecodeError:
-        return False
-    return tm.IsInitialized() and codec.crc32(tm.payLoadData) == tm.checkSum
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platform without directory fds
-        return
-    try:
-        with contextlib.suppress(OSError):  # pragma: no cover - fs without directory fsync
-            os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -186,40 +95,6 @@ class ReadResult:
     data_dlt: int  # data bytes behind the end of this read
     last_data_end: int = -1  # data offset after the last scanned entry (-1: nothing scanned)
     last_msg_end: int = -1  # data offset after the last returned record (-1: none returned)
-
-
-class _Segment:
-    __slots__ = ("idx_base", "dat_base", "idx_len", "dat_len", "idx_path", "dat_path", "rfd_idx", "rfd_dat")
-
-    def __init__(self, directory: Path, idx_base: int, dat_base: int) -> None:
-        stem = f"{idx_base:020d}_{dat_base:020d}"
-        self.idx_base = idx_base
-        self.dat_base = dat_base
-        self.idx_path = directory / (stem + ".idx")
-        self.dat_path = directory / (stem + ".dat")
-        self.idx_len = 0
-        self.dat_len = 0
-        self.rfd_idx = -1
-        self.rfd_dat = -1
-
-    @property
-    def idx_end(self) -> int:
-        return self.idx_base + self.idx_len
-
-    def read_fds(self) -> tuple[int, int]:
-        if self.rfd_idx < 0:
-            self.rfd_idx = os.open(self.idx_path, os.O_RDONLY)
-            self.rfd_dat = os.open(self.dat_path, os.O_RDONLY)
-        return self.rfd_idx, self.rfd_dat
-
-    def close_read(self) -> None:
-        for fd in (self.rfd_idx, self.rfd_dat):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:  # pragma: no cover
-                    pass
-        self.rfd_idx = self.rfd_dat = -1
 
 
 class MessageStore:
@@ -792,3 +667,10 @@ class StoreManager:
         for store in self.stores.values():
             store.close()
         self.stores.clear()
+
+
+__all__ = [
+    "ENTRY", "INDEX_ENTRY", "MAX_SCAN_ENTRIES", "REAL_RECORD_HEADER", "RECORD_KEY", "WRITE_RETRY_S", "DiskWriter",
+    "MessageStore", "ReadResult", "StoreManager", "WriteBatch", "default_writer", "encode_record",
+    "mem_cache_bytes", "payload_length", "record_valid",
+]
