@@ -31,7 +31,7 @@ from typing import Any
 from ..protocol import constants as C
 from .broker_base import FaultRecord, _int32
 from .broker_fetch import FetchHandlers
-from .broker_send import SendHandlers
+from .broker_send import SendHandlers, _write_failed
 from .broker_sessions import SessionHandlers
 from .broker_views import BrokerViews
 from .config import ServerConfig
@@ -66,11 +66,21 @@ class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
             int(C.Method.BROKER_CONSUMER_COMMIT): self.commit,
         }
 
-    def flush_pending(self) -> None:
-        """RPC batch-end hook: appends reach the OS before their acknowledgements are written (a send
-        whose write failed is answered with the error instead: _SendAck)."""
-        if self.stores.flush_pending() and self._sync_waiters:
+    def flush_pending(self) -> dict[int, tuple[RpcContext, Any]] | None:
+        """RPC batch-end hook: appends reach the OS before their acknowledgements are written; the
+        acknowledgements of sends whose write failed are replaced by the error (419, with the cause)."""
+        failed = self.stores.flush_pending()
+        acks = self._acks
+        self._acks = []
+        if failed and self._sync_waiters:
             self._release_sync_waiters()
+        lost = [(batch, ctx) for batch, ctx in acks if not batch.written]
+        if not lost:
+            return None
+        return {
+            ctx.serial: (ctx, _write_failed(ctx, batch.error or OSError("the message was not written")))
+            for batch, ctx in lost
+        }
 
     async def start(self) -> None:
         self._running = True

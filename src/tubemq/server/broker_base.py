@@ -163,6 +163,8 @@ class BrokerBase:
         #: flush="always": sends waiting for the fsync that covers them (store, offset, batch, future)
         self._sync_waiters: list[tuple[MessageStore, int, WriteBatch, asyncio.Future[OSError | None]]] = []
         self._sync_wakeup: asyncio.Event | None = None
+        #: the acknowledged sends of the current read, checked by the batch-end hook (flush_pending)
+        self._acks: list[tuple[WriteBatch, RpcContext]] = []
         self._running = False
         #: test hook (inject_fault): answers to spoil, per kind ("send" / "fetch"), and what followed
         self._faults: dict[str, collections.deque[_Fault]] = {"send": collections.deque(), "fetch": collections.deque()}

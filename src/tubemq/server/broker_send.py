@@ -1,8 +1,9 @@
 """The broker's send handler (method 13) and what makes an acknowledgement honest.
 
 A send is answered only after its data reached the store at the configured flush level: with
-``flush="interval"``/``"never"`` the answer is resolved after the RPC batch-end hook wrote the batch
-to the OS (``_SendAck``); with ``"always"`` it waits for the group fsync that covers it. A write or
+``flush="interval"``/``"never"`` the answers of one read are written after the RPC batch-end hook
+wrote the read's appends to the OS, and the hook replaces the acknowledgements of sends whose write
+failed (``Broker.flush_pending``); with ``"always"`` a send waits for the group fsync that covers it. A write or
 fsync that fails (a full disk) turns the answer into the real broker's 419 with the cause.
 """
 
@@ -20,8 +21,8 @@ from ..protocol import broker_pb
 from ..protocol import constants as C
 from ..protocol.constants import ErrorCode as E
 from .broker_base import _JAVA_WS, BrokerBase, _partition_missing, _text, _topic_missing
-from .rpc import AfterBatch, RpcContext
-from .storage import StoreManager, WriteBatch, encode_record, mem_cache_bytes
+from .rpc import RpcContext
+from .storage import StoreManager, encode_record, mem_cache_bytes
 
 log = logging.getLogger("tubemq.server.broker")
 
@@ -34,23 +35,6 @@ def _write_failed(ctx: RpcContext, exc: OSError) -> Any:
         errCode=E.SERVER_RECEIVE_OVERFLOW,
         errMsg=f"Put message failed from {ctx.remote_host}, server receive message overflow! (store write failed: {exc})",
     )
-
-
-class _SendAck(AfterBatch):
-    """A send's answer, acknowledged only when the batch-end hook wrote its data (flush interval/never)."""
-
-    __slots__ = ("ctx", "batch", "answer")
-
-    def __init__(self, ctx: RpcContext, batch: WriteBatch, answer: Any) -> None:
-        self.ctx = ctx
-        self.batch = batch
-        self.answer = answer
-
-    def resolve(self) -> Any:
-        batch = self.batch
-        if batch.written:
-            return self.answer
-        return _write_failed(self.ctx, batch.error or OSError("the message was not written"))
 
 
 async def _after_sync(ctx: RpcContext, fut: asyncio.Future[OSError | None], answer: Any) -> Any:
@@ -127,9 +111,10 @@ class SendHandlers(BrokerBase):
                 errCode=E.FORBIDDEN,
                 errMsg=f"Checksum msg data failure: {req.checkSum} of {name} not equal to the data's checksum of {crc}",
             )
-        refusal = store.refusal()
-        if refusal is not None:  # the disk failed a moment ago: refuse at once, do not append
-            return _write_failed(ctx, refusal)
+        if store.write_error is not None:
+            refusal = store.refusal()
+            if refusal is not None:  # the disk failed a moment ago: refuse at once, do not append
+                return _write_failed(ctx, refusal)
         now = int(time.time() * 1000)
         mid = self._next_message_id(now)
         try:
@@ -145,7 +130,8 @@ class SendHandlers(BrokerBase):
             self._sync_waiters.append((store, offset, store.batch, fut))
             self.request_sync()
             return _after_sync(ctx, fut, answer)
-        return _SendAck(ctx, store.batch, answer)
+        self._acks.append((store.batch, ctx))  # answered with the error if the batch-end write fails
+        return answer
 
     async def _sync_loop(self) -> None:
         """fsync by policy: group commit for "always", a timer for "interval", nothing for "never".

@@ -21,7 +21,7 @@ Fidelity rules reproduced from the real Java server (captures win over the spec)
 
 Layout: the envelope and body parsing with Java's error texts are in ``rpc_wire.py``; one client
 connection (decode, dispatch, bounds) in ``rpc_connection.py``; this module is the listener, the
-request pipeline (``RpcServer.process``) and the handler contract (``RpcContext``, ``AfterBatch``).
+request pipeline (``RpcServer.process``) and the handler contract (``RpcContext``, ``BatchEnd``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import contextlib
 import logging
 import ssl as _ssl
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Union
 
 from google.protobuf.message import Message
@@ -74,17 +74,12 @@ E_CERTIFICATE_FAILURE = int(C.ErrorCode.CERTIFICATE_FAILURE)
 HandlerResult = Union[Message, bytes, bytearray, memoryview]  # noqa: UP007 - runtime alias on 3.10
 
 
-class AfterBatch:
-    """A handler answer decided after the batch-end hook: a send is acknowledged only once the hook
-    wrote its data to the store (``resolve`` runs then and returns the answer to write)."""
+#: The batch-end hook: called after the frames of one read were handled and before their answers are
+#: written; it may return replacements (serial -> (context, answer)) for answers already made, e.g. the
+#: broker's acknowledgements of sends whose write to the store failed.
+BatchEnd = Callable[[], "Mapping[int, tuple[RpcContext, HandlerResult]] | None"]
 
-    __slots__ = ()
-
-    def resolve(self) -> HandlerResult:
-        raise NotImplementedError
-
-
-Handler = Callable[[Any, "RpcContext"], Union[HandlerResult, AfterBatch, Awaitable[HandlerResult]]]  # noqa: UP007
+Handler = Callable[[Any, "RpcContext"], Union[HandlerResult, Awaitable[HandlerResult]]]  # noqa: UP007
 
 
 class RpcContext:
@@ -215,7 +210,7 @@ class RpcServer:
         max_inflight_per_connection: int = 1024,
         max_buffered_bytes_per_connection: int = 64 * 1024 * 1024,
         service_types: Collection[int] | None = None,
-        on_batch_end: Callable[[], None] | None = None,
+        on_batch_end: BatchEnd | None = None,
         idle_timeout_s: float = 300.0,
         muted_close_s: float = 10.0,
         frame_limit: Callable[[], int] | None = None,
@@ -381,9 +376,8 @@ class RpcServer:
 
     # ---- request processing
 
-    def process(self, conn: _Connection, serial: int, payload: bytes) -> bytes | tuple[RpcContext, AfterBatch] | None:
-        """Handle one request frame; returns the answer frame, None (no answer now / ever), or an answer
-        to resolve after the batch-end hook."""
+    def process(self, conn: _Connection, serial: int, payload: bytes) -> bytes | None:
+        """Handle one request frame; returns the answer frame, or None (no answer now / ever)."""
         received = time.monotonic()
         try:
             service_type, protocol_ver, method, timeout, body = _fast_envelope(payload)
@@ -447,21 +441,21 @@ class RpcServer:
             return self._answer(ctx, result)
         if isinstance(result, (bytes, bytearray, memoryview)):
             return self._answer(ctx, result)
-        if isinstance(result, AfterBatch):
-            return ctx, result
         conn.start_async(ctx, result)
         return None
 
-    def resolve_late(self, answer: bytes | tuple[RpcContext, AfterBatch]) -> bytes | None:
-        """An answer frame of the batch, resolving those decided after the batch-end hook."""
-        if type(answer) is not tuple:
-            return answer  # type: ignore[return-value]
-        ctx, late = answer
-        try:
-            return self._answer(ctx, late.resolve())
-        except Exception:
-            log.exception("%s: late answer for method %d failed", self.name, ctx.method)
-            return self._answer_error(ctx.serial, ctx.received_at, ctx.timeout_ms, C.EXC_INVOCATION_TARGET, "")
+    def replace_answers(self, out: list[bytes], replaced: Mapping[int, tuple[RpcContext, HandlerResult]]) -> list[bytes]:
+        """The answers of one read with those the batch-end hook replaced (matched by serial)."""
+        result = []
+        for frame in out:
+            item = replaced.get(int.from_bytes(frame[4:8], "big"))
+            if item is None:
+                result.append(frame)
+                continue
+            answer = self._answer(*item)
+            if answer is not None:
+                result.append(answer)
+        return result
 
     def _expired(self, received: float, timeout_ms: int) -> bool:
         return int((time.monotonic() - received) * 1000) >= timeout_ms
@@ -504,6 +498,6 @@ class RpcServer:
 __all__ = [
     "BROKER_METHODS", "ENVELOPE_ALLOWANCE", "MASTER_METHODS", "PB_INVALID_END_TAG", "PB_INVALID_TAG",
     "PB_INVALID_WIRE_TYPE", "PB_MALFORMED_VARINT", "PB_MISSING", "PB_NEGATIVE_SIZE", "PB_TRUNCATED",
-    "REQUEST_TYPES", "AfterBatch", "Handler", "HandlerResult", "RpcContext", "RpcException", "RpcServer",
+    "REQUEST_TYPES", "BatchEnd", "Handler", "HandlerResult", "RpcContext", "RpcException", "RpcServer",
     "frame_limit_for", "java_parse_error", "parse_request_message", "rewrite_exception_name", "rpc_options",
 ]

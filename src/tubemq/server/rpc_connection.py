@@ -21,7 +21,7 @@ from .rpc_wire import _has_zero_list_header
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-    from .rpc import AfterBatch, HandlerResult, RpcContext, RpcServer
+    from .rpc import HandlerResult, RpcContext, RpcServer
 
 log = logging.getLogger("tubemq.server.rpc")
 
@@ -151,8 +151,7 @@ class _Connection(asyncio.Protocol):
         """Handle the frames of one read and write their answers together after the batch-end hook."""
         server = self.server
         throttle = server.throttle
-        out: list[bytes | tuple[RpcContext, AfterBatch]] = []
-        late = False
+        out: list[bytes] = []
         for i, (serial, payload) in enumerate(frames):
             if throttle is not None and len(throttle) and throttle.wait(self.host) > 0:
                 self._hold(frames[i:], throttle.wait(self.host))
@@ -163,21 +162,20 @@ class _Connection(asyncio.Protocol):
                 log.exception("%s: unexpected failure handling a frame", server.name)
                 answer = None
             if answer is not None:
-                if type(answer) is tuple:
-                    late = True
                 out.append(answer)
             if self.closed:
                 break  # too many bad tokens: the rest of this read is not processed
         if server.on_batch_end is not None:
             try:
-                server.on_batch_end()
+                replaced = server.on_batch_end()
             except Exception:
                 log.exception("%s: batch-end hook failed", server.name)
                 out = []  # never acknowledge what may not have reached the store
-        if late:
-            out = [a for a in map(server.resolve_late, out) if a is not None]
+            else:
+                if replaced:
+                    out = server.replace_answers(out, replaced)
         if out and self.transport is not None and not self.closed:
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))  # type: ignore[arg-type]
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     def _hold(self, frames: list[tuple[int, bytes]], wait: float) -> None:
         """The source keeps presenting bad credentials: handle these frames (and read more) later."""
