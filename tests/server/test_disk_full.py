@@ -154,3 +154,44 @@ def test_client_sends_fail_fast_while_full_and_nothing_acked_is_lost(
     store = StoreManager(tmp_path / "d").get("full", 0)  # reopened from the files (recovery included)
     got = read_all(store, 0) + read_all(store, 1)
     assert sorted(got) == sorted(acked)
+
+
+def test_segment_roll_on_a_full_disk(tmp_path: Path) -> None:
+    """A roll whose flush fails leaves the store consistent; appends continue across rolls later."""
+    disk = FullDisk()
+    sm = StoreManager(tmp_path, segment_bytes=4096, writer=disk)
+    s = sm.get("t", 0)
+    assert s is not None
+    kept: list[int] = []
+    i = 0
+    while len(s.segments) < 3:
+        s.append(0, rec(i), -1, 1)
+        kept.append(i)
+        sm.mark_dirty(s)
+        assert sm.flush_pending() == []
+        i += 1
+    # fill the active segment up to the roll point, pending only
+    start_segments = len(s.segments)
+    pending = []
+    while s.segments[-1].dat_len + len(s._pend_dat) < s.segment_bytes:
+        s.append(0, rec(i), -1, 1)
+        pending.append(i)
+        i += 1
+    disk.full = True
+    with pytest.raises(OSError):
+        s.append(0, rec(i), -1, 1)  # the roll's flush meets the full disk: the pending batch is dropped
+    assert len(s.segments) == start_segments and s.max_offset == s.written_offset
+    assert read_all(s) == [b"m-%06d" % k for k in kept]
+    disk.full = False
+    time.sleep(storage.WRITE_RETRY_S + 0.05)
+    for _ in range(300):
+        s.append(0, rec(i), -1, 1)
+        kept.append(i)
+        i += 1
+    sm.mark_dirty(s)
+    assert sm.flush_pending() == []
+    assert len(s.segments) > start_segments
+    sm.close()
+    s2 = StoreManager(tmp_path).get("t", 0)
+    assert s2 is not None
+    assert read_all(s2) == [b"m-%06d" % k for k in kept]

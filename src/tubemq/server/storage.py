@@ -390,13 +390,26 @@ class MessageStore:
         self.batch = WriteBatch()
 
     def _roll(self) -> None:
+        """Start a new active segment; its files are open before anything switches to it, so a failure
+        (a full disk, no fds) leaves the store writing where it was."""
         self.flush_pending()
         seg = self.segments[-1]
-        self._new_segment(seg.idx_end, seg.dat_base + seg.dat_len)
+        new = _Segment(self.directory, seg.idx_end, seg.dat_base + seg.dat_len)
+        fds: list[int] = []
+        try:
+            for path in (new.idx_path, new.dat_path):
+                fds.append(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            for path in (new.idx_path, new.dat_path):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            raise
+        self.segments.append(new)
+        _fsync_dir(self.directory)
         self.retired_fds += [self._wfd_dat, self._wfd_idx]
-        active = self.segments[-1]
-        self._wfd_idx = os.open(active.idx_path, os.O_WRONLY | os.O_APPEND)
-        self._wfd_dat = os.open(active.dat_path, os.O_WRONLY | os.O_APPEND)
+        self._wfd_idx, self._wfd_dat = fds
 
     def sync_targets(self) -> tuple[list[int], int]:
         """(fds to fsync, index offset that will be durable afterwards); call flush_pending first."""
