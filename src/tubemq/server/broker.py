@@ -34,26 +34,13 @@ from .broker_fetch import FetchHandlers
 from .broker_send import SendHandlers, _write_failed
 from .broker_sessions import SessionHandlers
 from .broker_views import BrokerViews
-from .config import ServerConfig
-from .meta import MetaStore
 from .rpc import RpcContext
-from .storage import StoreManager
 
 log = logging.getLogger("tubemq.server.broker")
 
 
 class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
     """Broker service handlers + consumer registrations and offsets (§5.3)."""
-
-    def __init__(
-        self,
-        config: ServerConfig,
-        meta: MetaStore,
-        store_manager: StoreManager,
-        visit_token_check: Callable[[int], bool] | None = None,
-    ) -> None:
-        super().__init__(config, meta, store_manager, visit_token_check)
-        meta.on_change.append(self._on_meta_change)
 
     # ---- wiring
 
@@ -107,17 +94,6 @@ class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
         self._sync_waiters = []
         self.offsets.save()
         self.stores.close()
-
-    def _on_meta_change(self) -> None:
-        self._send_targets.clear()
-        live = {t.name for t in self._topics()}
-        for topic in {k[0] for k in self.stores.stores} | set(self.stores.known_topics_on_disk()):
-            if topic not in live:
-                self.stores.drop_topic(topic)
-                self.offsets.drop_topic(topic)
-                for key in [k for k in self._regs if k[1] == topic]:
-                    del self._regs[key]
-                    self._inflight.pop(key, None)
 
     # ---- background work
 

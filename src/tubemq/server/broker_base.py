@@ -170,6 +170,18 @@ class BrokerBase:
         self._faults: dict[str, collections.deque[_Fault]] = {"send": collections.deque(), "fetch": collections.deque()}
         self.fault_log: collections.deque[FaultRecord] = collections.deque(maxlen=1000)
         self._awaiting_followup = 0  # fault_log records whose client has not called again yet
+        meta.on_change.append(self._on_meta_change)
+
+    def _on_meta_change(self) -> None:
+        self._send_targets.clear()
+        live = {t.name for t in self._topics()}
+        for topic in {k[0] for k in self.stores.stores} | set(self.stores.known_topics_on_disk()):
+            if topic not in live:
+                self.stores.drop_topic(topic)
+                self.offsets.drop_topic(topic)
+                for key in [k for k in self._regs if k[1] == topic]:
+                    del self._regs[key]
+                    self._inflight.pop(key, None)
 
     # ---- test hook: server answers the clients must survive (issue 15.2)
 
