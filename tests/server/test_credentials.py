@@ -114,8 +114,9 @@ def _admin_post(url: str, params: dict[str, str], source: str | None = None) -> 
         conn.close()
 
 
-def test_wrong_admin_tokens_are_delayed_per_source(tmp_path: Path) -> None:
-    with EmbeddedCluster(data_dir=tmp_path / "d", admin_token="right", bad_credential_delay_max_ms=400) as cl:
+def test_wrong_admin_tokens_are_delayed_per_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auth, "BAD_CREDENTIAL_DELAY_MAX_S", 0.4)
+    with EmbeddedCluster(data_dir=tmp_path / "d", admin_token="right") as cl:
         bad = {"type": "op_modify", "method": "admin_add_new_topic_record", "topicName": "x",
                "confModAuthToken": "wrong"}
         spent = []
@@ -136,9 +137,9 @@ def test_wrong_admin_tokens_are_delayed_per_source(tmp_path: Path) -> None:
         assert throttle.wait(OTHER_SOURCE) == 0.0 and throttle.wait("127.0.0.1") > 0
 
 
-def test_wrong_passwords_are_delayed_per_source_over_tcp(tmp_path: Path) -> None:
-    with EmbeddedCluster(data_dir=tmp_path / "d", auth_enabled=True, auth_users={"admin": "secret"},
-                         bad_credential_delay_max_ms=400) as cl:
+def test_wrong_passwords_are_delayed_per_source_over_tcp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auth, "BAD_CREDENTIAL_DELAY_MAX_S", 0.4)
+    with EmbeddedCluster(data_dir=tmp_path / "d", auth_enabled=True, auth_users={"admin": "secret"}) as cl:
         frames = []
         for i in range(9):  # pipelined in one write: the server must not answer them all at once
             req = master_pb.RegisterRequestP2M(clientId=f"g{i}", brokerCheckSum=-1, hostName="127.0.0.1")

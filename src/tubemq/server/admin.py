@@ -593,7 +593,7 @@ class AdminServer:
         #: task -> monotonic time its request started (0.0 once it is being answered)
         self._conns: dict[asyncio.Task[None], float] = {}
         #: a source that keeps sending wrong admin tokens waits before each request (issue 22 item 7)
-        self.throttle = FailureThrottle(api.config.bad_credential_delay_max_ms / 1000.0)
+        self.throttle = FailureThrottle()
 
     @property
     def url(self) -> str:

@@ -47,6 +47,8 @@ MSG_TIMESTAMP = "Illegal value: timestamp out of effective period in authenticat
 MSG_BAD_PASSWORD = "Illegal value: userName or password is not correct!"
 MSG_REPLAYED = "Illegal value: authenticateToken already used (a replayed request)!"
 MSG_TOO_MANY = "Illegal value: too many authentications within the timestamp window, retry later!"
+#: Longest delay per request of a source that keeps presenting bad credentials (FailureThrottle).
+BAD_CREDENTIAL_DELAY_MAX_S = 2.0
 #: The longest a throttled source's request waits (its reservations never reach further ahead).
 MAX_THROTTLE_WAIT_S = 30.0
 #: Bound on signatures remembered against replays (those younger than the timestamp window).
@@ -164,14 +166,15 @@ class FailureThrottle:
     """Per-source delay after repeated bad credentials (issue 22 item 7).
 
     A source may fail ``free`` times within ``forget_s`` without effect; each further failure makes
-    its next requests wait ``base_s`` doubled per failure, at most ``max_s``, and reserves a slot, so
+    its next requests wait ``base_s`` doubled per failure, at most ``max_s`` (default
+    ``BAD_CREDENTIAL_DELAY_MAX_S``; 0 turns the delay off), and reserves a slot, so
     one source's parallel guesses are spaced out too. Sources are kept in an LRU of ``max_sources``
     entries and forgotten ``forget_s`` after their last failure; a success clears the source.
     """
 
     def __init__(
         self,
-        max_s: float = 2.0,
+        max_s: float | None = None,
         *,
         free: int = 5,
         base_s: float = 0.05,
@@ -179,7 +182,7 @@ class FailureThrottle:
         max_sources: int = 4096,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.max_s = max_s
+        self.max_s = BAD_CREDENTIAL_DELAY_MAX_S if max_s is None else max_s
         self.free = free
         self.base_s = base_s
         self.forget_s = forget_s

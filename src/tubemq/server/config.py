@@ -104,10 +104,6 @@ class ServerConfig:
     max_bad_visit_tokens: int = 3
     #: PEM CA bundle: with TLS on, clients must present a certificate signed by it (mutual TLS).
     tls_client_ca: str | None = None
-    #: Longest delay per request of a source that keeps presenting bad credentials (admin token,
-    #: master passwords): after 5 failures its requests wait 50 ms, doubling per failure up to
-    #: this (server/auth.py FailureThrottle). 0 turns the delay off.
-    bad_credential_delay_max_ms: int = 2000
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, Path):
@@ -163,9 +159,6 @@ class ServerConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
                 raise ConfigError(name, f"must be a positive int, got {v!r}")
-        v = self.bad_credential_delay_max_ms
-        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 60000:
-            raise ConfigError("bad_credential_delay_max_ms", f"must be an int within 0..60000, got {v!r}")
         v = self.first_balance_delay_ms
         if not isinstance(v, int) or isinstance(v, bool):
             raise ConfigError("first_balance_delay_ms", f"must be an int (< 0 = next periodic round), got {v!r}")

@@ -163,7 +163,6 @@ def rpc_options(config: ServerConfig) -> dict[str, Any]:
         "muted_close_s": config.rpc_muted_close_ms / 1000.0,
         "partial_frames_budget": config.rpc_partial_frames_budget,
         "max_bad_tokens": config.max_bad_visit_tokens,
-        "bad_credential_delay_max_s": config.bad_credential_delay_max_ms / 1000.0,
     }
 
 
@@ -216,7 +215,7 @@ class RpcServer:
         frame_limit: Callable[[], int] | None = None,
         partial_frames_budget: int = 256 * 1024 * 1024,
         max_bad_tokens: int = 3,
-        bad_credential_delay_max_s: float = 0.0,
+        bad_credential_delay_max_s: float | None = None,
     ) -> None:
         self.name = name
         self.host = host
@@ -239,11 +238,10 @@ class RpcServer:
         self.max_bad_tokens = max_bad_tokens
         #: per-source delay after repeated 415 answers of the master (bad passwords), None when off; the
         #: broker has its own rule for bad visit tokens (closing after max_bad_tokens)
-        self.throttle = (
-            FailureThrottle(bad_credential_delay_max_s)
-            if bad_credential_delay_max_s > 0 and not MASTER_METHODS.isdisjoint(self.handlers)
-            else None
-        )
+        self.throttle: FailureThrottle | None = None
+        if not MASTER_METHODS.isdisjoint(self.handlers):
+            throttle = FailureThrottle(bad_credential_delay_max_s)
+            self.throttle = throttle if throttle.enabled else None
         self._frame_limit_fn = frame_limit
         self._frame_limit = (self.max_frame, -1.0)  # (value, monotonic time computed)
         #: bytes held in incomplete frames over all connections
