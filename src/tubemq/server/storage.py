@@ -56,6 +56,7 @@ from .store_format import (
     _fsync_dir,
     _Segment,
     encode_record,
+    load_segments,
     payload_length,
     record_valid,
 )
@@ -144,72 +145,12 @@ class MessageStore:
     # ---- open / recovery
 
     def _open(self) -> None:
-        stems: list[tuple[int, int]] = []
-        for p in self.directory.glob("*.idx"):
-            try:
-                a, b = p.stem.split("_")
-                stems.append((int(a), int(b)))
-            except ValueError:
-                log.warning("ignoring unexpected file %s", p)
-        stems.sort()
-        for idx_base, dat_base in stems:
-            seg = _Segment(self.directory, idx_base, dat_base)
-            if not seg.dat_path.exists():
-                seg.dat_path.touch()
-            seg.idx_len = seg.idx_path.stat().st_size
-            seg.dat_len = seg.dat_path.stat().st_size
-            self.segments.append(seg)
+        self.segments = load_segments(self.directory, f"{self.topic}/{self.store_index}")
         if not self.segments:
             self._new_segment(0, 0)
-        else:
-            self._recover_tail()
         active = self.segments[-1]
         self._wfd_idx = os.open(active.idx_path, os.O_WRONLY | os.O_APPEND)
         self._wfd_dat = os.open(active.dat_path, os.O_WRONLY | os.O_APPEND)
-
-    def _recover_tail(self) -> None:
-        """Cut a torn tail: partial index entries, entries without a valid record, unindexed data."""
-        while True:
-            seg = self.segments[-1]
-            whole = seg.idx_len - seg.idx_len % ENTRY
-            valid_end_idx = seg.idx_base
-            valid_end_dat = seg.dat_base
-            if whole:
-                with open(seg.idx_path, "rb") as fi, open(seg.dat_path, "rb") as fd:
-                    pos = whole - ENTRY
-                    while pos >= 0:
-                        fi.seek(pos)
-                        _pid, doff, size, _key, _t = INDEX_ENTRY.unpack(fi.read(ENTRY))
-                        rel = doff - seg.dat_base
-                        if 0 <= rel and size > 0 and rel + size <= seg.dat_len:
-                            fd.seek(rel)
-                            if record_valid(fd.read(size)):
-                                valid_end_idx = seg.idx_base + pos + ENTRY
-                                valid_end_dat = doff + size
-                                break
-                        log.warning(
-                            "%s/%d: dropping torn index entry at offset %d", self.topic, self.store_index, seg.idx_base + pos
-                        )
-                        pos -= ENTRY
-            new_idx = valid_end_idx - seg.idx_base
-            new_dat = valid_end_dat - seg.dat_base
-            if new_idx != seg.idx_len:
-                os.truncate(seg.idx_path, new_idx)
-                seg.idx_len = new_idx
-            if new_dat != seg.dat_len:
-                log.warning("%s/%d: truncating %d unindexed data bytes", self.topic, self.store_index, seg.dat_len - new_dat)
-                os.truncate(seg.dat_path, new_dat)
-                seg.dat_len = new_dat
-            if seg.idx_len == 0 and len(self.segments) > 1:
-                # an empty trailing segment: keep it only if the previous one is intact
-                prev = self.segments[-2]
-                if prev.idx_end == seg.idx_base and prev.dat_base + prev.dat_len == seg.dat_base:
-                    return
-                seg.idx_path.unlink(missing_ok=True)
-                seg.dat_path.unlink(missing_ok=True)
-                self.segments.pop()
-                continue
-            return
 
     def _new_segment(self, idx_base: int, dat_base: int) -> None:
         seg = _Segment(self.directory, idx_base, dat_base)

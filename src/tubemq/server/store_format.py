@@ -1,9 +1,11 @@
-"""The broker store's on-disk format: records, index entries, segment files, and the writer every
-write and fsync goes through (docs/PROTOCOL.md §4.9, §4.10; the store itself is ``storage.py``)."""
+"""The broker store's on-disk format: records, index entries, segment files and their recovery after a
+crash, and the writer every write and fsync goes through (docs/PROTOCOL.md §4.9, §4.10; the store
+itself is ``storage.py``)."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import struct
 from pathlib import Path
@@ -14,6 +16,8 @@ from .. import codec
 from ..protocol import broker_pb
 from ..protocol import constants as C
 from . import wire
+
+log = logging.getLogger("tubemq.server.storage")
 
 INDEX_ENTRY = struct.Struct(">iqiiq")
 ENTRY = C.INDEX_ENTRY_SIZE  # 28
@@ -147,3 +151,69 @@ class _Segment:
                 except OSError:  # pragma: no cover
                     pass
         self.rfd_idx = self.rfd_dat = -1
+
+
+def load_segments(directory: Path, name: str) -> list[_Segment]:
+    """The segments of a store directory, oldest first, with a torn tail cut (``recover_tail``)."""
+    stems: list[tuple[int, int]] = []
+    for p in directory.glob("*.idx"):
+        try:
+            a, b = p.stem.split("_")
+            stems.append((int(a), int(b)))
+        except ValueError:
+            log.warning("ignoring unexpected file %s", p)
+    stems.sort()
+    segments = []
+    for idx_base, dat_base in stems:
+        seg = _Segment(directory, idx_base, dat_base)
+        if not seg.dat_path.exists():
+            seg.dat_path.touch()
+        seg.idx_len = seg.idx_path.stat().st_size
+        seg.dat_len = seg.dat_path.stat().st_size
+        segments.append(seg)
+    if segments:
+        recover_tail(segments, name)
+    return segments
+
+
+def recover_tail(segments: list[_Segment], name: str) -> None:
+    """Cut a torn tail: partial index entries, entries without a valid record, unindexed data (a crash
+    in the middle of a write); an empty trailing segment is kept only after an intact one."""
+    while True:
+        seg = segments[-1]
+        whole = seg.idx_len - seg.idx_len % ENTRY
+        valid_end_idx = seg.idx_base
+        valid_end_dat = seg.dat_base
+        if whole:
+            with open(seg.idx_path, "rb") as fi, open(seg.dat_path, "rb") as fd:
+                pos = whole - ENTRY
+                while pos >= 0:
+                    fi.seek(pos)
+                    _pid, doff, size, _key, _t = INDEX_ENTRY.unpack(fi.read(ENTRY))
+                    rel = doff - seg.dat_base
+                    if 0 <= rel and size > 0 and rel + size <= seg.dat_len:
+                        fd.seek(rel)
+                        if record_valid(fd.read(size)):
+                            valid_end_idx = seg.idx_base + pos + ENTRY
+                            valid_end_dat = doff + size
+                            break
+                    log.warning("%s: dropping torn index entry at offset %d", name, seg.idx_base + pos)
+                    pos -= ENTRY
+        new_idx = valid_end_idx - seg.idx_base
+        new_dat = valid_end_dat - seg.dat_base
+        if new_idx != seg.idx_len:
+            os.truncate(seg.idx_path, new_idx)
+            seg.idx_len = new_idx
+        if new_dat != seg.dat_len:
+            log.warning("%s: truncating %d unindexed data bytes", name, seg.dat_len - new_dat)
+            os.truncate(seg.dat_path, new_dat)
+            seg.dat_len = new_dat
+        if seg.idx_len == 0 and len(segments) > 1:
+            prev = segments[-2]
+            if prev.idx_end == seg.idx_base and prev.dat_base + prev.dat_len == seg.dat_base:
+                return
+            seg.idx_path.unlink(missing_ok=True)
+            seg.dat_path.unlink(missing_ok=True)
+            segments.pop()
+            continue
+        return
