@@ -15,11 +15,13 @@ import pytest
 import tubemq
 from tubemq import codec
 from tubemq.errors import ServerOverflowError, TubeMQTimeoutError
+from tubemq.protocol import broker_pb
 from tubemq.server import EmbeddedCluster, storage
 from tubemq.server.storage import StoreManager, encode_record
 from tubemq.server.testing import FAST_TIMERS
 
 from ._diskfull import FullDisk
+from ._raw import RawClient
 
 
 def rec(i: int) -> bytes:
@@ -195,3 +197,42 @@ def test_segment_roll_on_a_full_disk(tmp_path: Path) -> None:
     s2 = StoreManager(tmp_path).get("t", 0)
     assert s2 is not None
     assert read_all(s2) == [b"m-%06d" % k for k in kept]
+
+
+def test_pipelined_sends_to_two_stores_in_one_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One read holding sends to two stores (and a fetch): while the disk is full every send of the
+    read is answered 419 with the cause, in order; once it has room again every one is acknowledged."""
+    disk = FullDisk()
+    monkeypatch.setattr(storage, "default_writer", disk)
+    pids = [0, 10000, 1, 10001] * 5
+    with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_TIMERS) as cl:
+        cl.create_topic("two", partitions=2, stores=2)
+        with RawClient(cl.broker_address) as c:
+            c.register("g", "two", 0)
+
+            def one_read(tag: bytes) -> list[Any]:
+                first = next(c.serials)
+                frames = [codec.encode_send_request(first, "p1", "two", pids[0], tag + b"-0", 0, 2130706433, -2)]
+                for i, pid in enumerate(pids[1:], 1):
+                    frames.append(codec.encode_send_request(next(c.serials), "p1", "two", pid, tag + b"-%d" % i,
+                                                            0, 2130706433, -2))
+                fetch = next(c.serials)
+                frames.append(codec.encode_request(fetch, 2, 17, broker_pb.GetMessageRequestC2B(
+                    clientId="c1", groupName="g", topicName="two", partitionId=0, lastPackConsumed=False,
+                    manualCommitOffset=False).SerializeToString(), timeout_ms=10000))
+                c.send_raw(b"".join(frames))
+                answers = [codec.decode_send_response(c.wait(first + i).body) for i in range(len(pids))]
+                c.wait(fetch)
+                return answers
+
+            disk.full = True
+            refused = one_read(b"lost")
+            assert [a.success for a in refused] == [False] * len(pids)
+            assert all(a.err_code == 419 and "No space left on device" in a.err_msg for a in refused)
+            disk.full = False
+            time.sleep(storage.WRITE_RETRY_S + 0.05)
+            acked = one_read(b"kept")
+            assert all(a.success for a in acked), acked
+    sm = StoreManager(tmp_path / "d")
+    got = sorted(read_all(sm.get("two", s), p) for s in (0, 1) for p in (s * 10000, s * 10000 + 1))  # type: ignore[arg-type]
+    assert sorted(m for part in got for m in part) == sorted(b"kept-%d" % i for i in range(len(pids)))
