@@ -56,9 +56,9 @@ class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
     def flush_pending(self) -> dict[int, tuple[RpcContext, Any]] | None:
         """RPC batch-end hook: appends reach the OS before their acknowledgements are written; the
         acknowledgements of sends whose write failed are replaced by the error (419, with the cause)."""
-        failed = self.stores.flush_pending()
-        acks = self._acks
+        acks = self._acks  # this read's acknowledgements (taken first: never carried to the next read)
         self._acks = []
+        failed = self.stores.flush_pending()
         if failed and self._sync_waiters:
             self._release_sync_waiters()
         lost = [(batch, ctx) for batch, ctx in acks if not batch.written]
