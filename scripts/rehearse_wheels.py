@@ -96,7 +96,11 @@ def rehearse(python: Path, sdist: Path, work: Path, conf: dict[str, object]) -> 
     r = sh(["sh", "-c", command], cwd=cwd, env=tenv)
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     summary = lines[-1] if lines else r.stderr[-500:]
-    return r.returncode == 0, f"{repaired.name}: {summary}"
+    failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+    detail = "".join(f"\n    {line}" for line in failed)
+    if r.returncode != 0 and not failed:
+        detail = "\n" + (r.stdout + r.stderr)[-3000:]
+    return r.returncode == 0, f"{repaired.name}: {summary}{detail}"
 
 
 def main(argv: list[str]) -> int:
