@@ -91,7 +91,7 @@ def rehearse(python: Path, sdist: Path, work: Path, conf: dict[str, object]) -> 
         else:
             shutil.copy2(src, cwd / str(item))
     command = str(conf["test-command"]).replace("{project}", str(ROOT)).replace("{package}", str(ROOT))
-    tenv = dict(env, PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", VIRTUAL_ENV=str(venv))
+    tenv = dict(env, PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", VIRTUAL_ENV=str(venv), COLUMNS="400")
     tenv.update({k: str(v) for k, v in conf.get("environment", {}).items()})  # type: ignore[attr-defined]
     r = sh(["sh", "-c", command], cwd=cwd, env=tenv)
     lines = [line for line in r.stdout.splitlines() if line.strip()]
