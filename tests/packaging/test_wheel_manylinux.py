@@ -34,6 +34,9 @@ def test_manylinux_wheel_installs_and_runs(repaired_wheel: Path, package_farm: P
     assert "manylinux" in repaired_wheel.name, repaired_wheel.name
     with zipfile.ZipFile(repaired_wheel) as z:
         names = z.namelist()
+        (eps,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        entry_points = z.read(eps).decode()
+    assert "[pytest11]\ntubemq = tubemq.pytest_plugin" in entry_points, entry_points  # the pytest plugin
     assert not any(n.endswith(".c") for n in names), "the wheel carries generated C"
     assert any(n.startswith("tubemq/_codec.") and n.endswith(".so") for n in names), names
     assert "tubemq/py.typed" in names
