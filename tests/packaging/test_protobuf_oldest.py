@@ -26,14 +26,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SUITES = [
     "tests/codec",
     "tests/net/test_connection.py",
-    "tests/net/test_pool_invoker.py",
     "tests/producer/test_producer.py",
-    "tests/producer/test_callback.py",
-    "tests/producer/test_failures.py",
     "tests/consumer/test_wire_shapes.py",
-    "tests/consumer/test_bound.py",
     "tests/consumer/test_bound_server_e2e.py",
-    "tests/consumer/test_rebalance.py",
 ]
 
 
