@@ -70,8 +70,3 @@ def repaired_wheel(sdist: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     print(f"built and repaired {wheel.name} in {time.monotonic() - started:.1f} s")
     return wheel
 
-
-@pytest.fixture(scope="session")
-def package_farm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where clean environments see this interpreter's packages, less Cython and tubemq (make_clean_venv)."""
-    return tmp_path_factory.mktemp("farm") / "site"

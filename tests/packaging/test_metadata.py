@@ -5,23 +5,17 @@ that can only run after every build job passed on a version tag."""
 from __future__ import annotations
 
 import re
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _pkgtools import REPO
+from _pkgtools import REPO, pyproject
 
 import tubemq
 from tubemq._extras import EXTRAS, install_hint
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - 3.10
-    tomllib = pytest.importorskip("tomli", reason="tomli (test extra on 3.10) reads pyproject.toml")
-
-PYPROJECT: dict[str, Any] = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+PYPROJECT: dict[str, Any] = pyproject()
 PROJECT = PYPROJECT["project"]
 
 pytestmark = pytest.mark.source_tree
