@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 #: What the sdist is made of (MANIFEST.in decides what goes in); build leftovers stay behind.
 SOURCE_ITEMS = ["src", "proto", "scripts", "tools", "tests", "docs", "examples", ".ci", "setup.py", "pyproject.toml",
-                "MANIFEST.in", "README.md", "LICENSE"]
+                "MANIFEST.in", "README.md", "CHANGELOG.md", "LICENSE"]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.so", "*.pyd", "build", "dist", "*.egg-info", ".hypothesis",
                                 ".pytest_cache", ".benchmarks", "spark-warehouse", "metastore_db")
 
