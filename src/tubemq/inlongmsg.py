@@ -14,7 +14,7 @@ silently. Decoding allocates at most the input size in body bytes (plus one Pyth
 a snappy block may declare at most 22x its own size (no valid block expands more).
 
 Decoding snappy needs nothing extra (a raw-snappy decoder is built in); building with ``compress=True``
-needs the optional ``cramjam`` package: ``pip install 'tubemq[inlong]'``.
+needs the optional ``cramjam`` package: ``pip install cramjam`` (the ``inlong`` extra).
 
 The hot paths are in the Cython module ``tubemq._inlongmsg``; the pure-Python twin
 ``tubemq._inlongmsg_py`` is used when :mod:`tubemq.codec` runs its twin (``TUBEMQ_NO_EXTENSIONS=1``)
