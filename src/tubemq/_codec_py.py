@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from ._text import encode_attributes, java_hash, put_system_header  # noqa: F401  (re-exported: the contract)
 from .errors import DecodeError, FrameError
 from .protocol import wire_fields as F
 from .protocol.constants import (
@@ -250,15 +251,6 @@ def ip_to_int(ip: str) -> int:
             raise ValueError(f"not an IPv4 address: {ip!r}")
         value = (value << 8) | n
     return value - (1 << 32) if value >= 1 << 31 else value
-
-
-def java_hash(text: str) -> int:
-    """Java ``String.hashCode`` over UTF-16 code units, int32 wrap-around (filter keys, §4.8)."""
-    h = 0
-    raw = text.encode("utf-16-be")
-    for i in range(0, len(raw), 2):
-        h = (31 * h + ((raw[i] << 8) | raw[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -523,12 +515,16 @@ def decode_request(payload: Any) -> Request:
 _RESPONSE_CONN = _varint(2) + _f_varint(F.CONN_FLAG, 1)
 
 
+def _response_frame(serial: int, header: bytes, body: bytes) -> bytes:
+    """RpcConnHeader{flag 1} + the delimited ResponseHeader and body message, framed."""
+    return encode_frame(serial, _RESPONSE_CONN + _varint(len(header)) + header + _varint(len(body)) + body)
+
+
 def encode_response(serial: int, method: int, body: Any, *, protocol_ver: int = 3) -> bytes:
     """Server side: a success response frame (flag 1, status SUCCESS, protocolVer 3)."""
     header = _f_varint(F.RSP_HDR_STATUS, 0) + _f_varint(F.RSP_HDR_PROTOCOL_VER, protocol_ver)
     rsp = _f_varint(F.RSP_BODY_METHOD, method) + _f_bytes(F.RSP_BODY_DATA, bytes(body))
-    payload = _RESPONSE_CONN + _varint(len(header)) + header + _varint(len(rsp)) + rsp
-    return encode_frame(serial, payload)
+    return _response_frame(serial, header, rsp)
 
 
 def encode_error_response(
@@ -539,8 +535,7 @@ def encode_error_response(
     if protocol_ver is not None:
         header += _f_varint(F.RSP_HDR_PROTOCOL_VER, protocol_ver)
     exc = _f_bytes(F.RSP_EXC_NAME, exception_name.encode()) + _f_bytes(F.RSP_EXC_MESSAGE, message.encode())
-    payload = _RESPONSE_CONN + _varint(len(header)) + header + _varint(len(exc)) + exc
-    return encode_frame(serial, payload)
+    return _response_frame(serial, header, exc)
 
 
 def decode_response(payload: Any) -> Response:
@@ -590,20 +585,6 @@ def decode_response(payload: Any) -> Response:
 # attributes and payloads (§4.6, §4.7)
 
 
-def encode_attributes(attributes: Mapping[str, Any] | None) -> str:
-    """``k=v`` items joined with ``,``; keys/values must not contain ``,`` or ``=``."""
-    if not attributes:
-        return ""
-    items = []
-    for k, v in attributes.items():
-        k = str(k)
-        v = "" if v is None else str(v)
-        if not k or "," in k or "=" in k or "," in v or "=" in v:
-            raise ValueError(f"attribute {k!r}={v!r}: keys and values must be non-empty keys without ',' or '='")
-        items.append(f"{k}={v}")
-    return ",".join(items)
-
-
 def decode_attributes(text: str | None) -> dict[str, str]:
     """Parse an attribute string the way Java's ``getAttrValue`` reads it (malformed items skipped)."""
     result: dict[str, str] = {}
@@ -617,20 +598,6 @@ def decode_attributes(text: str | None) -> dict[str, str]:
             continue
         result[parts[0]] = parts[1]
     return result
-
-
-def put_system_header(previous: str | None, msg_type: str | None, msg_time: str | None) -> str:
-    """``Message.putSystemHeader``: ``$msgType$``/``$msgTime$`` first, then old non-system items."""
-    items = []
-    if msg_type and msg_type.strip():
-        items.append(f"{TOKEN_MSG_TYPE}={msg_type.strip()}")
-    if msg_time and msg_time.strip():
-        items.append(f"{TOKEN_MSG_TIME}={msg_time.strip()}")
-    if previous:
-        for item in previous.split(","):
-            if item and TOKEN_MSG_TYPE not in item and TOKEN_MSG_TIME not in item:
-                items.append(item)
-    return ",".join(items)
 
 
 def encode_payload(data: Any, attributes: str | Mapping[str, Any] | None) -> bytes:
