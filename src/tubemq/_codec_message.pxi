@@ -132,6 +132,8 @@ cdef extern from "_c/tq_message.h":
     PyObject* TQ_MSG_POP()
     bint TQ_MSG_LAYOUT_OK
     bint TQ_MSG_FREELIST_FAST
+    long TQ_MSG_CYTHON_FIRST
+    long TQ_MSG_CYTHON_END
     Message TQ_MSG_NEW(PyObject* o, PyTypeObject* t, PyObject** vals, bint track)
     bint tq_atomic(object o)
 
@@ -147,9 +149,16 @@ cdef bint _MSG_DIRECT = TQ_MSG_FREELIST_FAST and TQ_MSG_LAYOUT_OK
 #: expected object layout. False means every Message takes Cython's slower construction;
 #: tests/codec/test_build.py fails on a build where that happened silently.
 MESSAGE_FREELIST_FAST_PATH = bool(_MSG_DIRECT)
+
+
+def _hex_version(long v) -> tuple:
+    return ((v >> 24) & 0xFF, (v >> 16) & 0xFF, (v >> 8) & 0xFF)
+
+
 #: The Cython release that generated this module's C: (major, minor, patch).
-BUILT_WITH_CYTHON = ((CYTHON_HEX_VERSION >> 24) & 0xFF, (CYTHON_HEX_VERSION >> 16) & 0xFF,
-                     (CYTHON_HEX_VERSION >> 8) & 0xFF)
+BUILT_WITH_CYTHON = _hex_version(CYTHON_HEX_VERSION)
+#: The Cython releases the fast path is compiled for: [first, end) as (major, minor, patch) tuples.
+MESSAGE_FREELIST_CYTHON_RANGE = (_hex_version(TQ_MSG_CYTHON_FIRST), _hex_version(TQ_MSG_CYTHON_END))
 
 
 cdef Message c_new_message(object topic, object data, object attributes, object stream_id, object msg_time,

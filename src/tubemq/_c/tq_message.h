@@ -13,7 +13,11 @@
    later release that renames them builds Cython's path instead of failing to compile; elsewhere
    the macro gives NULL and the caller takes Cython's path. Expanded inside functions, after
    Cython's declarations. */
-#if defined(CYTHON_HEX_VERSION) && CYTHON_HEX_VERSION >= 0x03030000 && CYTHON_HEX_VERSION < 0x03030200 \
+/* The Cython releases whose freelist names this file uses: [first, end). pyproject.toml's
+   build-system pins Cython to the same range (tests/codec/test_build.py compares the two). */
+#define TQ_MSG_CYTHON_FIRST 0x03030000
+#define TQ_MSG_CYTHON_END 0x03030200
+#if defined(CYTHON_HEX_VERSION) && CYTHON_HEX_VERSION >= TQ_MSG_CYTHON_FIRST && CYTHON_HEX_VERSION < TQ_MSG_CYTHON_END \
     && CYTHON_USE_FREELISTS && CYTHON_COMPILING_IN_CPYTHON && !CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
 #define TQ_MSG_POP() (__pyx_mstate_global->__pyx_freecount_6tubemq_6_codec_Message > 0 \
     ? (PyObject *)__pyx_mstate_global->__pyx_freelist_6tubemq_6_codec_Message[ \
