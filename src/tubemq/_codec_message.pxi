@@ -88,6 +88,7 @@ cdef class Message:
 
     def inlongmsg(self):
         """Decode ``data`` as an InLong container (:func:`tubemq.inlongmsg.decode`)."""
+        # imported on first use; tubemq.inlongmsg sits below the codec and imports none of it
         from .inlongmsg import decode
 
         return decode(self.data)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._text import encode_attributes, java_hash, put_system_header  # noqa: F401  (re-exported: the contract)
 from .errors import DecodeError, FrameError
@@ -28,6 +28,9 @@ from .protocol.constants import (
     Method,
     ServiceType,
 )
+
+if TYPE_CHECKING:
+    from .inlongmsg import InLongMsg
 
 implementation = "python"
 
@@ -213,8 +216,10 @@ class Message:
     def value(self) -> bytes:
         return self.data
 
-    def inlongmsg(self) -> Any:  # tubemq.inlongmsg.InLongMsg (not imported: it imports the codec)
+    def inlongmsg(self) -> InLongMsg:
         """Decode ``data`` as an InLong container (:func:`tubemq.inlongmsg.decode`)."""
+        # imported on first use (most programs never decode InLong data); tubemq.inlongmsg sits below
+        # the codec and imports none of it, so this points down
         from .inlongmsg import decode
 
         return decode(self.data)

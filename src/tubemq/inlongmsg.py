@@ -17,27 +17,30 @@ Decoding snappy needs nothing extra (a raw-snappy decoder is built in); building
 needs the optional ``cramjam`` package: ``pip install 'tubemq[inlong]'``.
 
 The hot paths are in the Cython module ``tubemq._inlongmsg``; the pure-Python twin
-``tubemq._inlongmsg_py`` is used when :mod:`tubemq.codec` runs its twin (``TUBEMQ_NO_EXTENSIONS=1``)
-or the extension was not built. ``implementation`` says which one is live.
+``tubemq._inlongmsg_py`` is used, as :mod:`tubemq.codec` uses its own, with ``TUBEMQ_NO_EXTENSIONS=1``
+or when the extension was not built. ``implementation`` says which one is live.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from . import codec as _codec
+from ._text import java_hash
 from .errors import InLongMsgError
 
-if _codec.implementation == "cython":
-    try:
-        from . import _inlongmsg as _impl
-    except ImportError:  # pragma: no cover - codec built but this extension not
-        from . import _inlongmsg_py as _impl  # type: ignore[no-redef]
+# The same choice as tubemq.codec makes (not asked of it: the codec's Message.inlongmsg() imports this
+# module, so this one stays below the codec and imports none of it).
+if os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0"):
+    from . import _inlongmsg_py as _impl
 else:
-    from . import _inlongmsg_py as _impl  # type: ignore[no-redef]
+    try:
+        from . import _inlongmsg as _impl  # type: ignore[no-redef]
+    except ImportError:  # pragma: no cover - exercised when the extension was not built
+        from . import _inlongmsg_py as _impl  # type: ignore[no-redef]
 
 implementation: str = _impl.implementation
 
@@ -328,8 +331,6 @@ class _JavaHashMap:
     def items(self) -> list[tuple[str, str]]:
         """Entries in Java's iteration order."""
         mask = (self.table or 16) - 1
-        java_hash = _codec.java_hash
-
         def bucket(item: tuple[str, str]) -> int:
             h = java_hash(item[0]) & 0xFFFFFFFF
             return (h ^ (h >> 16)) & mask
