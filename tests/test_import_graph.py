@@ -28,7 +28,7 @@ PACKAGE_DIR = Path(tubemq.__file__).resolve().parent
 LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
     (0, "base", ("tubemq.errors", "tubemq._version", "tubemq._lazy", "tubemq.metrics",
                  "tubemq.protocol.constants", "tubemq.protocol.wire_fields")),
-    (1, "codec", ("tubemq._codec", "tubemq._codec_py", "tubemq.codec", "tubemq._text", "tubemq._protocols",
+    (1, "codec", ("tubemq._codec", "tubemq._codec_py", "tubemq.codec", "tubemq._text", "tubemq._protocols", "tubemq._twin",
                   "tubemq.inlongmsg", "tubemq._inlongmsg", "tubemq._inlongmsg_py")),
     (2, "protocol", ("tubemq.protocol",)),
     (3, "net", ("tubemq.net",)),
@@ -48,6 +48,8 @@ ALLOWED_CYCLES = {
 }
 
 Edge = tuple[str, str, int, str]  # (importer, imported, line, kind)
+#: Prefix of an imported name that is no module of the package (a typo'd or stale relative import).
+MISSING = "missing:"
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -66,6 +68,11 @@ def source_files(root: Path) -> dict[str, Path]:
     return files
 
 
+def generated_modules(root: Path) -> set[str]:
+    """The generated protobuf modules: importable, not read."""
+    return {module_name(p, root) for p in root.rglob("*_pb2.py")}
+
+
 def resolve(modules: set[str], importer: str, is_package: bool, level: int, module: str | None,
             names: Iterable[str]) -> list[str]:
     """The package's modules a ``from ... import names`` (or ``import module``) statement loads."""
@@ -76,14 +83,14 @@ def resolve(modules: set[str], importer: str, is_package: bool, level: int, modu
     else:
         target = module or ""
     names = list(names)
-    found = [f"{target}.{n}" for n in names if f"{target}.{n}" in modules]
-    if len(found) < len(names):  # some names are attributes of ``target`` itself (or of its nearest module)
-        while target and target not in modules:
-            target = target.rpartition(".")[0]
-        if target:
-            found.append(target)
     root = importer.split(".")[0]
-    return [m for m in found if m == root or m.startswith(root + ".")]
+    found = [f"{target}.{n}" for n in names if f"{target}.{n}" in modules]
+    if len(found) < len(names):  # some names are attributes of ``target`` itself
+        if target in modules:
+            found.append(target)
+        elif target == root or target.startswith(root + "."):
+            found.append(MISSING + target)  # no such module (a generated *_pb2 counts as present)
+    return [m for m in found if m.startswith(MISSING) or m == root or m.startswith(root + ".")]
 
 
 def _type_checking_nodes(tree: ast.AST) -> set[int]:
@@ -151,12 +158,17 @@ def cython_edges(modules: set[str], name: str, path: Path) -> list[Edge]:
 
 def import_graph(root: Path) -> list[Edge]:
     files = source_files(root)
-    modules = set(files)
+    modules = set(files) | generated_modules(root)
     edges: list[Edge] = []
     for name, path in files.items():
         found = cython_edges(modules, name, path) if path.suffix == ".pyx" else python_edges(modules, name, path)
         edges.extend(e for e in found if e[1] != name)
     return edges
+
+
+def graph_edges(edges: Iterable[Edge]) -> list[Edge]:
+    """The edges between modules that exist."""
+    return [e for e in edges if not e[1].startswith(MISSING)]
 
 
 def layer_of(module: str) -> tuple[int, str]:
@@ -231,10 +243,20 @@ def _path_of(edges: list[Edge], comp: list[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def edges() -> list[Edge]:
+def all_edges() -> list[Edge]:
     found = import_graph(PACKAGE_DIR)
     print(f"{len(found)} imports between {len({e[0] for e in found})} modules of {PACKAGE_DIR}")
     return found
+
+
+@pytest.fixture(scope="module")
+def edges(all_edges: list[Edge]) -> list[Edge]:
+    return graph_edges(all_edges)
+
+
+def test_every_import_names_a_module_that_exists(all_edges: list[Edge]) -> None:
+    bad = [f"{a}:{line} imports {b[len(MISSING):]} [{kind}]" for a, b, line, kind in all_edges if b.startswith(MISSING)]
+    assert not bad, "imports of modules that do not exist:\n" + "\n".join(bad)
 
 
 def test_no_import_climbs_a_layer(edges: list[Edge]) -> None:
@@ -283,8 +305,13 @@ def test_checker_sees_function_level_cycles_and_climbs(tmp_path: Path) -> None:
         "_codec.pyx": 'from ._codec_py import (\n    A,\n    B,\n)\ninclude "_codec_x.pxi"\n',
         "_codec_x.pxi": "def g():\n    from .inlongmsg import decode\n",
         "_codec_py.py": "",
+        "_twin/__init__.py": "",
+        "_twin/types.py": "def f():\n    from .inlongmsg import decode\n",
     })
-    found = import_graph(root)
+    everything = import_graph(root)
+    assert [(a, b) for a, b, _line, _kind in everything if b.startswith(MISSING)] == [
+        ("tubemq._twin.types", MISSING + "tubemq._twin.inlongmsg")]
+    found = graph_edges(everything)
     kinds = {(a, b): kind for a, b, _line, kind in found}
     assert kinds[("tubemq", "tubemq.producer.core")] == "lazy"
     assert kinds[("tubemq.codec", "tubemq.inlongmsg")] == "nested"
