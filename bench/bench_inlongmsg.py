@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tubemq import _inlongmsg_py, inlongmsg
+from tubemq import _inlong_v4, _inlongmsg_py, inlongmsg
 
 NO_EXT = os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")
 IMPLS = ["cython", "python"]
@@ -138,7 +138,7 @@ def test_decode_v4_private_attrs_worst_case(benchmark: Any, use_impl: Callable[[
     benchmark.group = "decode v4 worst case: 20,000 x private attrs, 1,000 common keys (249,812 B)"
     use_impl(name)
     data = _v4_worst_case()
-    caches = (inlongmsg._V4_KEYS, inlongmsg._V4_PRIVATE_KEYS, inlongmsg._SPREADS)
+    caches = (_inlong_v4._V4_KEYS, _inlong_v4._V4_PRIVATE_KEYS, _inlong_v4._SPREADS)
 
     def run() -> int:
         for cache in caches:  # every round a first sight of the container (as a consumer sees it)

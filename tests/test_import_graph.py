@@ -29,7 +29,7 @@ LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
     (0, "base", ("tubemq.errors", "tubemq._version", "tubemq._lazy", "tubemq.metrics",
                  "tubemq.protocol.constants", "tubemq.protocol.wire_fields")),
     (1, "codec", ("tubemq._codec", "tubemq._codec_py", "tubemq.codec", "tubemq._text", "tubemq._protocols", "tubemq._twin",
-                  "tubemq.inlongmsg", "tubemq._inlongmsg", "tubemq._inlongmsg_py")),
+                  "tubemq.inlongmsg", "tubemq._inlongmsg", "tubemq._inlongmsg_py", "tubemq._inlong_v4")),
     (2, "protocol", ("tubemq.protocol",)),
     (3, "net", ("tubemq.net",)),
     (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq._sync", "tubemq.config")),

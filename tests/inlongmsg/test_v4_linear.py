@@ -15,6 +15,7 @@ from types import ModuleType
 
 import pytest
 
+from tubemq import _inlong_v4 as v4
 from tubemq import inlongmsg
 from tubemq.errors import InLongMsgError
 
@@ -45,9 +46,9 @@ class Work:
 def work(api: ModuleType, monkeypatch: pytest.MonkeyPatch) -> Iterator[Work]:
     """Counts the work of ``tubemq.inlongmsg`` (on the implementation under test), caches emptied."""
     w = Work()
-    merge, java_hash = inlongmsg._v4_private_key, inlongmsg.java_hash
+    merge, java_hash = v4._v4_private_key, v4.java_hash
 
-    def counting_merge(private: bytes, common: inlongmsg._V4Common) -> str:
+    def counting_merge(private: bytes, common: v4._V4Common) -> str:
         key = merge(private, common)
         w.merges += 1
         w.chars += len(key)
@@ -57,9 +58,9 @@ def work(api: ModuleType, monkeypatch: pytest.MonkeyPatch) -> Iterator[Work]:
         w.hashes += 1
         return java_hash(text)
 
-    monkeypatch.setattr(inlongmsg, "_v4_private_key", counting_merge)
-    monkeypatch.setattr(inlongmsg, "java_hash", counting_hash)
-    for cache in (inlongmsg._V4_KEYS, inlongmsg._V4_PRIVATE_KEYS, inlongmsg._SPREADS):
+    monkeypatch.setattr(v4, "_v4_private_key", counting_merge)
+    monkeypatch.setattr(v4, "java_hash", counting_hash)
+    for cache in (v4._V4_KEYS, v4._V4_PRIVATE_KEYS, v4._SPREADS):
         cache.clear()
     yield w
 
@@ -73,13 +74,13 @@ def _decode(data: bytes, label: str) -> inlongmsg.InLongMsg:
 
 def _reference_key(private: str, common_attr: str) -> str:
     """The key as the plain Java HashMap emulation makes it (what the decoder did before, per message)."""
-    common = (inlongmsg._JavaHashMap.copy_of(inlongmsg._guava_split(common_attr)) if common_attr
-              else inlongmsg._JavaHashMap())
+    common = (v4._JavaHashMap.copy_of(v4._guava_split(common_attr)) if common_attr
+              else v4._JavaHashMap())
     common.put("dt", "1700000000000")
     common.put("groupId", "1")
     common.put("streamId", "2")
     common.put("cnt", str(20000))
-    m = inlongmsg._JavaHashMap.copy_of(inlongmsg._guava_split(private))
+    m = v4._JavaHashMap.copy_of(v4._guava_split(private))
     m.put_all(common.items())
     return m.join()
 
@@ -119,7 +120,7 @@ def test_hostile_expansion_is_refused_in_bounded_work(api: ModuleType, work: Wor
     data = container(20000, 1000, 20000)  # each distinct private text repeats ~10 KB of common keys
     with pytest.raises(InLongMsgError, match="characters of attribute keys"):
         _decode(data, "20,000 distinct private attributes x 1,000 common keys")
-    budget = max(inlongmsg._V4_KEY_TEXT_MIN, inlongmsg._V4_KEY_TEXT_FACTOR * len(data))
+    budget = max(v4._V4_KEY_TEXT_MIN, v4._V4_KEY_TEXT_FACTOR * len(data))
     assert work.chars <= budget + 20000  # stopped at the first merge over the budget
     print(f"refused after {work.merges} merges, {work.chars} characters")
 
@@ -130,8 +131,8 @@ def test_merged_keys_match_the_java_hashmap_emulation(api: ModuleType) -> None:
     for _ in range(300):
         common_names = rnd.sample(names, rnd.choice([0, 1, 11, 12, 13, 24, 25, 48, 49, 97]))
         common_attr = "&".join(f"{k}=c{rnd.randint(0, 9)}" for k in common_names)
-        common = inlongmsg._v4_common(common_attr.encode(), 1700000000, 1, 2, 20000, True)
+        common = v4._v4_common(common_attr.encode(), 1700000000, 1, 2, 20000, True)
         private = "&".join(f"{k}=q{rnd.randint(0, 9)}" for k in rnd.sample(names + ["x", "y"], rnd.randint(1, 30)))
-        inlongmsg._V4_PRIVATE_KEYS.clear()
-        assert inlongmsg._v4_private_key(private.encode(), common) == _reference_key(private, common_attr), (
+        v4._V4_PRIVATE_KEYS.clear()
+        assert v4._v4_private_key(private.encode(), common) == _reference_key(private, common_attr), (
             private, common_attr)
