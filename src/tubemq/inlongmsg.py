@@ -11,7 +11,10 @@ Sort does.
 Damaged input raises :class:`tubemq.errors.InLongMsgError` (a ``DecodeError``), also where the Java
 class would return zero-padded bodies, accept a length running into the trailing magic, or stop
 silently. Decoding allocates at most the input size in body bytes (plus one Python object per body);
-a snappy block may declare at most 22x its own size (no valid block expands more).
+a snappy block may declare at most 22x its own size (no valid block expands more). Decoding time is
+linear in the container size; a v4 container whose per-message attribute keys (private + common
+attributes) would come to over 64 characters per container byte (at least 16 MiB) is refused
+(:mod:`tubemq._inlong_v4`).
 
 Decoding snappy needs nothing extra (a raw-snappy decoder is built in); building with ``compress=True``
 needs the optional ``cramjam`` package: ``pip install 'tubemq[inlong]'``.
