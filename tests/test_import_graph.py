@@ -6,9 +6,10 @@ usual way to hide a wrong-way dependency), under ``TYPE_CHECKING``, and the lazy
 import a module by name on first use. Generated protobuf modules (``*_pb2``) are leaves and left out.
 
 Layers, lowest first (DESIGN.md "Layers"): base (errors, version, metrics, wire constants) < codec
-(the codecs, their facade and InLongMsg) < protocol < net < client (master session, producer, consumer,
-config) | server (siblings: neither imports the other) < public API (``tubemq``, ``tubemq.aio``,
-``tubemq.types``) < top (spark, cli). A module may import its own layer or any below it.
+(the codecs, their facade, InLongMsg, and ``tubemq.types``, the data types' one home) < protocol < net
+< client (master session, producer, consumer, the sync bridge, config) | server (siblings: neither imports
+the other) < public API (``tubemq``, ``tubemq.aio``) < top (spark, cli). A module may import its own
+layer or any below it.
 """
 
 from __future__ import annotations
@@ -28,13 +29,17 @@ PACKAGE_DIR = Path(tubemq.__file__).resolve().parent
 LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
     (0, "base", ("tubemq.errors", "tubemq._version", "tubemq._lazy", "tubemq.metrics",
                  "tubemq.protocol.constants", "tubemq.protocol.wire_fields")),
+    # tubemq.types is the one home of the data types the codec and the clients build (DESIGN.md), so it
+    # sits with the codec, below every client that returns them
     (1, "codec", ("tubemq._codec", "tubemq._codec_py", "tubemq.codec", "tubemq._text", "tubemq._protocols", "tubemq._twin",
+                  "tubemq.types",
                   "tubemq.inlongmsg", "tubemq._inlongmsg", "tubemq._inlongmsg_py", "tubemq._inlong_v4")),
     (2, "protocol", ("tubemq.protocol",)),
     (3, "net", ("tubemq.net",)),
-    (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq._sync", "tubemq.config")),
+    (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq._sync", "tubemq._bridge",
+                   "tubemq.config")),
     (4, "server", ("tubemq.server",)),
-    (5, "public", ("tubemq", "tubemq.aio", "tubemq.types")),
+    (5, "public", ("tubemq", "tubemq.aio")),
     (6, "top", ("tubemq.spark", "tubemq.cli", "tubemq.__main__")),
 ]
 #: Layers of one rank that must not import each other.
@@ -45,6 +50,17 @@ ALLOWED_CYCLES = {
     # consumer/bound/core.py and session.py name each other's classes (under TYPE_CHECKING only); the
     # consumer split (issue 21, the "consumer" engineer) removes it: drop this entry with it.
     frozenset({"tubemq.consumer.bound.core", "tubemq.consumer.bound.session"}),
+    # producer/stats.py annotates its owner (ProducerCore, under TYPE_CHECKING) while core.py imports it;
+    # new with the producer split (issue 21), met when main was merged: drop when stats types its
+    # argument without core (a Protocol), as the producer engineer decides.
+    frozenset({"tubemq.producer.core", "tubemq.producer.stats"}),
+}
+
+#: Imports up the layers known and being removed; each entry says who removes it.
+ALLOWED_CLIMBS = {
+    # Batch still lives in consumer/fetch.py; it moves into tubemq.types with the consumer split
+    # (issue 21, the "consumer" engineer), and this entry goes with it.
+    ("tubemq.types", "tubemq.consumer.fetch"),
 }
 
 Edge = tuple[str, str, int, str]  # (importer, imported, line, kind)
@@ -260,7 +276,7 @@ def test_every_import_names_a_module_that_exists(all_edges: list[Edge]) -> None:
 
 
 def test_no_import_climbs_a_layer(edges: list[Edge]) -> None:
-    bad = climbing(edges)
+    bad = climbing(e for e in edges if (e[0], e[1]) not in ALLOWED_CLIMBS)
     assert not bad, "imports that point up the layers (DESIGN.md):\n" + "\n".join(bad)
 
 
