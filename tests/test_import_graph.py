@@ -36,7 +36,7 @@ LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
                   "tubemq.inlongmsg", "tubemq._inlongmsg", "tubemq._inlongmsg_py", "tubemq._inlong_v4")),
     (2, "protocol", ("tubemq.protocol",)),
     (3, "net", ("tubemq.net",)),
-    (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq._sync", "tubemq._bridge",
+    (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq._bridge",
                    "tubemq.config")),
     (4, "server", ("tubemq.server",)),
     (5, "public", ("tubemq", "tubemq.aio")),
