@@ -1,4 +1,4 @@
-# Included by _codec.pyx: framing (PROTOCOL.md §1): encode_frame and the streaming FrameDecoder.
+# Included by _codec.pyx: framing (docs/PROTOCOL.md §1): encode_frame and the streaming FrameDecoder.
 
 
 cdef inline Py_ssize_t _nblocks(Py_ssize_t n) noexcept nogil:

@@ -1,4 +1,4 @@
-"""The twin's framing (PROTOCOL.md §1): encode_frame and the streaming FrameDecoder."""
+"""The twin's framing (docs/PROTOCOL.md §1): encode_frame and the streaming FrameDecoder."""
 
 from __future__ import annotations
 
