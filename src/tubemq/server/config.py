@@ -47,6 +47,11 @@ class ServerConfig:
     #: port) for ``takeover_after_ms`` becomes active (the real masters elect one through BDB-JE).
     peer_master: str | None = None
     takeover_after_ms: int = 2000
+    #: Admin URL of the peer master (``http://HOST:PORT/webapi.htm``) that a standby replicates topics,
+    #: brokers and term from every ``replication_period_ms``; None = the address that ``tubemq serve``
+    #: published for ``peer_master`` on this machine (server/endpoints.py). See server/replication.py.
+    peer_admin_url: str | None = None
+    replication_period_ms: int = 500
     #: Master balance round period (real master: 60000 ms; tests use ~200 ms).
     balance_period_ms: int = 1000
     #: When a NEW consumer group gets its first balance: 0 = at once on its first register (the
@@ -130,6 +135,12 @@ class ServerConfig:
             raise ConfigError("brokers", f"must be an int within 1..64, got {self.brokers!r}")
         if self.role not in ROLES:
             raise ConfigError("role", f"must be one of {', '.join(ROLES)}, got {self.role!r}")
+        if self.peer_master is not None and (not isinstance(self.peer_master, str) or ":" not in self.peer_master):
+            raise ConfigError("peer_master", f"must be HOST:PORT of the peer's master RPC port, got {self.peer_master!r}")
+        if self.peer_admin_url is not None and (
+            not isinstance(self.peer_admin_url, str) or not self.peer_admin_url.startswith("http://")
+        ):
+            raise ConfigError("peer_admin_url", f"must be http://HOST:PORT/webapi.htm, got {self.peer_admin_url!r}")
         if self.role == "broker" and not self.master_admin_url:
             raise ConfigError("master_admin_url", "a broker process needs the admin URL of its master")
         if self.broker_port and self.broker_port + self.brokers - 1 > 65535:
@@ -138,6 +149,7 @@ class ServerConfig:
             "broker_heartbeat_period_ms",
             "broker_heartbeat_timeout_ms",
             "takeover_after_ms",
+            "replication_period_ms",
             "balance_period_ms",
             "consumer_heartbeat_timeout_ms",
             "producer_heartbeat_timeout_ms",

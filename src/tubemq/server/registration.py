@@ -11,8 +11,11 @@ real master. Instead a broker process calls the master's admin HTTP API every
         &brokerPort=8124[&brokerTLSPort=...][&confModAuthToken=...]
 
 and the answer carries the master's topic deployments (``data``, TopicConf JSON), their version
-(``metaVersion``, echoed by the broker's next call so the master knows what each broker applied) and
-whether that master is a standby. ``method=embedded_broker_status`` (op_query) lists the brokers with
+(``metaVersion``, echoed by the broker's next call so the master knows what each broker applied),
+whether that master is a standby, its term and the admin URLs of every master of the pair (``masters``,
+server/replication.py). The broker reports to every master it was given or told about (at most
+``MAX_MASTERS``) and takes topics only from an active master of the highest term it has seen, so a
+standby knows the live brokers before it takes over and a stale master cannot undo a newer one's topics. ``method=embedded_broker_status`` (op_query) lists the brokers with
 ``online`` and ``synced`` (has applied the master's current topic set). The master marks a broker that missed ``broker_heartbeat_timeout_ms`` offline:
 its partitions leave the producers' topicInfos and the consumers' assignments until it is back.
 """
@@ -35,6 +38,8 @@ METHOD = "embedded_broker_heartbeat"
 STATUS_METHOD = "embedded_broker_status"
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 CALL_TIMEOUT_S = 5.0
+#: Masters a broker process reports to at most (given + learned from the active master's answers).
+MAX_MASTERS = 8
 
 
 class AdminCallError(Exception):
@@ -50,11 +55,14 @@ class BrokerTable:
         broker_seen: Callable[[BrokerEntry], None],
         standby: Callable[[], bool],
         online: Callable[[int], bool],
+        extra: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.meta = meta
         self.broker_seen = broker_seen
         self.standby = standby
         self.online = online
+        #: more fields of every heartbeat answer (the master pair's ``masters`` list)
+        self.extra = extra
         self.applied: dict[int, int] = {}
 
     def status(self, params: dict[str, str]) -> dict[str, Any]:
@@ -73,6 +81,7 @@ class BrokerTable:
             "errCode": 0,
             "errMsg": "OK",
             "masterStandby": self.standby(),
+            "masterTerm": self.meta.term,
             "count": len(data),
             "data": data,
         }
@@ -93,14 +102,30 @@ class BrokerTable:
         except ValueError:
             self.applied[bid] = -1
         self.broker_seen(BrokerEntry(bid, host, port, tls_port))
-        return {
+        answer: dict[str, Any] = {
             "result": True,
             "errCode": 0,
             "errMsg": "OK",
             "standby": self.standby(),
+            "term": self.meta.term,
             "metaVersion": self.meta.version,
             "data": [t.to_json() for t in self.meta.topics()],
         }
+        if self.extra is not None:
+            answer.update(self.extra())
+        return answer
+
+
+def url_host_port(url: str) -> tuple[str, int] | None:
+    """(host, port) of an ``http://HOST:PORT/...`` URL, None when it is not one."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port or 80
+    except ValueError:
+        return None
+    if parts.scheme != "http" or not parts.hostname:
+        return None
+    return parts.hostname, port
 
 
 async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
@@ -147,7 +172,7 @@ async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIME
 
 
 class BrokerRegistrar:
-    """The broker-process side: heartbeat every master, take topics from the active one."""
+    """The broker-process side: heartbeat every master, take topics from the active one of the highest term."""
 
     def __init__(
         self,
@@ -167,6 +192,8 @@ class BrokerRegistrar:
         self._failures: dict[str, int] = {}
         #: admin URL -> the master's metaVersion this broker applied last (echoed back)
         self._applied: dict[str, int] = {}
+        #: highest master term seen in an active master's answer
+        self.term = -1
 
     def _params(self, url: str) -> dict[str, str]:
         e = self.entry()
@@ -185,7 +212,7 @@ class BrokerRegistrar:
         return params
 
     async def beat_once(self) -> None:
-        for url in self.admin_urls:
+        for url in list(self.admin_urls):
             try:
                 answer = await admin_get(url, self._params(url))
                 if not answer.get("result"):
@@ -196,12 +223,31 @@ class BrokerRegistrar:
                 continue
             self._failures[url] = 0
             self.last_ok[url] = time.monotonic()
-            if not answer.get("standby"):  # a standby master's topic set may be stale: keep ours
+            term = answer.get("term", 0)
+            term = term if isinstance(term, int) and not isinstance(term, bool) else 0
+            # a standby's topic set may be stale, and so may an active master's of an older term
+            if not answer.get("standby") and term >= self.term:
+                self.term = term
                 topics = [TopicConf.from_json(t) for t in answer.get("data", [])]
                 if self.meta.sync_topics(topics):
                     log.info("topic deployments from %s: %s", url, [t.name for t in topics])
                 self.registered.set()
+                self._learn_masters(answer.get("masters"))
             self._applied[url] = int(answer.get("metaVersion", -1))
+
+    def _learn_masters(self, urls: Any) -> None:
+        """Report to the standbys the active master names too (a broker given one master finds the pair)."""
+        if not isinstance(urls, list):
+            return
+        known = {url_host_port(u) for u in self.admin_urls}
+        for url in urls:
+            if not isinstance(url, str) or len(self.admin_urls) >= MAX_MASTERS:
+                continue
+            key = url_host_port(url)
+            if key is not None and key not in known:
+                log.info("reporting to master %s too (named by the active master)", url)
+                self.admin_urls.append(url)
+                known.add(key)
 
     async def run(self) -> None:
         while True:

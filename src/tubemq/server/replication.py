@@ -1,0 +1,331 @@
+"""Two embedded masters: the active one serves, a standby mirrors its metadata and takes over.
+
+How real TubeMQ does it (apache/inlong ``inlong-tubemq``): the masters of a cluster share one
+replicated meta store, BDB-JE High Availability (``[meta_bdb]`` in ``conf/master.ini``: a replication
+group, every node on its ``repNodePort``) or, in newer releases, ZooKeeper (``[meta_zookeeper]``, master
+selection checked every ``zkMasterCheckPeriodMs``). The store elects one master; every RPC of a node that
+is not the master answers ``StandbyException`` "HOST:PORT is not master now" (``TMaster.checkNodeStatus``),
+and its web API redirects every request to the master's web port (``MasterStatusCheckFilter``). Brokers
+(``masterAddressList`` in ``broker.ini``) and clients (``"h1:8715,h2:8715"``) are given every master
+address and move to the next one on a StandbyException or a lost connection. Topics, broker and cluster
+configuration survive a master failure because they are in the replicated store; group offsets are not
+master state at all (the brokers keep them). UNCERTAIN: whether a real broker heartbeats the standby
+too (upstream code suggests it talks to the active master only and moves on StandbyException).
+
+The embedded equivalent, and why:
+
+* **Replication over the admin API, not a shared file.** A standby (``peer_master`` + the peer's admin
+  URL, ``peer_admin_url`` or the endpoints file ``tubemq serve`` publishes) calls the active master's
+  ``op_modify`` / ``embedded_master_sync`` every ``replication_period_ms`` (500 ms) and takes its topic
+  set, broker records, admin broker configure records and term, persisting them in its own data
+  directory. A shared ``meta.json`` with file locks would tie both masters to one disk and one machine,
+  turn a torn write or a stale NFS lock into a cluster-wide outage, and still need a leader rule; a
+  pull over loopback (or the network) keeps each master's store its own, like BDB-JE replicas, and is
+  the same channel the broker processes already use. The call is an ``op_modify`` so the admin token
+  guards it: it registers the caller as a standby whose address the active master hands to brokers.
+* **Brokers report to every master.** A broker process heartbeats every admin URL it was given and every
+  standby the active master names in its answers (``masters``), so the standby knows which brokers are
+  alive before it takes over. Brokers take topic deployments only from an active master of the highest
+  term they have seen.
+* **Only the active master changes metadata.** On a standby, admin modify calls (other than the
+  embedded registration and sync calls) are refused with ``errCode`` 302 and the active master's admin
+  URL (the real one redirects); queries answer from the replica.
+* **Takeover.** A standby whose peer's master RPC port stays unreachable for ``takeover_after_ms``
+  (2 s) raises the term (persisted in ``meta.json``) and becomes active. A master that starts with
+  ``peer_master`` while that peer is active starts as a standby (a restarted old master joins as the
+  replica); two active masters (both started at once, or a healed split) resolve by term, then by the
+  lower ``host:port``: the other steps down, forgets its client sessions and replicates from the winner.
+  Two masters have no quorum: if the peer is alive but unreachable, both serve until they see each
+  other again, and topic changes made on the loser meanwhile are replaced by the winner's (logged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .admin import AdminApi
+from .endpoints import lookup
+from .meta import BrokerEntry, MetaStore, TopicConf
+from .registration import METHOD as REGISTRATION_METHOD
+from .registration import STATUS_METHOD, AdminCallError, admin_get, url_host_port
+
+log = logging.getLogger("tubemq.server.replication")
+
+SYNC_METHOD = "embedded_master_sync"
+#: Admin calls a standby answers itself; every other op_modify is refused with the active master's URL.
+LOCAL_METHODS = frozenset({REGISTRATION_METHOD, STATUS_METHOD, SYNC_METHOD})
+NOT_MASTER = 302
+#: Standbys an active master remembers (and names to brokers); each must call again within the TTL.
+MAX_STANDBYS = 8
+STANDBY_TTL_PERIODS = 20
+MAX_URL_LENGTH = 256
+
+
+def _broker_json(b: BrokerEntry) -> dict[str, Any]:
+    return {"brokerId": b.broker_id, "brokerIp": b.host, "brokerPort": b.port, "brokerTLSPort": b.tls_port}
+
+
+def _broker_entry(d: Any) -> BrokerEntry | None:
+    try:
+        tls = d.get("brokerTLSPort")
+        return BrokerEntry(int(d["brokerId"]), str(d["brokerIp"]), int(d["brokerPort"]), int(tls) if tls else None)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+
+
+class MasterReplication:
+    """One master's side of the pair: answers the peer's sync calls, replicates, takes over, steps down.
+
+    ``master()`` is the running Master (None while it restarts); ``own_address()`` / ``own_admin_url()``
+    where this master serves; ``admin()`` its admin API (for the broker configure records)."""
+
+    def __init__(
+        self,
+        config: Any,
+        meta: MetaStore,
+        master: Callable[[], Any],
+        own_address: Callable[[], str],
+        own_admin_url: Callable[[], str],
+        admin: Callable[[], AdminApi | None],
+    ) -> None:
+        self.config = config
+        self.meta = meta
+        self.master = master
+        self.own_address = own_address
+        self.own_admin_url = own_admin_url
+        self.admin = admin
+        self.period_s = config.replication_period_ms / 1000
+        self.takeover_s = config.takeover_after_ms / 1000
+        #: standby admin URL -> monotonic time of its last sync call (active side)
+        self.standbys: dict[str, float] = {}
+        #: the peer as last seen: when, standby or not, its term and master address
+        self.peer_seen: float | None = None
+        self.peer_standby: bool | None = None
+        self.peer_term = 0
+        self.peer_address = str(config.peer_master or "")
+        self.synced_once = False
+        self._down_since: float | None = None
+        self._both_standby_since: float | None = None
+        self._failures = 0
+
+    # ---- the active side: answer a standby's sync call
+
+    def sync(self, params: dict[str, str]) -> dict[str, Any]:
+        """``op_modify`` / ``embedded_master_sync``: register the caller as a standby, return the metadata."""
+        caller = params.get("standbyAdminUrl", "").strip()
+        if caller:
+            if len(caller) > MAX_URL_LENGTH or url_host_port(caller) is None:
+                return {"result": False, "errCode": 400, "errMsg": f"bad standbyAdminUrl {caller[:80]!r}"}
+            self._remember_standby(caller)
+        master = self.master()
+        standby = master is None or master.standby
+        admin = self.admin()
+        confs = list(admin.broker_confs.records.values()) if admin is not None else []
+        return {
+            "result": True,
+            "errCode": 0,
+            "errMsg": "OK",
+            "standby": standby,
+            "term": self.meta.term,
+            "masterAddress": self.own_address(),
+            "topics": [t.to_json() for t in self.meta.topics()],
+            "brokers": [_broker_json(b) for _, b in sorted(self.meta.brokers.items())],
+            "brokerConfs": confs,
+        }
+
+    def _remember_standby(self, url: str) -> None:
+        now = time.monotonic()
+        if url not in self.standbys and len(self.standbys) >= MAX_STANDBYS:
+            oldest = min(self.standbys, key=self.standbys.__getitem__)
+            del self.standbys[oldest]
+        self.standbys[url] = now
+
+    def masters(self) -> list[str]:
+        """Admin URLs of every master a broker should report to: this one and its live standbys."""
+        limit = time.monotonic() - STANDBY_TTL_PERIODS * self.period_s
+        return [self.own_admin_url(), *sorted(u for u, t in self.standbys.items() if t >= limit)]
+
+    # ---- the standby side
+
+    def peer_admin_url(self) -> str | None:
+        """The configured peer admin URL, else the one the peer's ``tubemq serve`` published here."""
+        if self.config.peer_admin_url:
+            return str(self.config.peer_admin_url)
+        ep = lookup(self.config.peer_master or "")
+        return ep.admin_url if ep is not None else None
+
+    async def poll_peer(self, timeout: float | None = None) -> dict[str, Any] | None:
+        """One sync call to the peer; its answer, or None (unreachable, refused, or no URL known)."""
+        url = self.peer_admin_url()
+        if url is None:
+            self._log_failure(f"no admin URL known for peer master {self.config.peer_master}: give peer_admin_url")
+            return None
+        params = {"type": "op_modify", "method": SYNC_METHOD}
+        own = self.own_admin_url()
+        key = url_host_port(own)
+        if key is not None and key[1] != 0:  # not before this master's admin API listens
+            params["standbyAdminUrl"] = own
+        if self.config.admin_token:
+            params["confModAuthToken"] = self.config.admin_token
+        try:
+            answer = await admin_get(url, params, timeout if timeout is not None else max(1.0, 2 * self.period_s))
+        except AdminCallError as exc:
+            self._log_failure(str(exc))
+            return None
+        if not answer.get("result"):
+            self._log_failure(f"peer master {url} refused the sync call: {answer.get('errMsg')}")
+            return None
+        self._failures = 0
+        self.peer_seen = time.monotonic()
+        self.peer_standby = bool(answer.get("standby"))
+        term = answer.get("term", 0)
+        self.peer_term = term if isinstance(term, int) and not isinstance(term, bool) else 0
+        self.peer_address = str(answer.get("masterAddress") or self.config.peer_master or "")
+        return answer
+
+    def _log_failure(self, text: str) -> None:
+        self._failures += 1
+        n = self._failures
+        (log.warning if n in (1, 10) or n % 100 == 0 else log.debug)("master replication: %s", text)
+
+    def apply(self, answer: dict[str, Any]) -> None:
+        """Take the active peer's topics, brokers, broker configure records and term as they are."""
+        topics: list[TopicConf] = []
+        for t in answer.get("topics") or []:
+            try:
+                topics.append(TopicConf.from_json(t))
+            except (TypeError, ValueError):
+                log.warning("master replication: skipping a malformed topic record %.200r", t)
+        before = {t.name for t in self.meta.topics()}
+        if self.meta.sync_topics(topics):
+            after = {t.name for t in topics}
+            log.info(
+                "replicated topics from the active master: +%s -%s (%d in all)",
+                sorted(after - before), sorted(before - after), len(after),
+            )
+        master = self.master()
+        now = time.monotonic()
+        for d in answer.get("brokers") or []:
+            entry = _broker_entry(d)
+            if entry is None:
+                continue
+            self.meta.set_broker(entry)
+            if master is not None:  # a broker that never reports here goes offline after its timeout
+                master.topology.heartbeats.setdefault(entry.broker_id, now)
+        admin = self.admin()
+        if admin is not None:
+            for rec in answer.get("brokerConfs") or []:
+                if isinstance(rec, dict) and isinstance(rec.get("brokerId"), int):
+                    if admin.broker_confs.records.get(rec["brokerId"]) != rec:
+                        with contextlib.suppress(Exception):
+                            admin.broker_confs.put(rec)
+        if self.peer_term > self.meta.term:
+            self.meta.set_term(self.peer_term)
+        if not self.synced_once:
+            self.synced_once = True
+            log.info("standby holds the active master's metadata: %d topics, %d brokers, term %d",
+                     len(topics), len(self.meta.brokers), self.meta.term)
+
+    async def initial_standby(self) -> bool:
+        """At start: True when the peer is an active master already (this one must join as standby)."""
+        answer = await self.poll_peer(timeout=max(2.0, 4 * self.period_s))
+        if answer is None or self.peer_standby:
+            return False
+        log.warning("peer master %s is active (term %d): starting as its standby", self.config.peer_master,
+                    self.peer_term)
+        self.apply(answer)
+        return True
+
+    async def _peer_port_open(self) -> bool:
+        host, _, port = (self.config.peer_master or "").rpartition(":")
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 1.0)
+        except (OSError, asyncio.TimeoutError, ValueError):
+            return False
+        writer.close()
+        return True
+
+    def _outranked(self) -> bool:
+        """An active peer beats this master: higher term, or the same term and a lower address."""
+        return (self.peer_term, self.own_address()) > (self.meta.term, self.peer_address)
+
+    def _take_over(self, master: Any, why: str) -> None:
+        term = max(self.meta.term, self.peer_term) + 1
+        self.meta.set_term(term)
+        if not self.synced_once:
+            log.warning("taking over without a replica of the peer's metadata (never synced)")
+        log.warning("%s: taking over as the active master (term %d)", why, term)
+        master.standby = False
+        self._down_since = self._both_standby_since = None
+
+    async def round(self) -> None:
+        """One replication / watch round."""
+        master = self.master()
+        if master is None:
+            return
+        answer = await self.poll_peer()
+        now = time.monotonic()
+        if not master.standby:
+            if answer is not None and not self.peer_standby and self._outranked():
+                log.warning("peer master %s is active with term %d (this one: %d): stepping down",
+                            self.config.peer_master, self.peer_term, self.meta.term)
+                master.standby = True
+                self.apply(answer)
+            return
+        if answer is not None and not self.peer_standby:
+            self._down_since = self._both_standby_since = None
+            self.apply(answer)
+            return
+        if answer is not None or await self._peer_port_open():
+            self._down_since = None
+            if answer is None:
+                return  # alive but not answering the sync call: never take over from a live master
+            # both standby: the higher term (then the lower address) takes over after the same delay
+            since = self._both_standby_since = self._both_standby_since or now
+            if now - since >= self.takeover_s and not self._outranked():
+                self._take_over(master, f"peer master {self.config.peer_master} is a standby too")
+            return
+        since = self._down_since = self._down_since or now
+        if now - since >= self.takeover_s:
+            self._take_over(master, f"peer master {self.config.peer_master} unreachable for {now - since:.1f} s")
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.period_s)
+            try:
+                await self.round()
+            except Exception:  # one bad round must not stop replication or takeover for good
+                log.exception("master replication round failed")
+
+
+class ReplicatedAdminApi(AdminApi):
+    """The admin API of a master with a peer: a standby refuses metadata changes (only the active master
+    changes metadata; the standby copies it) and names the active master's admin URL."""
+
+    def __init__(
+        self,
+        *args: Any,
+        standby: Callable[[], bool],
+        active_admin_url: Callable[[], str | None],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._is_standby = standby
+        self._active_admin_url = active_admin_url
+
+    def handle(self, params: dict[str, str]) -> dict[str, Any]:
+        if params.get("type") == "op_modify" and params.get("method") not in LOCAL_METHODS and self._is_standby():
+            url = self._active_admin_url()
+            where = f"the active master's admin API {url}" if url else "the active master"
+            return {
+                "result": False,
+                "errCode": NOT_MASTER,
+                "errMsg": f"this master is not master now (standby): send modify calls to {where}",
+                "activeMaster": url or "",
+            }
+        return super().handle(params)
