@@ -101,7 +101,7 @@ def _acknowledged(output: str) -> list[tuple[int, int]]:
     """(acknowledged, failed) of each `tubemq produce` summary in the output."""
     acked = [int(x) for x in re.findall(r"^acknowledged\s+(\d+)\s*$", output, re.M)]
     failed = [int(x) for x in re.findall(r"^failed\s+(\d+)\s*$", output, re.M)]
-    return list(zip(acked, failed))
+    return list(zip(acked, failed, strict=True))
 
 
 def _lines(path: Path) -> list[int]:
@@ -111,7 +111,7 @@ def _lines(path: Path) -> list[int]:
 @pytest.mark.timeout(SCRIPT_LIMIT_S + 60)
 def test_the_cluster_guide_failover_recipe_runs(tmp_path: Path) -> None:
     recipe = _recipe()
-    ports = dict(zip(RECIPE_PORTS, map(str, _free_ports(len(RECIPE_PORTS)))))
+    ports = dict(zip(RECIPE_PORTS, map(str, _free_ports(len(RECIPE_PORTS))), strict=True))
     for old, new in ports.items():
         recipe = re.sub(rf"\b{old}\b", new, recipe)
     admin_urls = [f"http://127.0.0.1:{ports[p]}/webapi.htm" for p in ("8080", "8081")]
