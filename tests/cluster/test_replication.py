@@ -1,0 +1,137 @@
+"""The master pair's rules inside one process (server/replication.py), with fast timers. The standby
+copies topics, brokers and term. It refuses admin changes and names the active master. Two active
+masters resolve by term, then by address. A broker given one master learns the standby from it. The
+sync call needs the admin token and refuses bad standby URLs. Process kills are in
+test_master_failover.py."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tubemq.server import EmbeddedCluster
+
+from .helpers import admin_call
+
+FAST = {"replication_period_ms": 100, "takeover_after_ms": 500, "balance_period_ms": 200,
+        "broker_heartbeat_period_ms": 100, "broker_heartbeat_timeout_ms": 1500}
+LIMIT_S = 30.0
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _wait(pred: Any, what: str, timeout: float = LIMIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _status(c: EmbeddedCluster) -> dict[str, Any]:
+    return admin_call(c.admin_url, "embedded_broker_status")
+
+
+def _standby(c: EmbeddedCluster) -> bool:
+    return bool(_status(c)["masterStandby"])
+
+
+def _modify(c: EmbeddedCluster, method: str, **params: Any) -> dict[str, Any]:
+    return admin_call(c.admin_url, method, type="op_modify", **params)
+
+
+@contextmanager
+def _pair(tmp: Path, **extra: Any) -> Iterator[tuple[EmbeddedCluster, EmbeddedCluster]]:
+    """Master A (active) and master B, each with the other as peer; B joins A as its standby."""
+    pa, aa, pb, ab = _free_ports(4)
+    url = "http://127.0.0.1:{}/webapi.htm".format
+    a = EmbeddedCluster(tmp / "a", master_port=pa, admin_port=aa, role="master", peer_master=f"127.0.0.1:{pb}",
+                        peer_admin_url=url(ab), **FAST, **extra)
+    b = EmbeddedCluster(tmp / "b", master_port=pb, admin_port=ab, role="master", peer_master=f"127.0.0.1:{pa}",
+                        peer_admin_url=url(aa), **FAST, **extra)
+    with a:
+        assert not _standby(a)  # its peer is not running: it starts active
+        with b:
+            assert _standby(b)  # its peer is active: it joins as standby
+            yield a, b
+
+
+def test_standby_copies_topics_and_refuses_changes(tmp_path: Path) -> None:
+    with _pair(tmp_path) as (a, b):
+        a.create_topic("alpha", partitions=2)
+        _wait(lambda: [t.name for t in b.topics()] == ["alpha"], "the standby to copy alpha")
+        assert b.topics()[0].num_partitions == 2
+        r = _modify(b, "admin_add_new_topic_record", topicName="beta")
+        assert not r["result"] and r["errCode"] == 302 and a.admin_url in r["errMsg"], r
+        assert r["activeMaster"] == a.admin_url
+        a.delete_topic("alpha")
+        _wait(lambda: b.topics() == [], "the standby to drop alpha")
+        assert _status(b)["masterTerm"] == 0
+
+
+def test_two_active_masters_resolve_by_term_then_address(tmp_path: Path) -> None:
+    with _pair(tmp_path) as (a, b):
+        b.set_standby(False)  # a split: both active with the same term
+        _wait(lambda: _standby(a) != _standby(b), "one of two active masters to step down")
+        loser, winner = (a, b) if _standby(a) else (b, a)
+        assert winner.master_address < loser.master_address  # same term: the lower host:port stays
+        winner.create_topic("after_split")
+        _wait(lambda: [t.name for t in loser.topics()] == ["after_split"], "the loser to copy the winner")
+        # a higher term wins whatever the address
+        loser._call(loser.server.meta.set_term, 5)
+        loser.set_standby(False)
+        _wait(lambda: _standby(winner) and not _standby(loser), "the master of the higher term to win")
+        _wait(lambda: _status(winner)["masterTerm"] == 5, "the term to replicate")
+
+
+def test_takeover_raises_the_term_and_survives_a_restart(tmp_path: Path) -> None:
+    pa, aa, pb, ab = _free_ports(4)
+    b_opts = dict(master_port=pb, admin_port=ab, role="master", standby=True, peer_master=f"127.0.0.1:{pa}",
+                  peer_admin_url=f"http://127.0.0.1:{aa}/webapi.htm", **FAST)
+    with EmbeddedCluster(tmp_path / "a", master_port=pa, admin_port=aa, role="master", **FAST) as a:
+        a.create_topic("kept")
+        with EmbeddedCluster(tmp_path / "b", **b_opts) as b:
+            _wait(lambda: [t.name for t in b.topics()] == ["kept"], "the standby to copy the topic")
+            a.stop()
+            _wait(lambda: not _standby(b), "the standby to take over")
+            assert _status(b)["masterTerm"] == 1
+    # the replica and the term were saved in b's own data directory
+    with EmbeddedCluster(tmp_path / "b", **{**b_opts, "standby": False, "peer_master": None,
+                                             "peer_admin_url": None}) as b2:
+        assert [t.name for t in b2.topics()] == ["kept"]
+        assert _status(b2)["masterTerm"] == 1
+
+
+def test_a_broker_given_one_master_reports_to_its_standby_too(tmp_path: Path) -> None:
+    with _pair(tmp_path) as (a, b):
+        with EmbeddedCluster(tmp_path / "broker", role="broker", master_admin_url=a.admin_url, broker_id=7,
+                             **FAST):
+            _wait(lambda: any(x["brokerId"] == 7 and x["online"] for x in _status(b)["data"]),
+                  "the broker to report to the standby it was not given")
+            a.create_topic("on_seven", broker_ids=[7])
+            _wait(lambda: [t.name for t in b.topics()] == ["on_seven"], "the standby to copy the topic")
+
+
+def test_sync_call_needs_the_token_and_a_sane_url(tmp_path: Path) -> None:
+    with EmbeddedCluster(tmp_path, role="master", admin_token="s3cret", **FAST) as a:
+        r = _modify(a, "embedded_master_sync")
+        assert not r["result"] and "unauthorized" in r["errMsg"], r
+        r = _modify(a, "embedded_master_sync", confModAuthToken="s3cret", standbyAdminUrl="ftp://x")
+        assert not r["result"] and "standbyAdminUrl" in r["errMsg"], r
+        a.create_topic("t1")
+        r = _modify(a, "embedded_master_sync", confModAuthToken="s3cret",
+                    standbyAdminUrl="http://127.0.0.1:1/webapi.htm")
+        assert r["result"] and not r["standby"] and [t["name"] for t in r["topics"]] == ["t1"], r
