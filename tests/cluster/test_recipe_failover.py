@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -26,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import env
+from .helpers import env, free_ports
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "guide" / "cluster.md"
 MARK = "<!-- recipe: master-failover -->"
@@ -86,17 +85,6 @@ def _recipe() -> str:
     return m.group(1)
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def _acknowledged(output: str) -> list[tuple[int, int]]:
     """(acknowledged, failed) of each `tubemq produce` summary in the output."""
     acked = [int(x) for x in re.findall(r"^acknowledged\s+(\d+)\s*$", output, re.M)]
@@ -111,7 +99,7 @@ def _lines(path: Path) -> list[int]:
 @pytest.mark.timeout(SCRIPT_LIMIT_S + 60)
 def test_the_cluster_guide_failover_recipe_runs(tmp_path: Path) -> None:
     recipe = _recipe()
-    ports = dict(zip(RECIPE_PORTS, map(str, _free_ports(len(RECIPE_PORTS))), strict=True))
+    ports = dict(zip(RECIPE_PORTS, map(str, free_ports(len(RECIPE_PORTS))), strict=True))
     for old, new in ports.items():
         recipe = re.sub(rf"\b{old}\b", new, recipe)
     admin_urls = [f"http://127.0.0.1:{ports[p]}/webapi.htm" for p in ("8080", "8081")]

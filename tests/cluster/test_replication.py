@@ -6,7 +6,6 @@ test_master_failover.py."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,22 +14,11 @@ from typing import Any
 
 from tubemq.server import EmbeddedCluster
 
-from .helpers import admin_call
+from .helpers import admin_call, free_ports
 
 FAST = {"replication_period_ms": 100, "takeover_after_ms": 500, "balance_period_ms": 200,
         "broker_heartbeat_period_ms": 100, "broker_heartbeat_timeout_ms": 1500}
 LIMIT_S = 30.0
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _wait(pred: Any, what: str, timeout: float = LIMIT_S) -> None:
@@ -56,7 +44,7 @@ def _modify(c: EmbeddedCluster, method: str, **params: Any) -> dict[str, Any]:
 @contextmanager
 def _pair(tmp: Path, **extra: Any) -> Iterator[tuple[EmbeddedCluster, EmbeddedCluster]]:
     """Master A (active) and master B, each with the other as peer; B joins A as its standby."""
-    pa, aa, pb, ab = _free_ports(4)
+    pa, aa, pb, ab = free_ports(4)
     url = "http://127.0.0.1:{}/webapi.htm".format
     a = EmbeddedCluster(tmp / "a", master_port=pa, admin_port=aa, role="master", peer_master=f"127.0.0.1:{pb}",
                         peer_admin_url=url(ab), **FAST, **extra)
@@ -98,7 +86,7 @@ def test_two_active_masters_resolve_by_term_then_address(tmp_path: Path) -> None
 
 
 def test_takeover_raises_the_term_and_survives_a_restart(tmp_path: Path) -> None:
-    pa, aa, pb, ab = _free_ports(4)
+    pa, aa, pb, ab = free_ports(4)
     b_opts = dict(master_port=pb, admin_port=ab, role="master", standby=True, peer_master=f"127.0.0.1:{pa}",
                   peer_admin_url=f"http://127.0.0.1:{aa}/webapi.htm", **FAST)
     with EmbeddedCluster(tmp_path / "a", master_port=pa, admin_port=aa, role="master", **FAST) as a:
