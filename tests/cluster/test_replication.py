@@ -6,15 +6,20 @@ test_master_failover.py."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tubemq.server import EmbeddedCluster
+import pytest
 
-from .helpers import admin_call, free_ports
+from tubemq.errors import ConfigError
+from tubemq.server import EmbeddedCluster, ServerConfig
+
+from .helpers import admin_call, env, free_ports
 
 FAST = {"replication_period_ms": 100, "takeover_after_ms": 500, "balance_period_ms": 200,
         "broker_heartbeat_period_ms": 100, "broker_heartbeat_timeout_ms": 1500}
@@ -123,3 +128,17 @@ def test_sync_call_needs_the_token_and_a_sane_url(tmp_path: Path) -> None:
         r = _modify(a, "embedded_master_sync", confModAuthToken="s3cret",
                     standbyAdminUrl="http://127.0.0.1:1/webapi.htm")
         assert r["result"] and not r["standby"] and [t["name"] for t in r["topics"]] == ["t1"], r
+
+
+def test_a_pair_needs_role_master(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as exc:
+        ServerConfig(data_dir=tmp_path, peer_master="127.0.0.1:8715")  # role "all": brokers in the process
+    assert exc.value.field == "peer_master"
+    with pytest.raises(ConfigError) as exc:
+        ServerConfig(data_dir=tmp_path, role="master", peer_master="127.0.0.1:8715", peer_admin_url="8080")
+    assert exc.value.field == "peer_admin_url"
+    r = subprocess.run(
+        [sys.executable, "-m", "tubemq", "serve", "--data-dir", str(tmp_path), "--peer-master", "127.0.0.1:1"],
+        capture_output=True, text=True, timeout=60, env=env(tmp_path / "run"),
+    )
+    assert r.returncode == 2 and "peer_master" in r.stderr, r.stderr

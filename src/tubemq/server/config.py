@@ -137,6 +137,10 @@ class ServerConfig:
             raise ConfigError("role", f"must be one of {', '.join(ROLES)}, got {self.role!r}")
         if self.peer_master is not None and (not isinstance(self.peer_master, str) or ":" not in self.peer_master):
             raise ConfigError("peer_master", f"must be HOST:PORT of the peer's master RPC port, got {self.peer_master!r}")
+        if self.peer_master is not None and self.role != "master":
+            raise ConfigError(
+                "peer_master", "a master pair runs with role 'master' (brokers as separate processes reporting to both)"
+            )
         if self.peer_admin_url is not None and (
             not isinstance(self.peer_admin_url, str) or not self.peer_admin_url.startswith("http://")
         ):
