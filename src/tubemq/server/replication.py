@@ -7,10 +7,10 @@ selection checked every ``zkMasterCheckPeriodMs``). The store elects one master;
 is not the master answers ``StandbyException`` "HOST:PORT is not master now" (``TMaster.checkNodeStatus``),
 and its web API redirects every request to the master's web port (``MasterStatusCheckFilter``). Brokers
 (``masterAddressList`` in ``broker.ini``) and clients (``"h1:8715,h2:8715"``) are given every master
-address and move to the next one on a StandbyException or a lost connection. Topics, broker and cluster
+address and move to the next one on a StandbyException or a lost connection (a real broker talks to one
+master at a time through a failover RPC proxy over that list, ``TubeBroker``). Topics, broker and cluster
 configuration survive a master failure because they are in the replicated store; group offsets are not
-master state at all (the brokers keep them). UNCERTAIN: whether a real broker heartbeats the standby
-too (upstream code suggests it talks to the active master only and moves on StandbyException).
+master state at all (the brokers keep them: ``ZkOffsetStorage`` / ``FileOffsetStorage``).
 
 The embedded equivalent, and why:
 
@@ -23,9 +23,10 @@ The embedded equivalent, and why:
   pull over loopback (or the network) keeps each master's store its own, like BDB-JE replicas, and is
   the same channel the broker processes already use. The call is an ``op_modify`` so the admin token
   guards it: it registers the caller as a standby whose address the active master hands to brokers.
-* **Brokers report to every master.** A broker process heartbeats every admin URL it was given and every
-  standby the active master names in its answers (``masters``), so the standby knows which brokers are
-  alive before it takes over. Brokers take topic deployments only from an active master of the highest
+* **Brokers report to every master** (a difference from the real broker, which reports to the active
+  one only): a broker process heartbeats every admin URL it was given and every standby the active
+  master names in its answers (``masters``), so the standby knows which brokers are alive before it
+  takes over instead of waiting for them to find it. Brokers take topic deployments only from an active master of the highest
   term they have seen.
 * **Only the active master changes metadata.** On a standby, admin modify calls (other than the
   embedded registration and sync calls) are refused with ``errCode`` 302 and the active master's admin
