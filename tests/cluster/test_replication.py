@@ -21,7 +21,7 @@ from tubemq.server import EmbeddedCluster, ServerConfig
 
 from .helpers import admin_call, env, free_ports
 
-FAST = {"replication_period_ms": 100, "takeover_after_ms": 500, "balance_period_ms": 200,
+FAST = {"takeover_after_ms": 500, "balance_period_ms": 200,
         "broker_heartbeat_period_ms": 100, "broker_heartbeat_timeout_ms": 1500}
 LIMIT_S = 30.0
 
@@ -52,9 +52,9 @@ def _pair(tmp: Path, **extra: Any) -> Iterator[tuple[EmbeddedCluster, EmbeddedCl
     pa, aa, pb, ab = free_ports(4)
     url = "http://127.0.0.1:{}/webapi.htm".format
     a = EmbeddedCluster(tmp / "a", master_port=pa, admin_port=aa, role="master", peer_master=f"127.0.0.1:{pb}",
-                        peer_admin_url=url(ab), **FAST, **extra)
+                        master_admin_url=url(ab), **FAST, **extra)
     b = EmbeddedCluster(tmp / "b", master_port=pb, admin_port=ab, role="master", peer_master=f"127.0.0.1:{pa}",
-                        peer_admin_url=url(aa), **FAST, **extra)
+                        master_admin_url=url(aa), **FAST, **extra)
     with a:
         assert not _standby(a)  # its peer is not running: it starts active
         with b:
@@ -93,7 +93,7 @@ def test_two_active_masters_resolve_by_term_then_address(tmp_path: Path) -> None
 def test_takeover_raises_the_term_and_survives_a_restart(tmp_path: Path) -> None:
     pa, aa, pb, ab = free_ports(4)
     b_opts = dict(master_port=pb, admin_port=ab, role="master", standby=True, peer_master=f"127.0.0.1:{pa}",
-                  peer_admin_url=f"http://127.0.0.1:{aa}/webapi.htm", **FAST)
+                  master_admin_url=f"http://127.0.0.1:{aa}/webapi.htm", **FAST)
     with EmbeddedCluster(tmp_path / "a", master_port=pa, admin_port=aa, role="master", **FAST) as a:
         a.create_topic("kept")
         with EmbeddedCluster(tmp_path / "b", **b_opts) as b:
@@ -103,7 +103,7 @@ def test_takeover_raises_the_term_and_survives_a_restart(tmp_path: Path) -> None
             assert _status(b)["masterTerm"] == 1
     # the replica and the term were saved in b's own data directory
     with EmbeddedCluster(tmp_path / "b", **{**b_opts, "standby": False, "peer_master": None,
-                                             "peer_admin_url": None}) as b2:
+                                             "master_admin_url": None}) as b2:
         assert [t.name for t in b2.topics()] == ["kept"]
         assert _status(b2)["masterTerm"] == 1
 
@@ -135,8 +135,8 @@ def test_a_pair_needs_role_master(tmp_path: Path) -> None:
         ServerConfig(data_dir=tmp_path, peer_master="127.0.0.1:8715")  # role "all": brokers in the process
     assert exc.value.field == "peer_master"
     with pytest.raises(ConfigError) as exc:
-        ServerConfig(data_dir=tmp_path, role="master", peer_master="127.0.0.1:8715", peer_admin_url="8080")
-    assert exc.value.field == "peer_admin_url"
+        ServerConfig(data_dir=tmp_path, role="master", peer_master="127.0.0.1:8715", master_admin_url="8080")
+    assert exc.value.field == "master_admin_url"
     r = subprocess.run(
         [sys.executable, "-m", "tubemq", "serve", "--data-dir", str(tmp_path), "--peer-master", "127.0.0.1:1"],
         capture_output=True, text=True, timeout=60, env=env(tmp_path / "run"),

@@ -49,11 +49,10 @@ def register(sub: Any) -> None:
     p.add_argument("--takeover-after-ms", type=int, default=None,
                    help="with --peer-master: how long the peer must stay unreachable before this master "
                    "takes over (server default 2000)")
-    p.add_argument("--replication-period-ms", type=int, default=None,
-                   help="with --peer-master: how often a standby copies the active master's metadata "
-                   "(server default 500)")
+
     p.add_argument("--broker-heartbeat-period-ms", type=int, default=None,
-                   help="--role broker: registration heartbeat period (server default 500)")
+                   help="--role broker: registration heartbeat period; --role master with --peer-master: how "
+                   "often a standby copies the active master (server default 500)")
     p.add_argument("--broker-heartbeat-timeout-ms", type=int, default=None,
                    help="master: a broker process silent this long goes offline (server default 2000)")
     p.add_argument(
@@ -136,8 +135,7 @@ def build_config(args: argparse.Namespace) -> Any:
         options["balance_period_ms"] = args.balance_period_ms
     if args.first_balance_delay_ms is not None:
         options["first_balance_delay_ms"] = args.first_balance_delay_ms
-    for name in ("broker_heartbeat_period_ms", "broker_heartbeat_timeout_ms", "takeover_after_ms",
-                 "replication_period_ms"):
+    for name in ("broker_heartbeat_period_ms", "broker_heartbeat_timeout_ms", "takeover_after_ms"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
     options["brokers"] = args.brokers
@@ -147,7 +145,7 @@ def build_config(args: argparse.Namespace) -> Any:
     if args.peer_admin_url:
         if not args.peer_master:
             raise CliError("--peer-admin-url goes with --peer-master", EXIT_USAGE)
-        options["peer_admin_url"] = args.peer_admin_url
+        options["master_admin_url"] = args.peer_admin_url
     if args.role == "broker":
         options["master_admin_url"] = _master_admin_urls(args)
     elif args.master or args.master_admin_url:

@@ -38,6 +38,9 @@ class ServerConfig:
     role: str = "all"
     #: Role "broker": admin URL(s) of the master(s) to register with (comma-separated for an active +
     #: standby pair). The registration is an embedded-only admin call, not TubeMQ's broker RPCs.
+    #: Role "master" with ``peer_master``: the peer's admin URL, where a standby copies topics, brokers
+    #: and term from every ``broker_heartbeat_period_ms`` (None = the address the peer's ``tubemq
+    #: serve`` published on this machine, server/endpoints.py). See server/replication.py.
     master_admin_url: str | None = None
     #: Role "broker": registration heartbeat period; the master marks a broker that missed
     #: ``broker_heartbeat_timeout_ms`` offline (its partitions leave topicInfos and assignments).
@@ -47,11 +50,6 @@ class ServerConfig:
     #: port) for ``takeover_after_ms`` becomes active (the real masters elect one through BDB-JE).
     peer_master: str | None = None
     takeover_after_ms: int = 2000
-    #: Admin URL of the peer master (``http://HOST:PORT/webapi.htm``) that a standby replicates topics,
-    #: brokers and term from every ``replication_period_ms``; None = the address that ``tubemq serve``
-    #: published for ``peer_master`` on this machine (server/endpoints.py). See server/replication.py.
-    peer_admin_url: str | None = None
-    replication_period_ms: int = 500
     #: Master balance round period (real master: 60000 ms; tests use ~200 ms).
     balance_period_ms: int = 1000
     #: When a NEW consumer group gets its first balance: 0 = at once on its first register (the
@@ -141,10 +139,12 @@ class ServerConfig:
             raise ConfigError(
                 "peer_master", "a master pair runs with role 'master' (brokers as separate processes reporting to both)"
             )
-        if self.peer_admin_url is not None and (
-            not isinstance(self.peer_admin_url, str) or not self.peer_admin_url.startswith("http://")
+        if self.peer_master is not None and self.master_admin_url is not None and (
+            not isinstance(self.master_admin_url, str) or not self.master_admin_url.startswith("http://")
         ):
-            raise ConfigError("peer_admin_url", f"must be http://HOST:PORT/webapi.htm, got {self.peer_admin_url!r}")
+            raise ConfigError(
+                "master_admin_url", f"the peer's admin URL must be http://HOST:PORT/webapi.htm, got {self.master_admin_url!r}"
+            )
         if self.role == "broker" and not self.master_admin_url:
             raise ConfigError("master_admin_url", "a broker process needs the admin URL of its master")
         if self.broker_port and self.broker_port + self.brokers - 1 > 65535:
@@ -153,7 +153,6 @@ class ServerConfig:
             "broker_heartbeat_period_ms",
             "broker_heartbeat_timeout_ms",
             "takeover_after_ms",
-            "replication_period_ms",
             "balance_period_ms",
             "consumer_heartbeat_timeout_ms",
             "producer_heartbeat_timeout_ms",

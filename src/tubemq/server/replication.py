@@ -15,8 +15,9 @@ master state at all (the brokers keep them: ``ZkOffsetStorage`` / ``FileOffsetSt
 The embedded equivalent, and why:
 
 * **Replication over the admin API, not a shared file.** A standby (``peer_master`` + the peer's admin
-  URL, ``peer_admin_url`` or the endpoints file ``tubemq serve`` publishes) calls the active master's
-  ``op_modify`` / ``embedded_master_sync`` every ``replication_period_ms`` (500 ms) and takes its topic
+  URL: ``master_admin_url``, ``tubemq serve --peer-admin-url``, else the endpoints file the peer's
+  ``tubemq serve`` publishes) calls the active master's ``op_modify`` / ``embedded_master_sync`` every
+  ``broker_heartbeat_period_ms`` (500 ms, the period the brokers report at too) and takes its topic
   set, broker records, admin broker configure records and term, persisting them in its own data
   directory. A shared ``meta.json`` with file locks would tie both masters to one disk and one machine,
   turn a torn write or a stale NFS lock into a cluster-wide outage, and still need a leader rule; a
@@ -100,7 +101,7 @@ class MasterReplication:
         self.own_address = own_address
         self.own_admin_url = own_admin_url
         self.admin = admin
-        self.period_s = config.replication_period_ms / 1000
+        self.period_s = config.broker_heartbeat_period_ms / 1000
         self.takeover_s = config.takeover_after_ms / 1000
         #: standby admin URL -> monotonic time of its last sync call (active side)
         self.standbys: dict[str, float] = {}
@@ -155,8 +156,8 @@ class MasterReplication:
 
     def peer_admin_url(self) -> str | None:
         """The configured peer admin URL, else the one the peer's ``tubemq serve`` published here."""
-        if self.config.peer_admin_url:
-            return str(self.config.peer_admin_url)
+        if self.config.master_admin_url:
+            return str(self.config.master_admin_url)
         ep = lookup(self.config.peer_master or "")
         return ep.admin_url if ep is not None else None
 
@@ -164,7 +165,7 @@ class MasterReplication:
         """One sync call to the peer; its answer, or None (unreachable, refused, or no URL known)."""
         url = self.peer_admin_url()
         if url is None:
-            self._log_failure(f"no admin URL known for peer master {self.config.peer_master}: give peer_admin_url")
+            self._log_failure(f"no admin URL known for peer master {self.config.peer_master}: give the peer's admin URL")
             return None
         params = {"type": "op_modify", "method": SYNC_METHOD}
         own = self.own_admin_url()
