@@ -108,6 +108,29 @@ def test_takeover_raises_the_term_and_survives_a_restart(tmp_path: Path) -> None
         assert _status(b2)["masterTerm"] == 1
 
 
+def test_the_old_master_restarted_without_a_peer_yields_to_the_new_one(tmp_path: Path) -> None:
+    """The old active master comes back with its first command line (no peer): the master that took
+    over outranks it (higher term), so it steps down, copies the newer topics and stands by."""
+    pa, aa, pb, ab = free_ports(4)
+    a_opts = dict(master_port=pa, admin_port=aa, role="master", **FAST)
+    b = EmbeddedCluster(tmp_path / "b", master_port=pb, admin_port=ab, role="master", standby=True,
+                        peer_master=f"127.0.0.1:{pa}", master_admin_url=f"http://127.0.0.1:{aa}/webapi.htm", **FAST)
+    with EmbeddedCluster(tmp_path / "a", **a_opts) as a:
+        a.create_topic("old")
+        with b:
+            _wait(lambda: [t.name for t in b.topics()] == ["old"], "the standby to copy the topic")
+            a.stop()
+            _wait(lambda: not _standby(b), "the standby to take over")
+            b.create_topic("new")
+            with EmbeddedCluster(tmp_path / "a", **a_opts) as a2:  # term 0 on disk, no peer configured
+                _wait(lambda: _standby(a2), "the stale master to step down")
+                _wait(lambda: [t.name for t in a2.topics()] == ["new", "old"], "it to copy the newer topics")
+                assert not _standby(b)
+                b.stop()
+                _wait(lambda: not _standby(a2), "it to take over from the peer it learned")
+                assert _status(a2)["masterTerm"] == 2
+
+
 def test_a_broker_given_one_master_reports_to_its_standby_too(tmp_path: Path) -> None:
     with _pair(tmp_path) as (a, b):
         with EmbeddedCluster(tmp_path / "broker", role="broker", master_admin_url=a.admin_url, broker_id=7,
@@ -122,11 +145,11 @@ def test_sync_call_needs_the_token_and_a_sane_url(tmp_path: Path) -> None:
     with EmbeddedCluster(tmp_path, role="master", admin_token="s3cret", **FAST) as a:
         r = _modify(a, "embedded_master_sync")
         assert not r["result"] and "unauthorized" in r["errMsg"], r
-        r = _modify(a, "embedded_master_sync", confModAuthToken="s3cret", standbyAdminUrl="ftp://x")
-        assert not r["result"] and "standbyAdminUrl" in r["errMsg"], r
+        r = _modify(a, "embedded_master_sync", confModAuthToken="s3cret", callerAdminUrl="ftp://x")
+        assert not r["result"] and "callerAdminUrl" in r["errMsg"], r
         a.create_topic("t1")
         r = _modify(a, "embedded_master_sync", confModAuthToken="s3cret",
-                    standbyAdminUrl="http://127.0.0.1:1/webapi.htm")
+                    callerAdminUrl="http://127.0.0.1:1/webapi.htm")
         assert r["result"] and not r["standby"] and [t["name"] for t in r["topics"]] == ["t1"], r
 
 

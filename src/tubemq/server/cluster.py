@@ -273,7 +273,7 @@ class EmbeddedServer:
         self.admin = AdminServer(api, cfg.host, self.admin_port)
         await _listen("admin", "admin_port", cfg.host, self.admin_port, self.admin.start())
         self.admin_port = self.admin.port
-        if cfg.peer_master:
+        if cfg.role == "master":  # with a configured peer, or one learned from its calls
             self._tasks.append(asyncio.create_task(rep.run(), name="tubemq-master-replication"))
 
     def _broker_seen(self, entry: BrokerEntry) -> None:

@@ -35,7 +35,9 @@ The embedded equivalent, and why:
 * **Takeover.** A standby whose peer's master RPC port stays unreachable for ``takeover_after_ms``
   (2 s) raises the term (persisted in ``meta.json``) and becomes active. A master that starts with
   ``peer_master`` while that peer is active starts as a standby (a restarted old master joins as the
-  replica); two active masters (both started at once, or a healed split) resolve by term, then by the
+  replica). Every sync call carries the caller's term and role, so a master started without
+  ``peer_master`` (the old master restarted with its first command line) steps down for an active caller
+  that outranks it and replicates from it. Two active masters (both started at once, or a healed split) resolve by term, then by the
   lower ``host:port``: the other steps down, forgets its client sessions and replicates from the winner.
   Two masters have no quorum: if the peer is alive but unreachable, both serve until they see each
   other again, and topic changes made on the loser meanwhile are replaced by the winner's (logged).
@@ -110,6 +112,8 @@ class MasterReplication:
         self.peer_standby: bool | None = None
         self.peer_term = 0
         self.peer_address = str(config.peer_master or "")
+        #: a peer learned from its sync calls (a master started without ``peer_master``): (address, admin URL)
+        self.learned: tuple[str, str] | None = None
         self.synced_once = False
         self._down_since: float | None = None
         self._both_standby_since: float | None = None
@@ -118,12 +122,14 @@ class MasterReplication:
     # ---- the active side: answer a standby's sync call
 
     def sync(self, params: dict[str, str]) -> dict[str, Any]:
-        """``op_modify`` / ``embedded_master_sync``: register the caller as a standby, return the metadata."""
-        caller = params.get("standbyAdminUrl", "").strip()
+        """``op_modify`` / ``embedded_master_sync``: remember the caller (brokers are told to report to it),
+        yield to it when it is an active master that outranks this one, return the metadata."""
+        caller = params.get("callerAdminUrl", "").strip()
         if caller:
             if len(caller) > MAX_URL_LENGTH or url_host_port(caller) is None:
-                return {"result": False, "errCode": 400, "errMsg": f"bad standbyAdminUrl {caller[:80]!r}"}
+                return {"result": False, "errCode": 400, "errMsg": f"bad callerAdminUrl {caller[:80]!r}"}
             self._remember_standby(caller)
+            self._yield_to(caller, params)
         master = self.master()
         standby = master is None or master.standby
         admin = self.admin()
@@ -140,6 +146,30 @@ class MasterReplication:
             "brokerConfs": confs,
         }
 
+    def _yield_to(self, caller_url: str, params: dict[str, str]) -> None:
+        """A master started without ``peer_master`` learns its peer from the peer's calls: it steps down
+        for an active caller of a higher term (or the same term and a lower address), and a standby
+        without a peer starts replicating from an active caller. (The old active master restarted with
+        its first command line while the standby it had has taken over: it must not serve stale topics.)"""
+        master = self.master()
+        address = params.get("callerAddress", "").strip()
+        if self.config.role != "master" or self.config.peer_master or master is None or ":" not in address:
+            return
+        try:
+            term = int(params.get("callerTerm", ""))
+        except ValueError:
+            return
+        if params.get("callerStandby") != "false":
+            return
+        if not master.standby and (term, self.own_address()) > (self.meta.term, address):
+            log.warning("active master %s of term %d called (this one: term %d): stepping down", address, term,
+                        self.meta.term)
+            master.standby = True
+        if master.standby and self.learned != (address, caller_url):
+            log.info("replicating from the active master %s (%s)", address, caller_url)
+            self.learned = (address, caller_url)
+            self.peer_address = address
+
     def _remember_standby(self, url: str) -> None:
         now = time.monotonic()
         if url not in self.standbys and len(self.standbys) >= MAX_STANDBYS:
@@ -154,24 +184,41 @@ class MasterReplication:
 
     # ---- the standby side
 
+    @property
+    def peer(self) -> str | None:
+        """HOST:PORT of the peer's master RPC port: configured, or learned from its calls."""
+        if self.config.peer_master:
+            return str(self.config.peer_master)
+        return self.learned[0] if self.learned is not None else None
+
     def peer_admin_url(self) -> str | None:
-        """The configured peer admin URL, else the one the peer's ``tubemq serve`` published here."""
+        """The configured peer admin URL, else the one the peer's ``tubemq serve`` published here, else
+        the one it called from."""
+        if not self.config.peer_master:
+            return self.learned[1] if self.learned is not None else None
         if self.config.master_admin_url:
             return str(self.config.master_admin_url)
-        ep = lookup(self.config.peer_master or "")
+        ep = lookup(self.config.peer_master)
         return ep.admin_url if ep is not None else None
 
     async def poll_peer(self, timeout: float | None = None) -> dict[str, Any] | None:
         """One sync call to the peer; its answer, or None (unreachable, refused, or no URL known)."""
         url = self.peer_admin_url()
         if url is None:
-            self._log_failure(f"no admin URL known for peer master {self.config.peer_master}: give the peer's admin URL")
+            self._log_failure(f"no admin URL known for peer master {self.peer}: give the peer's admin URL")
             return None
-        params = {"type": "op_modify", "method": SYNC_METHOD}
+        master = self.master()
+        params = {
+            "type": "op_modify",
+            "method": SYNC_METHOD,
+            "callerTerm": str(self.meta.term),
+            "callerStandby": "true" if master is None or master.standby else "false",
+            "callerAddress": self.own_address(),
+        }
         own = self.own_admin_url()
         key = url_host_port(own)
         if key is not None and key[1] != 0:  # not before this master's admin API listens
-            params["standbyAdminUrl"] = own
+            params["callerAdminUrl"] = own
         if self.config.admin_token:
             params["confModAuthToken"] = self.config.admin_token
         try:
@@ -187,7 +234,7 @@ class MasterReplication:
         self.peer_standby = bool(answer.get("standby"))
         term = answer.get("term", 0)
         self.peer_term = term if isinstance(term, int) and not isinstance(term, bool) else 0
-        self.peer_address = str(answer.get("masterAddress") or self.config.peer_master or "")
+        self.peer_address = str(answer.get("masterAddress") or self.peer or "")
         return answer
 
     def _log_failure(self, text: str) -> None:
@@ -238,13 +285,13 @@ class MasterReplication:
         answer = await self.poll_peer(timeout=max(2.0, 4 * self.period_s))
         if answer is None or self.peer_standby:
             return False
-        log.warning("peer master %s is active (term %d): starting as its standby", self.config.peer_master,
+        log.warning("peer master %s is active (term %d): starting as its standby", self.peer,
                     self.peer_term)
         self.apply(answer)
         return True
 
     async def _peer_port_open(self) -> bool:
-        host, _, port = (self.config.peer_master or "").rpartition(":")
+        host, _, port = (self.peer or "").rpartition(":")
         try:
             _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 1.0)
         except (OSError, asyncio.TimeoutError, ValueError):
@@ -268,14 +315,14 @@ class MasterReplication:
     async def round(self) -> None:
         """One replication / watch round."""
         master = self.master()
-        if master is None:
+        if master is None or self.peer is None:
             return
         answer = await self.poll_peer()
         now = time.monotonic()
         if not master.standby:
             if answer is not None and not self.peer_standby and self._outranked():
                 log.warning("peer master %s is active with term %d (this one: %d): stepping down",
-                            self.config.peer_master, self.peer_term, self.meta.term)
+                            self.peer, self.peer_term, self.meta.term)
                 master.standby = True
                 self.apply(answer)
             return
@@ -290,11 +337,11 @@ class MasterReplication:
             # both standby: the higher term (then the lower address) takes over after the same delay
             since = self._both_standby_since = self._both_standby_since or now
             if now - since >= self.takeover_s and not self._outranked():
-                self._take_over(master, f"peer master {self.config.peer_master} is a standby too")
+                self._take_over(master, f"peer master {self.peer} is a standby too")
             return
         since = self._down_since = self._down_since or now
         if now - since >= self.takeover_s:
-            self._take_over(master, f"peer master {self.config.peer_master} unreachable for {now - since:.1f} s")
+            self._take_over(master, f"peer master {self.peer} unreachable for {now - since:.1f} s")
 
     async def run(self) -> None:
         while True:
