@@ -374,7 +374,7 @@ class ReplicatedAdminApi(AdminApi):
             return {
                 "result": False,
                 "errCode": NOT_MASTER,
-                "errMsg": f"this master is not master now (standby): send modify calls to {where}",
+                "errMsg": f"this master is a standby (not master now): send modify calls to {where}",
                 "activeMaster": url or "",
             }
         return super().handle(params)
