@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from .codec import BrokerInfo, Message, Partition
 
-# --- consumer types -----------------------------------------------------------------------------------
-from .consumer.fetch import Batch  # noqa: E402  (moves here with the consumer split)
-
 # --- producer types -----------------------------------------------------------------------------------
 from .producer.core import SendResult  # noqa: E402  (moves here with the producer split)
+
+# --- consumer types -----------------------------------------------------------------------------------
+from .consumer.fetch import Batch  # noqa: E402  (moves here with the consumer split)
 
 __all__ = ["Batch", "BrokerInfo", "Message", "Partition", "SendResult"]

@@ -46,7 +46,6 @@ The embedded equivalent, and why:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -271,8 +270,11 @@ class MasterReplication:
             for rec in answer.get("brokerConfs") or []:
                 if isinstance(rec, dict) and isinstance(rec.get("brokerId"), int):
                     if admin.broker_confs.records.get(rec["brokerId"]) != rec:
-                        with contextlib.suppress(Exception):
+                        try:
                             admin.broker_confs.put(rec)
+                        except Exception as exc:  # a full record table or disk: the topics still count
+                            log.warning("master replication: broker configure record %s not kept: %s",
+                                        rec["brokerId"], exc)
         if self.peer_term > self.meta.term:
             self.meta.set_term(self.peer_term)
         if not self.synced_once:
