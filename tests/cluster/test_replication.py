@@ -72,6 +72,9 @@ def test_standby_copies_topics_and_refuses_changes(tmp_path: Path) -> None:
         assert r["activeMaster"] == a.admin_url
         a.delete_topic("alpha")
         _wait(lambda: b.topics() == [], "the standby to drop alpha")
+        assert _modify(a, "admin_add_broker_configure", brokerIp="10.0.0.5", brokerId=55)["result"]
+        _wait(lambda: [r["brokerId"] for r in admin_call(b.admin_url, "admin_query_broker_configure")["data"]]
+              == [55], "the standby to copy the broker configure record")
         assert _status(b)["masterTerm"] == 0
 
 
