@@ -51,10 +51,11 @@ def _pair(tmp: Path, **extra: Any) -> Iterator[tuple[EmbeddedCluster, EmbeddedCl
     """Master A (active) and master B, each with the other as peer; B joins A as its standby."""
     pa, aa, pb, ab = free_ports(4)
     url = "http://127.0.0.1:{}/webapi.htm".format
-    a = EmbeddedCluster(tmp / "a", master_port=pa, admin_port=aa, role="master", peer_master=f"127.0.0.1:{pb}",
-                        master_admin_url=url(ab), **FAST, **extra)
-    b = EmbeddedCluster(tmp / "b", master_port=pb, admin_port=ab, role="master", peer_master=f"127.0.0.1:{pa}",
-                        master_admin_url=url(aa), **FAST, **extra)
+    opts = {**FAST, **extra, "role": "master"}
+    a = EmbeddedCluster(tmp / "a", master_port=pa, admin_port=aa, peer_master=f"127.0.0.1:{pb}",
+                        master_admin_url=url(ab), **opts)
+    b = EmbeddedCluster(tmp / "b", master_port=pb, admin_port=ab, peer_master=f"127.0.0.1:{pa}",
+                        master_admin_url=url(aa), **opts)
     with a:
         assert not _standby(a)  # its peer is not running: it starts active
         with b:
@@ -76,6 +77,17 @@ def test_standby_copies_topics_and_refuses_changes(tmp_path: Path) -> None:
         _wait(lambda: [r["brokerId"] for r in admin_call(b.admin_url, "admin_query_broker_configure")["data"]]
               == [55], "the standby to copy the broker configure record")
         assert _status(b)["masterTerm"] == 0
+
+
+def test_a_new_topic_is_pushed_to_the_standby(tmp_path: Path) -> None:
+    """The active master pokes its standby on every topic change: with a 60 s replication period the
+    standby still has a new topic long before the period ends."""
+    with _pair(tmp_path, broker_heartbeat_period_ms=60000, broker_heartbeat_timeout_ms=120000) as (a, b):
+        _wait(lambda: b.admin_url in a._call(lambda: list(a.server.replication.standbys)), "B known to A")
+        t0 = time.monotonic()
+        a.create_topic("pushed")
+        _wait(lambda: [t.name for t in b.topics()] == ["pushed"], "the poke to bring the topic", timeout=30)
+        print(f"\nnew topic on the standby {time.monotonic() - t0:.3f} s after its creation (period 60 s)")
 
 
 def test_two_active_masters_resolve_by_term_then_address(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from .master import Master
 from .meta import BrokerEntry, MetaStore, TopicConf
 from .registration import METHOD as REGISTRATION_METHOD
 from .registration import STATUS_METHOD, BrokerRegistrar, BrokerTable
-from .replication import SYNC_METHOD, MasterReplication, ReplicatedAdminApi
+from .replication import POKE_METHOD, SYNC_METHOD, MasterReplication, ReplicatedAdminApi
 from .rpc import RpcServer, frame_limit_for, rpc_options
 from .storage import StoreManager
 
@@ -270,6 +270,7 @@ class EmbeddedServer:
         api.extra_methods[("op_modify", REGISTRATION_METHOD)] = table.heartbeat
         api.extra_methods[("op_query", STATUS_METHOD)] = table.status
         api.extra_methods[("op_modify", SYNC_METHOD)] = rep.sync
+        api.extra_methods[("op_modify", POKE_METHOD)] = rep.poke
         self.admin = AdminServer(api, cfg.host, self.admin_port)
         await _listen("admin", "admin_port", cfg.host, self.admin_port, self.admin.start())
         self.admin_port = self.admin.port

@@ -24,6 +24,9 @@ The embedded equivalent, and why:
   pull over loopback (or the network) keeps each master's store its own, like BDB-JE replicas, and is
   the same channel the broker processes already use. The call is an ``op_modify`` so the admin token
   guards it: it registers the caller as a standby whose address the active master hands to brokers.
+  After every topic change the active master pokes its standbys (``embedded_master_poke``) so they copy
+  at once: the window in which a topic exists only on the active master is a round trip, not a period
+  (the admin call does not wait for it, like BDB-JE with replica ack policy NONE).
 * **Brokers report to every master** (a difference from the real broker, which reports to the active
   one only): a broker process heartbeats every admin URL it was given and every standby the active
   master names in its answers (``masters``), so the standby knows which brokers are alive before it
@@ -46,6 +49,7 @@ The embedded equivalent, and why:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -60,8 +64,10 @@ from .registration import STATUS_METHOD, AdminCallError, admin_get, url_host_por
 log = logging.getLogger("tubemq.server.replication")
 
 SYNC_METHOD = "embedded_master_sync"
+POKE_METHOD = "embedded_master_poke"
 #: Admin calls a standby answers itself; every other op_modify is refused with the active master's URL.
-LOCAL_METHODS = frozenset({REGISTRATION_METHOD, STATUS_METHOD, SYNC_METHOD})
+LOCAL_METHODS = frozenset({REGISTRATION_METHOD, STATUS_METHOD, SYNC_METHOD, POKE_METHOD})
+POKE_TIMEOUT_S = 2.0
 NOT_MASTER = 302
 #: Standbys an active master remembers (and names to brokers); each must call again within the TTL.
 MAX_STANDBYS = 8
@@ -117,6 +123,10 @@ class MasterReplication:
         self._down_since: float | None = None
         self._both_standby_since: float | None = None
         self._failures = 0
+        #: set by a poke: replicate now instead of at the end of the period
+        self._wake = asyncio.Event()
+        self._pokes: set[asyncio.Task[None]] = set()
+        meta.on_change.append(self._topics_changed)
 
     # ---- the active side: answer a standby's sync call
 
@@ -168,6 +178,35 @@ class MasterReplication:
             log.info("replicating from the active master %s (%s)", address, caller_url)
             self.learned = (address, caller_url)
             self.peer_address = address
+
+    def poke(self, params: dict[str, str]) -> dict[str, Any]:
+        """``op_modify`` / ``embedded_master_poke``: the active master changed its topics, copy them now."""
+        self._wake.set()
+        return {"result": True, "errCode": 0, "errMsg": "OK"}
+
+    def _topics_changed(self) -> None:
+        """Active side: poke the standbys so that the window in which a new topic exists only here is a
+        round trip, not a replication period."""
+        master = self.master()
+        if master is None or master.standby or not self.standbys:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # changed outside the server's loop: the next period carries it
+            return
+        for url in self.masters()[1:]:
+            task = loop.create_task(self._send_poke(url))
+            self._pokes.add(task)
+            task.add_done_callback(self._pokes.discard)
+
+    async def _send_poke(self, url: str) -> None:
+        params = {"type": "op_modify", "method": POKE_METHOD}
+        if self.config.admin_token:
+            params["confModAuthToken"] = self.config.admin_token
+        try:
+            await admin_get(url, params, POKE_TIMEOUT_S)
+        except AdminCallError as exc:
+            log.debug("poke of standby %s failed: %s", url, exc)
 
     def _remember_standby(self, url: str) -> None:
         now = time.monotonic()
@@ -221,7 +260,7 @@ class MasterReplication:
         if self.config.admin_token:
             params["confModAuthToken"] = self.config.admin_token
         try:
-            answer = await admin_get(url, params, timeout if timeout is not None else max(1.0, 2 * self.period_s))
+            answer = await admin_get(url, params, timeout if timeout is not None else min(5.0, max(1.0, 2 * self.period_s)))
         except AdminCallError as exc:
             self._log_failure(str(exc))
             return None
@@ -284,7 +323,7 @@ class MasterReplication:
 
     async def initial_standby(self) -> bool:
         """At start: True when the peer is an active master already (this one must join as standby)."""
-        answer = await self.poll_peer(timeout=max(2.0, 4 * self.period_s))
+        answer = await self.poll_peer(timeout=min(5.0, max(2.0, 4 * self.period_s)))
         if answer is None or self.peer_standby:
             return False
         log.warning("peer master %s is active (term %d): starting as its standby", self.peer,
@@ -347,7 +386,9 @@ class MasterReplication:
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(self.period_s)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.period_s)
+            self._wake.clear()
             try:
                 await self.round()
             except Exception:  # one bad round must not stop replication or takeover for good
