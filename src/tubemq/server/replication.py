@@ -141,8 +141,8 @@ class MasterReplication:
             self._yield_to(caller, params)
         master = self.master()
         standby = master is None or master.standby
-        admin = self.admin()
-        confs = list(admin.broker_confs.records.values()) if admin is not None else []
+        store = self._broker_confs()
+        confs = list(store.records.values()) if store is not None else []
         return {
             "result": True,
             "errCode": 0,
@@ -154,6 +154,11 @@ class MasterReplication:
             "brokers": [_broker_json(b) for _, b in sorted(self.meta.brokers.items())],
             "brokerConfs": confs,
         }
+
+    def _broker_confs(self) -> Any:
+        """The admin API's broker configure records (``records`` + ``put``), None where there are none."""
+        store = getattr(self.admin(), "broker_confs", None)
+        return store if hasattr(store, "records") and hasattr(store, "put") else None
 
     def _yield_to(self, caller_url: str, params: dict[str, str]) -> None:
         """A master started without ``peer_master`` learns its peer from the peer's calls: it steps down
@@ -304,13 +309,13 @@ class MasterReplication:
             self.meta.set_broker(entry)
             if master is not None:  # a broker that never reports here goes offline after its timeout
                 master.topology.heartbeats.setdefault(entry.broker_id, now)
-        admin = self.admin()
-        if admin is not None:
+        store = self._broker_confs()
+        if store is not None:
             for rec in answer.get("brokerConfs") or []:
                 if isinstance(rec, dict) and isinstance(rec.get("brokerId"), int):
-                    if admin.broker_confs.records.get(rec["brokerId"]) != rec:
+                    if store.records.get(rec["brokerId"]) != rec:
                         try:
-                            admin.broker_confs.put(rec)
+                            store.put(rec)
                         except Exception as exc:  # a full record table or disk: the topics still count
                             log.warning("master replication: broker configure record %s not kept: %s",
                                         rec["brokerId"], exc)
