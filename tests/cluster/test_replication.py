@@ -180,3 +180,15 @@ def test_a_pair_needs_role_master(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, env=env(tmp_path / "run"),
     )
     assert r.returncode == 2 and "peer_master" in r.stderr, r.stderr
+
+
+def test_an_unchanged_topic_set_is_not_sent_again(tmp_path: Path) -> None:
+    with EmbeddedCluster(tmp_path, role="master", **FAST) as a:
+        a.create_topic("t1")
+        first = _modify(a, "embedded_master_sync")
+        assert [t["name"] for t in first["topics"]] == ["t1"]
+        again = _modify(a, "embedded_master_sync", knownTopics=first["topicsVersion"])
+        assert "topics" not in again and again["topicsVersion"] == first["topicsVersion"]
+        a.create_topic("t2")
+        changed = _modify(a, "embedded_master_sync", knownTopics=first["topicsVersion"])
+        assert [t["name"] for t in changed["topics"]] == ["t1", "t2"]

@@ -24,6 +24,7 @@ The embedded equivalent, and why:
   pull over loopback (or the network) keeps each master's store its own, like BDB-JE replicas, and is
   the same channel the broker processes already use. The call is an ``op_modify`` so the admin token
   guards it: it registers the caller as a standby whose address the active master hands to brokers.
+  The topic list travels only when it changed since the version the standby applied (``knownTopics``).
   After every topic change the active master pokes its standbys (``embedded_master_poke``) so they copy
   at once: the window in which a topic exists only on the active master is a round trip, not a period
   (the admin call does not wait for it, like BDB-JE with replica ack policy NONE).
@@ -51,6 +52,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -120,6 +122,10 @@ class MasterReplication:
         #: a peer learned from its sync calls (a master started without ``peer_master``): (address, admin URL)
         self.learned: tuple[str, str] | None = None
         self.synced_once = False
+        #: this process's topic-set identity (``epoch:version``): a standby that has it gets no topic list
+        self.epoch = secrets.token_hex(8)
+        #: standby side: the active master's ``epoch:version`` whose topics this master applied
+        self._known_topics = ""
         self._down_since: float | None = None
         self._both_standby_since: float | None = None
         self._failures = 0
@@ -143,17 +149,20 @@ class MasterReplication:
         standby = master is None or master.standby
         store = self._broker_confs()
         confs = list(store.records.values()) if store is not None else []
-        return {
+        answer: dict[str, Any] = {
             "result": True,
             "errCode": 0,
             "errMsg": "OK",
             "standby": standby,
             "term": self.meta.term,
             "masterAddress": self.own_address(),
-            "topics": [t.to_json() for t in self.meta.topics()],
+            "topicsVersion": f"{self.epoch}:{self.meta.version}",
             "brokers": [_broker_json(b) for _, b in sorted(self.meta.brokers.items())],
             "brokerConfs": confs,
         }
+        if params.get("knownTopics") != answer["topicsVersion"]:  # the caller's copy is not this one
+            answer["topics"] = [t.to_json() for t in self.meta.topics()]
+        return answer
 
     def _broker_confs(self) -> Any:
         """The admin API's broker configure records (``records`` + ``put``), None where there are none."""
@@ -258,6 +267,10 @@ class MasterReplication:
             "callerStandby": "true" if master is None or master.standby else "false",
             "callerAddress": self.own_address(),
         }
+        if master is None or not master.standby:
+            self._known_topics = ""  # an active master's topics are its own: the next copy is a full one
+        elif self._known_topics:
+            params["knownTopics"] = self._known_topics
         own = self.own_admin_url()
         key = url_host_port(own)
         if key is not None and key[1] != 0:  # not before this master's admin API listens
@@ -287,19 +300,9 @@ class MasterReplication:
 
     def apply(self, answer: dict[str, Any]) -> None:
         """Take the active peer's topics, brokers, broker configure records and term as they are."""
-        topics: list[TopicConf] = []
-        for t in answer.get("topics") or []:
-            try:
-                topics.append(TopicConf.from_json(t))
-            except (TypeError, ValueError):
-                log.warning("master replication: skipping a malformed topic record %.200r", t)
-        before = {t.name for t in self.meta.topics()}
-        if self.meta.sync_topics(topics):
-            after = {t.name for t in topics}
-            log.info(
-                "replicated topics from the active master: +%s -%s (%d in all)",
-                sorted(after - before), sorted(before - after), len(after),
-            )
+        if "topics" in answer:  # absent: unchanged since the version this master applied
+            self._apply_topics(answer["topics"])
+            self._known_topics = str(answer.get("topicsVersion", ""))
         master = self.master()
         now = time.monotonic()
         for d in answer.get("brokers") or []:
@@ -324,7 +327,22 @@ class MasterReplication:
         if not self.synced_once:
             self.synced_once = True
             log.info("standby holds the active master's metadata: %d topics, %d brokers, term %d",
-                     len(topics), len(self.meta.brokers), self.meta.term)
+                     len(self.meta.topics()), len(self.meta.brokers), self.meta.term)
+
+    def _apply_topics(self, records: Any) -> None:
+        topics: list[TopicConf] = []
+        for t in records if isinstance(records, list) else []:
+            try:
+                topics.append(TopicConf.from_json(t))
+            except (TypeError, ValueError):
+                log.warning("master replication: skipping a malformed topic record %.200r", t)
+        before = {t.name for t in self.meta.topics()}
+        if self.meta.sync_topics(topics):
+            after = {t.name for t in topics}
+            log.info(
+                "replicated topics from the active master: +%s -%s (%d in all)",
+                sorted(after - before), sorted(before - after), len(after),
+            )
 
     async def initial_standby(self) -> bool:
         """At start: True when the peer is an active master already (this one must join as standby)."""
