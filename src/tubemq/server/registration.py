@@ -14,9 +14,10 @@ and the answer carries the master's topic deployments (``data``, TopicConf JSON)
 (``metaVersion``, echoed by the broker's next call so the master knows what each broker applied),
 whether that master is a standby, its term and the admin URLs of every master of the pair (``masters``,
 server/replication.py). The broker reports to every master it was given or told about (at most
-``MAX_MASTERS``) and takes topics only from an active master of the highest term it has seen, so a
-standby knows the live brokers before it takes over and a stale master cannot undo a newer one's topics. ``method=embedded_broker_status`` (op_query) lists the brokers with
-``online`` and ``synced`` (has applied the master's current topic set). The master marks a broker that missed ``broker_heartbeat_timeout_ms`` offline:
+``MAX_MASTERS``, each on its own timer) and takes topics only from an active master of the highest term
+it has seen, so a standby knows the live brokers before it takes over and a stale master cannot undo a
+newer one's topics. ``method=embedded_broker_status`` (op_query) lists the brokers with ``online`` and
+``synced`` (has applied the master's current topic set). The master marks a broker that missed ``broker_heartbeat_timeout_ms`` offline:
 its partitions leave the producers' topicInfos and the consumers' assignments until it is back.
 """
 
@@ -212,28 +213,31 @@ class BrokerRegistrar:
         return params
 
     async def beat_once(self) -> None:
-        for url in list(self.admin_urls):
-            try:
-                answer = await admin_get(url, self._params(url))
-                if not answer.get("result"):
-                    raise AdminCallError(f"{url} refused the broker: {answer.get('errMsg')}")
-            except AdminCallError as exc:
-                n = self._failures[url] = self._failures.get(url, 0) + 1
-                (log.warning if n in (1, 10) or n % 100 == 0 else log.debug)("broker heartbeat: %s", exc)
-                continue
-            self._failures[url] = 0
-            self.last_ok[url] = time.monotonic()
-            term = answer.get("term", 0)
-            term = term if isinstance(term, int) and not isinstance(term, bool) else 0
-            # a standby's topic set may be stale, and so may an active master's of an older term
-            if not answer.get("standby") and term >= self.term:
-                self.term = term
-                topics = [TopicConf.from_json(t) for t in answer.get("data", [])]
-                if self.meta.sync_topics(topics):
-                    log.info("topic deployments from %s: %s", url, [t.name for t in topics])
-                self.registered.set()
-                self._learn_masters(answer.get("masters"))
-            self._applied[url] = int(answer.get("metaVersion", -1))
+        """One heartbeat to every master at once (a master that does not answer delays no other)."""
+        await asyncio.gather(*(self._beat(url) for url in list(self.admin_urls)))
+
+    async def _beat(self, url: str) -> None:
+        try:
+            answer = await admin_get(url, self._params(url))
+            if not answer.get("result"):
+                raise AdminCallError(f"{url} refused the broker: {answer.get('errMsg')}")
+        except AdminCallError as exc:
+            n = self._failures[url] = self._failures.get(url, 0) + 1
+            (log.warning if n in (1, 10) or n % 100 == 0 else log.debug)("broker heartbeat: %s", exc)
+            return
+        self._failures[url] = 0
+        self.last_ok[url] = time.monotonic()
+        term = answer.get("term", 0)
+        term = term if isinstance(term, int) and not isinstance(term, bool) else 0
+        # a standby's topic set may be stale, and so may an active master's of an older term
+        if not answer.get("standby") and term >= self.term:
+            self.term = term
+            topics = [TopicConf.from_json(t) for t in answer.get("data", [])]
+            if self.meta.sync_topics(topics):
+                log.info("topic deployments from %s: %s", url, [t.name for t in topics])
+            self.registered.set()
+            self._learn_masters(answer.get("masters"))
+        self._applied[url] = int(answer.get("metaVersion", -1))
 
     def _learn_masters(self, urls: Any) -> None:
         """Report to the standbys the active master names too (a broker given one master finds the pair)."""
@@ -250,9 +254,24 @@ class BrokerRegistrar:
                 known.add(key)
 
     async def run(self) -> None:
+        """A heartbeat loop per master (learned masters get theirs as they appear): a slow or dead master
+        never delays the heartbeats to the others."""
+        loops: dict[str, asyncio.Task[None]] = {}
+        try:
+            while True:
+                for url in list(self.admin_urls):
+                    if url not in loops:
+                        loops[url] = asyncio.create_task(self._beat_loop(url), name=f"tubemq-broker-hb {url}")
+                await asyncio.sleep(self.period_s)
+        finally:
+            for task in loops.values():
+                task.cancel()
+            await asyncio.gather(*loops.values(), return_exceptions=True)
+
+    async def _beat_loop(self, url: str) -> None:
         while True:
+            await asyncio.sleep(self.period_s)  # start() already sent the first heartbeat
             try:
-                await self.beat_once()
+                await self._beat(url)
             except Exception:  # one bad answer must not stop the registration for good
-                log.exception("broker heartbeat round failed")
-            await asyncio.sleep(self.period_s)
+                log.exception("broker heartbeat to %s failed", url)
