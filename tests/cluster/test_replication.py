@@ -6,6 +6,7 @@ test_master_failover.py."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -192,3 +193,22 @@ def test_an_unchanged_topic_set_is_not_sent_again(tmp_path: Path) -> None:
         a.create_topic("t2")
         changed = _modify(a, "embedded_master_sync", knownTopics=first["topicsVersion"])
         assert [t["name"] for t in changed["topics"]] == ["t1", "t2"]
+
+
+def test_a_master_that_never_answers_does_not_delay_the_others(tmp_path: Path) -> None:
+    """A broker given a master that accepts connections but never answers (each call waits out its 5 s
+    timeout) keeps heartbeating the live master on time: it never goes offline there."""
+    opts = {**FAST, "broker_heartbeat_timeout_ms": 3000}
+    with socket.socket() as silent, EmbeddedCluster(tmp_path / "m", role="master", **opts) as m:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # never accepted, never answered
+        dead = f"http://127.0.0.1:{silent.getsockname()[1]}/webapi.htm"
+        with EmbeddedCluster(tmp_path / "b", role="broker", master_admin_url=f"{dead},{m.admin_url}", broker_id=3,
+                             **opts):
+            _wait(lambda: any(b["brokerId"] == 3 and b["online"] for b in _status(m)["data"]), "the broker")
+            offline = 0
+            t_end = time.monotonic() + 8.0  # longer than a silent call's timeout
+            while time.monotonic() < t_end:
+                offline += not all(b["online"] for b in _status(m)["data"])
+                time.sleep(0.1)
+            assert offline == 0, "the silent master delayed the heartbeats to the live one"
