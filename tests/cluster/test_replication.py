@@ -212,3 +212,34 @@ def test_a_master_that_never_answers_does_not_delay_the_others(tmp_path: Path) -
                 offline += not all(b["online"] for b in _status(m)["data"])
                 time.sleep(0.1)
             assert offline == 0, "the silent master delayed the heartbeats to the live one"
+
+
+def test_a_standby_that_never_held_a_copy_does_not_take_over(tmp_path: Path) -> None:
+    """Its empty topic set would make every broker drop its data: it waits for an active master."""
+    nobody, nobody_admin = free_ports(2)
+    with EmbeddedCluster(tmp_path, role="master", standby=True, peer_master=f"127.0.0.1:{nobody}",
+                         master_admin_url=f"http://127.0.0.1:{nobody_admin}/webapi.htm", **FAST) as b:
+        t_end = time.monotonic() + 3.0  # six takeover delays
+        while time.monotonic() < t_end:
+            assert _standby(b)
+            time.sleep(0.1)
+
+
+def test_a_broker_keeps_its_term_and_ignores_a_stale_master(tmp_path: Path) -> None:
+    """A restarted broker does not take the topic set of a master of an older term while one of its own
+    term may still answer; after STALE_TERM_PERIODS without one (the masters were set up anew) it does."""
+    from tubemq.server.meta import BrokerEntry, MetaStore
+    from tubemq.server.registration import STALE_TERM_PERIODS, BrokerRegistrar
+
+    def registrar() -> BrokerRegistrar:
+        entry = BrokerEntry(1, "127.0.0.1", 1)
+        return BrokerRegistrar(["http://127.0.0.1:1/webapi.htm"], lambda: entry, MetaStore(tmp_path), 1.0)
+
+    r = registrar()
+    assert r._take_term("new", 1) and r.term == 1
+    r = registrar()  # restarted: the term comes from its meta.json
+    assert r.term == 1
+    assert not r._take_term("stale", 0)
+    assert r._take_term("new", 1)
+    r._term_seen -= STALE_TERM_PERIODS * r.period_s + 1  # no master of term 1 answered for that long
+    assert r._take_term("fresh cluster", 0) and r.term == 0

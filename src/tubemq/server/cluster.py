@@ -253,6 +253,8 @@ class EmbeddedServer:
         )
         if cfg.peer_master and not cfg.standby and await rep.initial_standby():
             self._start_standby = True  # the peer is active: join it as its standby
+        if not self._start_standby:
+            self.meta.set_authoritative()  # an active master's store is the cluster's metadata
         await self._start_master()
         api: AdminApi = ReplicatedAdminApi(
             cfg,

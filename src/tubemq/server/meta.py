@@ -138,6 +138,9 @@ class MetaStore:
         self.version = 0
         #: Master term: raised by every standby takeover, copied by replication (server/replication.py).
         self.term = 0
+        #: This store is an active master's metadata or a copy of it (a store a standby never filled is
+        #: not: such a standby must not take over, its empty topic set would make the brokers drop data).
+        self.authoritative = False
         self._load()
 
     # ---- persistence
@@ -153,9 +156,15 @@ class MetaStore:
         self._topics = {t.name: t for t in topics}
         term = data.get("term", 0)
         self.term = term if isinstance(term, int) and not isinstance(term, bool) and term >= 0 else 0
+        self.authoritative = data.get("authoritative", True) is not False  # files of older versions: True
 
     def _save(self) -> None:
-        data = {"version": 1, "term": self.term, "topics": [t.to_json() for t in self._topics.values()]}
+        data = {
+            "version": 1,
+            "term": self.term,
+            "authoritative": self.authoritative,
+            "topics": [t.to_json() for t in self._topics.values()],
+        }
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1, sort_keys=True)
@@ -264,6 +273,13 @@ class MetaStore:
         with self._lock:
             if term != self.term:
                 self.term = term
+                self._save()
+
+    def set_authoritative(self) -> None:
+        """Mark this store as an active master's metadata or a full copy of it (persisted)."""
+        with self._lock:
+            if not self.authoritative:
+                self.authoritative = True
                 self._save()
 
     def get(self, name: str) -> TopicConf | None:

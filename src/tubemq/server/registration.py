@@ -41,6 +41,9 @@ MAX_ANSWER_BYTES = 16 * 1024 * 1024
 CALL_TIMEOUT_S = 5.0
 #: Masters a broker process reports to at most (given + learned from the active master's answers).
 MAX_MASTERS = 8
+#: Heartbeat periods without an active master of the broker's term after which it takes the topics of
+#: an active master of a lower term (the masters were set up anew); until then such a master is stale.
+STALE_TERM_PERIODS = 20
 
 
 class AdminCallError(Exception):
@@ -193,8 +196,11 @@ class BrokerRegistrar:
         self._failures: dict[str, int] = {}
         #: admin URL -> the master's metaVersion this broker applied last (echoed back)
         self._applied: dict[str, int] = {}
-        #: highest master term seen in an active master's answer
-        self.term = -1
+        #: highest master term seen in an active master's answer (persisted with the topics: a restarted
+        #: broker does not take the topic set of a stale master that comes back with an older term)
+        self.term = meta.term
+        #: when an active master of term >= ``term`` last answered (the start counts as such an answer)
+        self._term_seen = time.monotonic()
 
     def _params(self, url: str) -> dict[str, str]:
         e = self.entry()
@@ -230,14 +236,29 @@ class BrokerRegistrar:
         term = answer.get("term", 0)
         term = term if isinstance(term, int) and not isinstance(term, bool) else 0
         # a standby's topic set may be stale, and so may an active master's of an older term
-        if not answer.get("standby") and term >= self.term:
-            self.term = term
+        if not answer.get("standby") and self._take_term(url, term):
             topics = [TopicConf.from_json(t) for t in answer.get("data", [])]
             if self.meta.sync_topics(topics):
                 log.info("topic deployments from %s: %s", url, [t.name for t in topics])
             self.registered.set()
             self._learn_masters(answer.get("masters"))
         self._applied[url] = int(answer.get("metaVersion", -1))
+
+    def _take_term(self, url: str, term: int) -> bool:
+        """Whether to take the topics of an active master of ``term`` (and remember that term)."""
+        now = time.monotonic()
+        if term < self.term:
+            silent = now - self._term_seen
+            if silent <= STALE_TERM_PERIODS * self.period_s:
+                log.debug("ignoring the topics of %s: term %d is older than %d", url, term, self.term)
+                return False
+            log.warning("no active master of term %d for %.1f s: taking the topics of %s (term %d)",
+                        self.term, silent, url, term)
+        if term != self.term:
+            self.meta.set_term(term)
+            self.term = term
+        self._term_seen = now
+        return True
 
     def _learn_masters(self, urls: Any) -> None:
         """Report to the standbys the active master names too (a broker given one master finds the pair)."""

@@ -37,7 +37,9 @@ The embedded equivalent, and why:
   embedded registration and sync calls) are refused with ``errCode`` 302 and the active master's admin
   URL (the real one redirects); queries answer from the replica.
 * **Takeover.** A standby whose peer's master RPC port stays unreachable for ``takeover_after_ms``
-  (2 s) raises the term (persisted in ``meta.json``) and becomes active. A master that starts with
+  (2 s) raises the term (persisted in ``meta.json``) and becomes active, unless its store never held a
+  copy of an active master's metadata (``MetaStore.authoritative``): brokers drop the data of topics
+  their master no longer lists, so an empty standby taking over would empty every broker. A master that starts with
   ``peer_master`` while that peer is active starts as a standby (a restarted old master joins as the
   replica). Every sync call carries the caller's term and role, so a master started without
   ``peer_master`` (the old master restarted with its first command line) steps down for an active caller
@@ -303,6 +305,7 @@ class MasterReplication:
         if "topics" in answer:  # absent: unchanged since the version this master applied
             self._apply_topics(answer["topics"])
             self._known_topics = str(answer.get("topicsVersion", ""))
+            self.meta.set_authoritative()
         master = self.master()
         now = time.monotonic()
         for d in answer.get("brokers") or []:
@@ -368,10 +371,14 @@ class MasterReplication:
         return (self.peer_term, self.own_address()) > (self.meta.term, self.peer_address)
 
     def _take_over(self, master: Any, why: str) -> None:
+        if not self.meta.authoritative:
+            self._log_failure(f"{why}, but this standby never held a copy of the active master's metadata: "
+                              "it does not take over (its empty topic set would make the brokers drop data)")
+            return
         term = max(self.meta.term, self.peer_term) + 1
         self.meta.set_term(term)
         if not self.synced_once:
-            log.warning("taking over without a replica of the peer's metadata (never synced)")
+            log.warning("taking over with the metadata copy saved before this process started")
         log.warning("%s: taking over as the active master (term %d)", why, term)
         master.standby = False
         self._down_since = self._both_standby_since = None
@@ -384,6 +391,7 @@ class MasterReplication:
         answer = await self.poll_peer()
         now = time.monotonic()
         if not master.standby:
+            self.meta.set_authoritative()  # an active master's store is the cluster's metadata
             if answer is not None and not self.peer_standby and self._outranked():
                 log.warning("peer master %s is active with term %d (this one: %d): stepping down",
                             self.peer, self.peer_term, self.meta.term)
