@@ -243,3 +243,21 @@ def test_a_broker_keeps_its_term_and_ignores_a_stale_master(tmp_path: Path) -> N
     assert r._take_term("new", 1)
     r._term_seen -= STALE_TERM_PERIODS * r.period_s + 1  # no master of term 1 answered for that long
     assert r._take_term("fresh cluster", 0) and r.term == 0
+
+
+def test_a_standby_restarted_after_its_peer_died_does_not_take_over(tmp_path: Path) -> None:
+    """Its saved copy may lack topics created while it was down: it waits (and says so) instead."""
+    pa, aa, pb, ab = free_ports(4)
+    b_opts = dict(master_port=pb, admin_port=ab, role="master", standby=True, peer_master=f"127.0.0.1:{pa}",
+                  master_admin_url=f"http://127.0.0.1:{aa}/webapi.htm", **FAST)
+    with EmbeddedCluster(tmp_path / "a", master_port=pa, admin_port=aa, role="master", **FAST) as a:
+        a.create_topic("seen")
+        with EmbeddedCluster(tmp_path / "b", **b_opts) as b:
+            _wait(lambda: [t.name for t in b.topics()] == ["seen"], "the standby to copy the topic")
+    with EmbeddedCluster(tmp_path / "b", **b_opts) as b:
+        t_end = time.monotonic() + 3.0  # six takeover delays
+        while time.monotonic() < t_end:
+            assert _standby(b)
+            time.sleep(0.1)
+    with EmbeddedCluster(tmp_path / "b", **{**b_opts, "standby": False}) as b:  # the operator accepts its copy
+        assert not _standby(b) and [t.name for t in b.topics()] == ["seen"]

@@ -39,7 +39,10 @@ The embedded equivalent, and why:
 * **Takeover.** A standby whose peer's master RPC port stays unreachable for ``takeover_after_ms``
   (2 s) raises the term (persisted in ``meta.json``) and becomes active, unless its store never held a
   copy of an active master's metadata (``MetaStore.authoritative``): brokers drop the data of topics
-  their master no longer lists, so an empty standby taking over would empty every broker. A master that starts with
+  their master no longer lists, so an empty standby taking over would empty every broker. For the same
+  reason its last copy must be from at most ``FRESH_COPY_PERIODS`` (20) periods before the peer went
+  down: a standby that lost contact long before (or restarted after its peer died) waits, and says so;
+  an operator who accepts its copy restarts it without ``--standby``. A master that starts with
   ``peer_master`` while that peer is active starts as a standby (a restarted old master joins as the
   replica). Every sync call carries the caller's term and role, so a master started without
   ``peer_master`` (the old master restarted with its first command line) steps down for an active caller
@@ -72,6 +75,8 @@ POKE_METHOD = "embedded_master_poke"
 #: Admin calls a standby answers itself; every other op_modify is refused with the active master's URL.
 LOCAL_METHODS = frozenset({REGISTRATION_METHOD, STATUS_METHOD, SYNC_METHOD, POKE_METHOD})
 POKE_TIMEOUT_S = 2.0
+#: A standby takes over only with a copy made at most this many periods before its peer went down.
+FRESH_COPY_PERIODS = 20
 NOT_MASTER = 302
 #: Standbys an active master remembers (and names to brokers); each must call again within the TTL.
 MAX_STANDBYS = 8
@@ -412,8 +417,16 @@ class MasterReplication:
                 self._take_over(master, f"peer master {self.peer} is a standby too")
             return
         since = self._down_since = self._down_since or now
-        if now - since >= self.takeover_s:
-            self._take_over(master, f"peer master {self.peer} unreachable for {now - since:.1f} s")
+        if now - since < self.takeover_s:
+            return
+        why = f"peer master {self.peer} unreachable for {now - since:.1f} s"
+        if self.peer_seen is None or since - self.peer_seen > FRESH_COPY_PERIODS * self.period_s:
+            age = "no copy made by this process" if self.peer_seen is None else (
+                f"the last copy is from {since - self.peer_seen:.1f} s before it went down")
+            self._log_failure(f"{why}, but {age}: not taking over (a stale topic set would make the brokers "
+                              "drop newer topics); restart this master without --standby to force it")
+            return
+        self._take_over(master, why)
 
     async def run(self) -> None:
         while True:
