@@ -64,6 +64,15 @@ def _pair(tmp: Path, **extra: Any) -> Iterator[tuple[EmbeddedCluster, EmbeddedCl
             yield a, b
 
 
+def _active_and_standby() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Options of an active master A and of a standby B watching it, on free ports."""
+    pa, aa, pb, ab = free_ports(4)
+    a = dict(master_port=pa, admin_port=aa, role="master", **FAST)
+    b = dict(master_port=pb, admin_port=ab, role="master", standby=True, peer_master=f"127.0.0.1:{pa}",
+             master_admin_url=f"http://127.0.0.1:{aa}/webapi.htm", **FAST)
+    return a, b
+
+
 def test_standby_copies_topics_and_refuses_changes(tmp_path: Path) -> None:
     with _pair(tmp_path) as (a, b):
         a.create_topic("alpha", partitions=2)
@@ -107,10 +116,8 @@ def test_two_active_masters_resolve_by_term_then_address(tmp_path: Path) -> None
 
 
 def test_takeover_raises_the_term_and_survives_a_restart(tmp_path: Path) -> None:
-    pa, aa, pb, ab = free_ports(4)
-    b_opts = dict(master_port=pb, admin_port=ab, role="master", standby=True, peer_master=f"127.0.0.1:{pa}",
-                  master_admin_url=f"http://127.0.0.1:{aa}/webapi.htm", **FAST)
-    with EmbeddedCluster(tmp_path / "a", master_port=pa, admin_port=aa, role="master", **FAST) as a:
+    a_opts, b_opts = _active_and_standby()
+    with EmbeddedCluster(tmp_path / "a", **a_opts) as a:
         a.create_topic("kept")
         with EmbeddedCluster(tmp_path / "b", **b_opts) as b:
             _wait(lambda: [t.name for t in b.topics()] == ["kept"], "the standby to copy the topic")
@@ -247,10 +254,8 @@ def test_a_broker_keeps_its_term_and_ignores_a_stale_master(tmp_path: Path) -> N
 
 def test_a_standby_restarted_after_its_peer_died_does_not_take_over(tmp_path: Path) -> None:
     """Its saved copy may lack topics created while it was down: it waits (and says so) instead."""
-    pa, aa, pb, ab = free_ports(4)
-    b_opts = dict(master_port=pb, admin_port=ab, role="master", standby=True, peer_master=f"127.0.0.1:{pa}",
-                  master_admin_url=f"http://127.0.0.1:{aa}/webapi.htm", **FAST)
-    with EmbeddedCluster(tmp_path / "a", master_port=pa, admin_port=aa, role="master", **FAST) as a:
+    a_opts, b_opts = _active_and_standby()
+    with EmbeddedCluster(tmp_path / "a", **a_opts) as a:
         a.create_topic("seen")
         with EmbeddedCluster(tmp_path / "b", **b_opts) as b:
             _wait(lambda: [t.name for t in b.topics()] == ["seen"], "the standby to copy the topic")
