@@ -266,3 +266,39 @@ def test_a_standby_restarted_after_its_peer_died_does_not_take_over(tmp_path: Pa
             time.sleep(0.1)
     with EmbeddedCluster(tmp_path / "b", **{**b_opts, "standby": False}) as b:  # the operator accepts its copy
         assert not _standby(b) and [t.name for t in b.topics()] == ["seen"]
+
+
+def test_a_topic_the_new_master_missed_is_kept_and_adopted(tmp_path: Path) -> None:
+    """The previous active master created ``late`` just before it died, before its standby copied it.
+    The brokers keep ``late`` and its data when the new term's master does not list it, report it, and
+    the new master deploys it again. A deletion within one term still drops it."""
+    from tubemq.server.meta import BrokerEntry, MetaStore, TopicConf
+    from tubemq.server.registration import BrokerRegistrar, BrokerTable
+
+    entry = BrokerEntry(1, "127.0.0.1", 1)
+    broker = BrokerRegistrar(["http://a", "http://b"], lambda: entry, MetaStore(tmp_path / "broker"), 1.0)
+    early, late = TopicConf("early").to_json(), TopicConf("late", num_partitions=5).to_json()
+
+    def answer(term: int, *topics: dict[str, Any]) -> dict[str, Any]:
+        return {"result": True, "standby": False, "term": term, "metaVersion": 1, "data": list(topics)}
+
+    def names() -> list[str]:
+        return [t.name for t in broker.meta.topics()]
+
+    broker.apply("http://a", answer(0, early, late))
+    broker.apply("http://b", answer(1, early))  # the new active master's copy lacks "late"
+    assert names() == ["early", "late"] and list(broker.held) == ["late"]
+    params = broker._params("http://b")
+    new_master = MetaStore(tmp_path / "master")
+    new_master.create_topic("early")
+    standby_table = BrokerTable(new_master, lambda e: None, lambda: True, lambda b: True)
+    standby_table.heartbeat(params)
+    assert new_master.get("late") is None  # a standby adopts nothing
+    table = BrokerTable(new_master, lambda e: None, lambda: False, lambda b: True)
+    table.heartbeat(params)
+    adopted = new_master.get("late")
+    assert adopted is not None and adopted.num_partitions == 5
+    broker.apply("http://b", answer(1, early, adopted.to_json()))
+    assert not broker.held and "heldTopics" not in broker._params("http://b")
+    broker.apply("http://b", answer(1, early))  # deleted by the master of this term: dropped
+    assert names() == ["early"]

@@ -16,7 +16,9 @@ whether that master is a standby, its term and the admin URLs of every master of
 server/replication.py). The broker reports to every master it was given or told about (at most
 ``MAX_MASTERS``, each on its own timer) and takes topics only from an active master of the highest term
 it has seen, so a standby knows the live brokers before it takes over and a stale master cannot undo a
-newer one's topics. ``method=embedded_broker_status`` (op_query) lists the brokers with ``online`` and
+newer one's topics. When a master of a new term does not list a topic the broker has, the broker keeps
+it (and its data), reports it (``heldTopics``) and the active master adopts it: its copy had missed a
+topic created just before the previous active master died. ``method=embedded_broker_status`` (op_query) lists the brokers with ``online`` and
 ``synced`` (has applied the master's current topic set). The master marks a broker that missed ``broker_heartbeat_timeout_ms`` offline:
 its partitions leave the producers' topicInfos and the consumers' assignments until it is back.
 """
@@ -44,6 +46,8 @@ MAX_MASTERS = 8
 #: Heartbeat periods without an active master of the broker's term after which it takes the topics of
 #: an active master of a lower term (the masters were set up anew); until then such a master is stale.
 STALE_TERM_PERIODS = 20
+#: Held topics a broker reports in one heartbeat at most (the rest follow once these are adopted).
+MAX_HELD_REPORT = 20
 
 
 class AdminCallError(Exception):
@@ -106,6 +110,8 @@ class BrokerTable:
         except ValueError:
             self.applied[bid] = -1
         self.broker_seen(BrokerEntry(bid, host, port, tls_port))
+        if params.get("heldTopics") and not self.standby():
+            self._adopt(bid, params["heldTopics"])
         answer: dict[str, Any] = {
             "result": True,
             "errCode": 0,
@@ -118,6 +124,30 @@ class BrokerTable:
         if self.extra is not None:
             answer.update(self.extra())
         return answer
+
+
+    def _adopt(self, bid: int, text: str) -> None:
+        """Topics a broker kept when a new master term did not list them: this master's copy missed
+        them (created on the previous active master just before it died). Deploy them again rather than
+        let their data go."""
+        try:
+            records = json.loads(text)
+        except ValueError:
+            return
+        for rec in records[:MAX_HELD_REPORT] if isinstance(records, list) else []:
+            try:
+                conf = TopicConf.from_json(rec)
+                if self.meta.get(conf.name) is not None:
+                    continue
+                self.meta.create_topic(
+                    conf.name, conf.num_partitions, conf.num_stores, conf.max_msg_size,
+                    accept_publish=conf.accept_publish, accept_subscribe=conf.accept_subscribe,
+                    broker_ids=conf.broker_ids,
+                )
+            except (TypeError, ValueError, AttributeError) as exc:  # ConfigError is a ValueError
+                log.warning("broker %d holds a topic this master cannot adopt (%.200r): %s", bid, rec, exc)
+                continue
+            log.warning("adopted topic %s held by broker %d: this master's copy had missed it", conf.name, bid)
 
 
 def url_host_port(url: str) -> tuple[str, int] | None:
@@ -201,6 +231,9 @@ class BrokerRegistrar:
         self.term = meta.term
         #: when an active master of term >= ``term`` last answered (the start counts as such an answer)
         self._term_seen = time.monotonic()
+        #: topics (and their data) kept although the master of a new term did not list them, reported
+        #: to it for adoption until it lists them: a broker drops data only for a deletion in one term
+        self.held: dict[str, TopicConf] = {}
 
     def _params(self, url: str) -> dict[str, str]:
         e = self.entry()
@@ -216,6 +249,8 @@ class BrokerRegistrar:
             params["brokerTLSPort"] = str(e.tls_port)
         if self.token:
             params["confModAuthToken"] = self.token
+        if self.held:
+            params["heldTopics"] = json.dumps([t.to_json() for t in list(self.held.values())[:MAX_HELD_REPORT]])
         return params
 
     async def beat_once(self) -> None:
@@ -233,12 +268,26 @@ class BrokerRegistrar:
             return
         self._failures[url] = 0
         self.last_ok[url] = time.monotonic()
+        self.apply(url, answer)
+
+    def apply(self, url: str, answer: dict[str, Any]) -> None:
+        """Take a master's heartbeat answer: its topics when it is active and of the right term."""
         term = answer.get("term", 0)
         term = term if isinstance(term, int) and not isinstance(term, bool) else 0
+        new_term = term != self.term
         # a standby's topic set may be stale, and so may an active master's of an older term
         if not answer.get("standby") and self._take_term(url, term):
             topics = [TopicConf.from_json(t) for t in answer.get("data", [])]
-            if self.meta.sync_topics(topics):
+            names = {t.name for t in topics}
+            if new_term:  # keep what the new term's master does not know (yet): never drop data for that
+                for t in self.meta.topics():
+                    if t.name not in names and t.name not in self.held:
+                        log.warning("keeping topic %s and its data: the master of term %d (%s) does not list it;"
+                                    " reporting it for adoption", t.name, term, url)
+                        self.held[t.name] = t
+            for name in [n for n in self.held if n in names]:
+                del self.held[name]  # listed (adopted)
+            if self.meta.sync_topics(topics + list(self.held.values())):
                 log.info("topic deployments from %s: %s", url, [t.name for t in topics])
             self.registered.set()
             self._learn_masters(answer.get("masters"))
