@@ -129,6 +129,8 @@ class MasterReplication:
         #: a peer learned from its sync calls (a master started without ``peer_master``): (address, admin URL)
         self.learned: tuple[str, str] | None = None
         self.synced_once = False
+        #: when this process last confirmed its copy equal to an active peer's metadata
+        self.copied_at: float | None = None
         #: this process's topic-set identity (``epoch:version``): a standby that has it gets no topic list
         self.epoch = secrets.token_hex(8)
         #: standby side: the active master's ``epoch:version`` whose topics this master applied
@@ -332,6 +334,7 @@ class MasterReplication:
                                         rec["brokerId"], exc)
         if self.peer_term > self.meta.term:
             self.meta.set_term(self.peer_term)
+        self.copied_at = time.monotonic()
         if not self.synced_once:
             self.synced_once = True
             log.info("standby holds the active master's metadata: %d topics, %d brokers, term %d",
@@ -420,9 +423,9 @@ class MasterReplication:
         if now - since < self.takeover_s:
             return
         why = f"peer master {self.peer} unreachable for {now - since:.1f} s"
-        if self.peer_seen is None or since - self.peer_seen > FRESH_COPY_PERIODS * self.period_s:
-            age = "no copy made by this process" if self.peer_seen is None else (
-                f"the last copy is from {since - self.peer_seen:.1f} s before it went down")
+        if self.copied_at is None or since - self.copied_at > FRESH_COPY_PERIODS * self.period_s:
+            age = "no copy made by this process" if self.copied_at is None else (
+                f"the last copy is from {since - self.copied_at:.1f} s before it went down")
             self._log_failure(f"{why}, but {age}: not taking over (a stale topic set would make the brokers "
                               "drop newer topics); restart this master without --standby to force it")
             return
