@@ -458,7 +458,12 @@ class ReplicatedAdminApi(AdminApi):
         self._active_admin_url = active_admin_url
 
     def handle(self, params: dict[str, str]) -> dict[str, Any]:
-        if params.get("type") == "op_modify" and params.get("method") not in LOCAL_METHODS and self._is_standby():
+        if (
+            self.config.role == "master"  # a pair; an all-in-one server's brokers answer their own calls
+            and params.get("type") == "op_modify"
+            and params.get("method") not in LOCAL_METHODS
+            and self._is_standby()
+        ):
             url = self._active_admin_url()
             where = f"the active master's admin API {url}" if url else "the active master"
             return {
