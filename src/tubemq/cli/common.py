@@ -149,7 +149,7 @@ def resolve_admin_url(admin_url: str | None, master: str | None, admin_port: int
 def lookup_published(address: str) -> Any:
     """The endpoints a live local `tubemq serve` published for ``address``, a host name resolved too
     (``localhost:8715`` finds the server published as ``127.0.0.1:8715``); None when there is none."""
-    from ..server.endpoints import lookup
+    from .._endpoints import lookup
 
     found = lookup(address)
     host, _, port = address.strip().rpartition(":")

@@ -25,7 +25,7 @@ LOG_FILE = "tubemq-serve.log"
 
 
 def _alive(pid: int) -> bool:
-    from tubemq.server.endpoints import _alive as alive
+    from tubemq._endpoints import _alive as alive
 
     return alive(pid)
 
@@ -34,7 +34,7 @@ def _published_by(pid: int) -> Any:
     """The endpoints file a server process ``pid`` published once it listened, or None."""
     import json
 
-    from tubemq.server.endpoints import Endpoints, runtime_dir
+    from tubemq._endpoints import Endpoints, runtime_dir
 
     with contextlib.suppress(OSError):
         for path in runtime_dir().glob("*.json"):
