@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +34,23 @@ def doc_env(**extra: str) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
     return env
+
+
+def run_in_own_session(argv: Sequence[str], *, timeout: float, cwd: Path,
+                       env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run a block in a session of its own; whatever it left running (``cmd &``) is ended afterwards."""
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
+                            start_new_session=sys.platform != "win32")
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if sys.platform != "win32":
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
 @dataclass

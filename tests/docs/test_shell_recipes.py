@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from .blocks import all_blocks
-from .conftest import SERVE_PORTS, busy, doc_env
+from .conftest import SERVE_PORTS, busy, doc_env, run_in_own_session
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell recipes (`tubemq serve --detach`)")
 
@@ -46,8 +46,7 @@ def test_fresh_recipe_runs_verbatim(block: object, tmp_path: Path) -> None:
         expect = [e.replace("8715", str(ports[0])) for e in expect]
     t0 = time.monotonic()
     try:
-        r = subprocess.run(["bash", "-euo", "pipefail", "-c", code], capture_output=True, text=True,
-                           timeout=300, cwd=tmp_path, env=env)
+        r = run_in_own_session(["bash", "-euo", "pipefail", "-c", code], timeout=300, cwd=tmp_path, env=env)
     finally:
         pid_file = tmp_path / "tubemq-data" / "tubemq-serve.pid"
         if pid_file.exists():  # the recipe failed before its `kill`: stop the server it started
