@@ -13,7 +13,7 @@ import collections
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .._sync import Dispatcher, Facade, blocking, to_thread
@@ -23,6 +23,7 @@ from ..errors import ClientClosedError, TubeMQError
 from . import aio
 from .core import ConsumerCore, Hook
 from .fetch import Batch
+from .positions import PartitionRef
 
 __all__ = ["Consumer"]
 
@@ -44,11 +45,13 @@ class Consumer(Facade[aio.Consumer]):
     def __init__(self, master: str | list[str] | None = None, group: str | None = None, topics: Any = None, *,
                  consume_from: str | None = None, config: ConsumerConfig | None = None,
                  on_partitions_assigned: Hook | None = None, on_partitions_revoked: Hook | None = None,
-                 on_error: Callable[[TubeMQError], Any] | None = None, **options: Any) -> None:
+                 on_error: Callable[[TubeMQError], Any] | None = None,
+                 on_partitions_lost: Hook | None = None, **options: Any) -> None:
         assigned, revoked = to_thread(on_partitions_assigned), to_thread(on_partitions_revoked)
+        lost = to_thread(on_partitions_lost)
         self._open(lambda: aio.Consumer(master, group, topics, consume_from=consume_from, config=config,
                                         on_partitions_assigned=assigned, on_partitions_revoked=revoked,
-                                        on_error=on_error, **options),
+                                        on_error=on_error, on_partitions_lost=lost, **options),
                    aio.Consumer.close)
         self.config: ConsumerConfig = self._aio.config
 
@@ -122,12 +125,13 @@ class Consumer(Facade[aio.Consumer]):
             runner.stop()
             raise
 
-    def pause(self) -> None:
-        """Stop fetching and stop calling the listener until :meth:`resume`."""
-        self._portal.call(self._aio.pause)
+    def pause(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
+        """Stop fetching and stop calling the listener until :meth:`resume`; with ``partitions``,
+        stop fetching only those (see :meth:`tubemq.aio.Consumer.pause`)."""
+        self._portal.call(self._aio.pause, partitions)
 
-    def resume(self) -> None:
-        self._portal.call(self._aio.resume)
+    def resume(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
+        self._portal.call(self._aio.resume, partitions)
 
     @property
     def paused(self) -> bool:
@@ -148,6 +152,14 @@ class Consumer(Facade[aio.Consumer]):
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<tubemq.Consumer {self.config.group} {sorted(self.config.topics)} {state}>"
+
+    # ------------------------------------------------------------------ positions (consumer engineer's block)
+    seek = blocking(aio.Consumer.seek)
+    seek_to_beginning = blocking(aio.Consumer.seek_to_beginning)
+    seek_to_end = blocking(aio.Consumer.seek_to_end)
+
+    def paused_partitions(self) -> frozenset[str]:
+        return self._portal.call(self._aio.paused_partitions)
 
 
 #: batches a :class:`BatchFeed` keeps polled ahead of the iterating thread
