@@ -468,8 +468,9 @@ class ConsumerCore:
             for slot in slots:
                 if self._lost_infos.get(slot.key) == slot.subscribe_info:
                     del self._lost_infos[slot.key]
-            self.table.changed = True
-            self.session.trigger_heartbeat()  # tell the master soon (reportSubscribeInfo)
+            if not self.closing:
+                self.table.changed = True
+                self.session.trigger_heartbeat()  # tell the master soon (reportSubscribeInfo)
 
     def _broker_unhealthy(self, address: str, reason: str) -> None:
         """Java, after a failed broker heartbeat: release that broker's partitions locally (no RPC: it
