@@ -1,5 +1,8 @@
-"""The asyncio consumer (server-side balancing): master session, rebalance worker, broker heartbeats,
-fetch loop, confirms and a clean shutdown. The sync and asyncio public classes are thin facades.
+"""The asyncio consumer (server-side balancing): ``ConsumerCore`` ties the master session
+(:mod:`.session`), the rebalance worker (:mod:`.rebalance`) over the partition table (:mod:`.partitions`),
+the broker calls and heartbeats (:mod:`.brokers`), the fetch loop (:mod:`.fetch`) and seeks
+(:mod:`.positions`) together, and owns confirms, lost-partition reports and a clean shutdown. The sync
+and asyncio public classes are thin facades.
 
 Request shapes follow the official Java client byte for byte where the captures show them
 (captures/s2_consumer_pull.json, s3_rebalance.json, s4_filter.json): register with ``requireBound``,
@@ -19,7 +22,11 @@ Deliberate differences from the Java client, each for robustness:
   (WARNING log, ``consumer.broker_unhealthy`` metric, ``on_error`` callback): its connection is closed
   and its partitions are released locally for the master to assign again, as Java does after a failed
   broker heartbeat; they are registered and fetched again once the broker answers;
-* ``close()`` is bounded by ``close_timeout_ms`` however many requests are outstanding.
+* ``close()`` is bounded by ``close_timeout_ms`` however many requests are outstanding;
+* a partition dropped without a revoke (broker death, 411/412/415) is reported to the application
+  (``on_partitions_lost``, else ``on_partitions_revoked``) *before* the master hears of it, so the
+  master cannot give it to another member while this one's hooks still count it as held;
+* ``confirm()`` answers True only for a commit the broker acknowledged (never for an unknown outcome).
 """
 
 from __future__ import annotations
