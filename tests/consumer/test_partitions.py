@@ -11,8 +11,10 @@ import pytest
 from tubemq.codec import Partition
 from tubemq.consumer.bound.session import CommittedOffset
 from tubemq.consumer.partitions import PartitionSlot, PartitionState, PartitionTable
-from tubemq.consumer.positions import partition_key, partition_keys
-from tubemq.errors import BadRequestError
+from tubemq.consumer.positions import partition_key, partition_keys, reposition
+from tubemq.consumer.rebalance import RegisterOutcome
+from tubemq.errors import BadRequestError, ServerError
+from tubemq.types import Batch
 
 CID = "g_127.0.0.1-1-2-3-Pull-py-0.1.0"
 
@@ -113,3 +115,50 @@ def test_committed_offset_is_truthy_and_warns_as_a_number() -> None:
     with pytest.warns(DeprecationWarning):
         assert f"{CommittedOffset(56)}" == "56"
     assert {CommittedOffset(56): 1}  # hashable
+
+
+class FakeBrokers:
+    """``BrokerClient.register`` as a seek uses it: records the calls, answers what it is told."""
+
+    def __init__(self, outcome: RegisterOutcome) -> None:
+        self.outcome = outcome
+        self.calls: list[tuple[str, int, int | None, str]] = []
+
+    async def register(self, slot: PartitionSlot, read_status: int, offset: int | None = None) -> RegisterOutcome:
+        self.calls.append((slot.key, read_status, offset, slot.state.name))
+        return self.outcome
+
+
+def test_a_seek_waits_for_the_running_fetch_and_drops_its_batch() -> None:
+    async def main() -> None:
+        table = PartitionTable(CID, "g")
+        slot = owned(table, 0)
+        assert table.acquire_nowait() is slot  # a fetch worker took it: FETCHING
+        booking = slot.booking
+        brokers = FakeBrokers(RegisterOutcome(True, 200, "OK!", 56, 280))
+        batch = Batch(slot.partition, ["m1", "m2"], 0, 280, slot=slot, booking=booking)  # type: ignore[list-item]
+
+        async def answer() -> None:
+            await asyncio.sleep(0.05)
+            assert table.fetch_done(slot, booking, batch=batch)  # buffered, not handed out yet
+
+        task = asyncio.create_task(answer())
+        moved = await reposition(table, brokers, slot, offset=56, to_end=False, timeout=5.0)  # type: ignore[arg-type]
+        await task
+        assert moved == 56 and slot.curr_offset == 56
+        assert brokers.calls == [("1:t:0", 0, 56, "FETCHING")]  # the seek owned the partition meanwhile
+        assert batch.messages == [] and not table.is_current(slot, booking)  # never handed out
+        assert slot.state is PartitionState.OWNED and not slot.last_consumed
+        assert table.acquire_nowait() is slot  # fetched again at once, from the new position
+
+        # to the end: readStatus 2, no offset; a refusal leaves the partition fetchable and says why
+        table.fetch_done(slot, slot.booking, consumed=False)
+        brokers.outcome = RegisterOutcome(True, 200, "OK!", 280, 280)
+        assert await reposition(table, brokers, slot, offset=None, to_end=True, timeout=5.0) == 280  # type: ignore[arg-type]
+        assert brokers.calls[-1] == ("1:t:0", 2, None, "FETCHING")
+        brokers.outcome = RegisterOutcome(False, 500, "disk on fire")
+        with pytest.raises(ServerError, match="disk on fire"):
+            await reposition(table, brokers, slot, offset=0, to_end=False, timeout=5.0)  # type: ignore[arg-type]
+        assert slot.state is PartitionState.OWNED and slot.registered
+
+    asyncio.run(main())
