@@ -234,6 +234,7 @@ def test_the_master_hears_of_a_loss_only_after_the_lost_hook(cluster: Any) -> No
                 await asyncio.sleep(0.02)
             assert lost == [[key]] and assigned == [[key]]
             assert key not in core.table and slot.subscribe_info in core.subscribe_infos()
+            assert c.metrics()["counters"]["consumer.partitions_lost"] == 1
             await asyncio.sleep(1.5)  # several heartbeats and balance rounds: still ours for the master
             assert assigned == [[key]]
             release.set()
