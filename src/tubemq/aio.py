@@ -17,6 +17,7 @@ _LAZY = {
     "Producer": ("tubemq.producer.aio", "Producer"),
     "Consumer": ("tubemq.consumer.aio", "Consumer"),
     "BoundConsumer": ("tubemq.consumer.bound.aio", "AsyncBoundConsumer"),
+    "AdminClient": ("tubemq.admin.aio", "AdminClient"),
 }
 
 

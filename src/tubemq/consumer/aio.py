@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
+from ..admin.aio import AdminClient as AsyncAdminClient
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
 from ..errors import ClientClosedError, TubeMQError
@@ -353,6 +354,12 @@ class Consumer:
             await core.close()
         else:
             core.closing = core.closed = True
+
+    async def offsets_for_times(self, topic: str, when: Any, *, admin_url: str) -> list[Any]:
+        """First index offset at or after ``when`` per partition (``tubemq.admin``: the RPC protocol
+        has no time lookup, the master's web API at ``admin_url`` has)."""
+        admin = AsyncAdminClient(admin_url, timeout=self.config.rpc_timeout_ms / 1000.0)
+        return list(await admin.offsets_for_times(topic, when))
 
     def __repr__(self) -> str:
         state = "closed" if self._core.closing else "open"

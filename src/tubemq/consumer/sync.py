@@ -15,6 +15,7 @@ from typing import Any
 
 from .._bridge import Dispatcher, Facade, blocking, to_thread
 from .._bridge.feed import BatchFeed
+from ..admin import AdminClient
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
 from ..errors import TubeMQError
@@ -146,6 +147,10 @@ class Consumer(Facade[aio.Consumer]):
         wait = timeout if timeout is not None else cfg.shutdown_wait_ms / 1000.0 + 5.0
         self._portal.close(self._aio.close(timeout, caller_thread=threading.get_ident()),
                            timeout=wait + cfg.rpc_timeout_ms / 1000.0 * 2)
+
+    def offsets_for_times(self, topic: str, when: Any, *, admin_url: str) -> list[Any]:
+        """First index offset at or after ``when`` per partition, through the web API at ``admin_url``."""
+        return list(AdminClient(admin_url, timeout=self.config.rpc_timeout_ms / 1000.0).offsets_for_times(topic, when))
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"

@@ -154,6 +154,8 @@ class AdminApi:
         self._broker_confs: BrokerConfs | None = None
         #: calls added by the embedding server (e.g. the broker registration of server/registration.py)
         self.extra_methods: dict[tuple[str, str], Callable[[dict[str, str]], dict[str, Any]]] = {}
+        #: the web port answering a broker's web API (admin_offsets.py), 0 = none (set by the server)
+        self.broker_web_port: Callable[[int], int] = lambda broker_id: 0
 
     def handle(self, params: dict[str, str]) -> dict[str, Any]:
         try:
@@ -317,7 +319,8 @@ class AdminApi:
         """Every broker configure record: the embedded brokers (online) and the ones added by the API."""
         out: dict[int, dict[str, Any]] = {}
         for bid, b in sorted(self.meta.brokers.items()):
-            out[bid] = _broker_record(bid, b.host, b.port, b.tls_port or DEFAULT_BROKER_TLS_PORT, 0, STATUS_ONLINE)
+            web = self.broker_web_port(bid)
+            out[bid] = _broker_record(bid, b.host, b.port, b.tls_port or DEFAULT_BROKER_TLS_PORT, web, STATUS_ONLINE)
         for bid, rec in self.broker_confs.records.items():
             out.setdefault(bid, dict(rec))
         return out

@@ -507,6 +507,27 @@ class MessageStore:
                 return INDEX_ENTRY.unpack(raw) if len(raw) == ENTRY else None
         return None
 
+    def start_offset_by_timestamp(self, timestamp_ms: int) -> int:
+        """The index offset of the first entry appended at or after ``timestamp_ms`` (``max_offset`` when
+        none): the real store's ``getStartOffsetByTimeStamp``. A binary search over the append times,
+        which only grow within a store, so it costs O(log n) preads (admin ``offsets_for_times``)."""
+        self.flush_pending()
+        for seg in self.segments:
+            count = seg.idx_len // ENTRY
+            if count == 0 or self._segment_last_time(seg) < timestamp_ms:
+                continue
+            rfd_idx, _ = seg.read_fds()
+            lo, hi = 0, count - 1  # the last entry qualifies: find the first one that does
+            while lo < hi:
+                mid = (lo + hi) // 2
+                raw = os.pread(rfd_idx, ENTRY, mid * ENTRY)
+                if len(raw) == ENTRY and INDEX_ENTRY.unpack(raw)[4] >= timestamp_ms:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return seg.idx_base + lo * ENTRY
+        return self.max_offset
+
     # ---- retention / lifecycle
 
     def _segment_last_time(self, seg: _Segment) -> int:
