@@ -169,7 +169,7 @@ def test_seek_to_beginning_in_the_assigned_hook(cluster: Any, consumer_api: Any)
         finally:
             await c2.close()
 
-    run(main())
+    run(main(), timeout=180)
 
 
 def test_pause_and_resume_single_partitions(cluster: Any, consumer_api: Any) -> None:
