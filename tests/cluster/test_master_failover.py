@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _support import needs_sigkill
+
 import tubemq
 
 from .helpers import admin_call
@@ -34,6 +36,7 @@ def _wait(pred: Any, timeout: float, what: str) -> float:
     return time.monotonic()
 
 
+@needs_sigkill
 def test_standby_master_takes_over(tmp_path: Path) -> None:
     with ProcCluster(tmp_path, brokers=2, masters=2) as c:
         c.create_topic("ha", 1)

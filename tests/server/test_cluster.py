@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import HAS_PROC_FS
 
 from tubemq.errors import ConfigError
 from tubemq.protocol import constants as C
@@ -92,8 +93,7 @@ def test_async_twin(tmp_path: Path) -> None:
 
 def _open_fds() -> int | None:
     """Open file descriptors of this process (None where /proc is not there)."""
-    fd_dir = Path("/proc/self/fd")
-    return len(list(fd_dir.iterdir())) if fd_dir.is_dir() else None
+    return len(list(Path("/proc/self/fd").iterdir())) if HAS_PROC_FS else None
 
 
 @pytest.mark.parametrize("role", ["master", "broker", "admin"])
