@@ -1,20 +1,26 @@
 """Shared test fixtures.
 
-* The run fails when the compiled codec did not load, unless TUBEMQ_NO_EXTENSIONS=1 (aiokafka style).
+* The run fails when the compiled codec did not load, unless TUBEMQ_NO_EXTENSIONS=1 selects the
+  pure-Python twin (aiokafka style): ``TUBEMQ_NO_EXTENSIONS=1 python -m pytest -q tests/...``.
 * ``cluster``: a fresh embedded TubeMQ cluster (master + broker) on 127.0.0.1 with short balance
   periods, in a temporary data directory.
+* Parallel workers (pytest-xdist, ``-n 4 --dist loadgroup`` in pyproject): every test uses its own
+  ports (0 = the OS picks) and its own tmp_path; tests that must share one worker get an
+  ``xdist_group`` here (``SERIAL_GROUPS``).
+Shared helpers (wait_for, fast timers, produce, platform guards) live in tests/_support.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import FAST_SERVER, embedded_cluster
 
 from tubemq import codec
-from tubemq.server.testing import FAST_TIMERS
 
 NO_EXT = os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")
 
@@ -25,14 +31,38 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "tubemq._codec (the Cython extension) did not load; build it with `pip install -e .` "
             "or run with TUBEMQ_NO_EXTENSIONS=1 to test the pure-Python twin only"
         )
+    if NO_EXT and codec.implementation != "python":
+        raise pytest.UsageError(f"TUBEMQ_NO_EXTENSIONS=1 but tubemq.codec runs {codec.implementation!r}")
 
 
-FAST_SERVER = FAST_TIMERS  # kept for older imports
+__all__ = ["FAST_SERVER", "NO_EXT"]  # FAST_SERVER kept for older imports (tests/_support has it)
+
+TESTS = Path(__file__).resolve().parent
+
+#: Test files (relative to tests/, a folder ends with "/") whose tests run on one worker, one after the
+#: other, and why: the Spark tests share one JVM per worker (session fixtures), so they go to one worker
+#: instead of starting a JVM on each (a JVM's start is most of a minute of CPU on 2 cores).
+SERIAL_GROUPS: dict[str, str] = {
+    "spark/": "spark",
+    "test_examples.py::test_spark": "spark",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            rel = Path(str(item.path)).resolve().relative_to(TESTS).as_posix()
+        except ValueError:
+            continue
+        where = f"{rel}::{item.name}"
+        for prefix, group in SERIAL_GROUPS.items():
+            if where.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
 
 
 @pytest.fixture
 def cluster(tmp_path: Any) -> Iterator[Any]:
-    from tubemq.server import EmbeddedCluster
-
-    with EmbeddedCluster(data_dir=tmp_path / "tubemq-data", **FAST_SERVER) as c:
+    with embedded_cluster(tmp_path / "tubemq-data") as c:
         yield c
