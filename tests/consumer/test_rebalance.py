@@ -89,6 +89,16 @@ async def fetching() -> tuple[PartitionTable, Any]:
     return table, await table.acquire()
 
 
+async def releasing_delivered() -> tuple[PartitionTable, Any, int]:
+    """:func:`fetching`, its batch handed to the application, then the partition revoked: the table, the
+    slot and the batch's booking."""
+    table, s = await fetching()
+    table.fetch_done(s, s.booking, batch=Delivered())
+    booking = s.booking
+    table.begin_release(s)
+    return table, s, booking
+
+
 # ---- state machine
 
 
@@ -189,10 +199,7 @@ def test_revoke_waits_for_fetch_then_abandons() -> None:
 
 def test_revoke_of_delivered_batch_waits_for_confirm() -> None:
     async def main() -> None:
-        table, s = await fetching()
-        table.fetch_done(s, s.booking, batch=Delivered())
-        booking = s.booking
-        table.begin_release(s)
+        table, s, booking = await releasing_delivered()
         assert s.state is PartitionState.IN_FLIGHT
         assert not table.is_current(s, booking)  # must not be handed out again
         waiter = asyncio.ensure_future(table.wait_settled(s, 5))
@@ -206,10 +213,7 @@ def test_revoke_of_delivered_batch_waits_for_confirm() -> None:
 
 def test_revoke_timeout_forces_rollback() -> None:
     async def main() -> None:
-        table, s = await fetching()
-        table.fetch_done(s, s.booking, batch=Delivered())
-        booking = s.booking
-        table.begin_release(s)
+        table, s, booking = await releasing_delivered()
         assert not await table.wait_settled(s, 0.02)
         assert s.state is PartitionState.RELEASING and not s.last_consumed
         assert not table.confirm(s, booking, True)  # the late confirm is rejected
