@@ -39,12 +39,14 @@ __all__ = ["FAST_SERVER", "NO_EXT"]  # FAST_SERVER kept for older imports (tests
 
 TESTS = Path(__file__).resolve().parent
 
-#: Test files (relative to tests/, a folder ends with "/") whose tests run on one worker, one after the
-#: other, and why: the Spark tests share one JVM per worker (session fixtures), so they go to one worker
-#: instead of starting a JVM on each (a JVM's start is most of a minute of CPU on 2 cores).
+#: Test files (relative to tests/, a folder ends with "/"; or "file::test_name_prefix") whose tests run on
+#: one worker, one after the other, and why: the Spark tests share one JVM per worker (session fixtures),
+#: so they go to one worker instead of starting a JVM on each (a JVM's start is most of a minute of CPU on
+#: 2 cores); the Spark examples run in one child process with a JVM of its own (a module fixture), on
+#: another worker.
 SERIAL_GROUPS: dict[str, str] = {
     "spark/": "spark",
-    "test_examples.py::test_spark": "spark",
+    "test_examples.py::test_spark": "spark-examples",
 }
 
 

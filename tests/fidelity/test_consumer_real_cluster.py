@@ -29,6 +29,18 @@ async def _steady(rp: ConsumerReplay, **options: Any) -> tuple[Any, Any, Any]:
     return consumer, master, broker
 
 
+async def _dropped_and_reported(consumer: Any, master: Any, broker: Any, keep: list[int]) -> float:
+    """Wait until the consumer holds only ``keep``, then until it told the master so in a heartbeat
+    report; returns the time of the broker's last request when the partition was gone."""
+    await Deadline(10).until(lambda: sorted(p.partition_id for p in consumer.assignment()) == keep,
+                             f"only partitions {keep} left")
+    t_drop: float = broker.log[-1].t
+    await Deadline(10).until(
+        lambda: any(s.msg.reportSubscribeInfo and _pids(s.msg.subscribeInfo) == keep
+                    for s in master.requests(Method.MASTER_CONSUMER_HEARTBEAT)), f"a report of only {keep}")
+    return t_drop
+
+
 def test_master_forgot_the_group_real_411_reregisters_with_our_partitions() -> None:
     """Real answer: 411 'Not found groupName <g> in holder!' (s6b). Java re-registers at once with the
     partitions it holds in subscribeInfo; the partitions stay registered at the broker."""
@@ -87,12 +99,7 @@ def test_broker_heartbeat_failure_info_drops_the_partition_and_reports() -> None
         consumer, master, broker_srv = await _steady(rp)
         try:
             state["fail"] = True
-            await Deadline(10).until(lambda: sorted(p.partition_id for p in consumer.assignment()) == [1, 2],
-                                     "partition 0 dropped")
-            t_drop = broker_srv.log[-1].t
-            await Deadline(10).until(
-                lambda: any(s.msg.reportSubscribeInfo and _pids(s.msg.subscribeInfo) == [1, 2]
-                            for s in master.requests(Method.MASTER_CONSUMER_HEARTBEAT)), "report without 0")
+            t_drop = await _dropped_and_reported(consumer, master, broker_srv, [1, 2])
             await Deadline(10).until(lambda: broker_srv.log[-1].t > t_drop + 0.2, "more broker traffic")
             late = [s for s in broker_srv.log if s.t > t_drop + 0.1]
             assert late and not [s for s in late if getattr(s.msg, "partitionId", None) == 0]
@@ -123,11 +130,7 @@ def test_get_message_412_drops_the_partition() -> None:
         consumer, master, broker_srv = await _steady(rp)
         try:
             state["stolen"] = True
-            await Deadline(10).until(lambda: sorted(p.partition_id for p in consumer.assignment()) == [0, 1],
-                                     "partition 2 dropped")
-            await Deadline(10).until(
-                lambda: any(s.msg.reportSubscribeInfo and _pids(s.msg.subscribeInfo) == [0, 1]
-                            for s in master.requests(Method.MASTER_CONSUMER_HEARTBEAT)), "report without 2")
+            await _dropped_and_reported(consumer, master, broker_srv, [0, 1])
         finally:
             await aclose_all(consumer, master, broker_srv)
         unregs = [s.msg.partitionId for s in broker_srv.requests(Method.BROKER_CONSUMER_REGISTER)
