@@ -39,29 +39,62 @@ __all__ = ["FAST_SERVER", "NO_EXT"]  # FAST_SERVER kept for older imports (tests
 
 TESTS = Path(__file__).resolve().parent
 
-#: Test files (relative to tests/, a folder ends with "/"; or "file::test_name_prefix") whose tests run on
-#: one worker, one after the other, and why: the Spark tests share one JVM per worker (session fixtures),
-#: so they go to one worker instead of starting a JVM on each (a JVM's start is most of a minute of CPU on
-#: 2 cores); the Spark examples run in one child process with a JVM of its own (a module fixture), on
-#: another worker.
+#: Tests that run on one worker, one after the other (a scheduling group), and why: the Spark tests share
+#: one JVM per worker (session fixtures), so they go to one worker instead of starting a JVM on each (a
+#: JVM's start is most of a minute of CPU on 2 cores); the Spark examples run in one child process with a
+#: JVM of its own (a module fixture), on another worker. Keys are node ids relative to tests/ ("dir/",
+#: "file.py", or "file.py::test_name_prefix").
 SERIAL_GROUPS: dict[str, str] = {
     "spark/": "spark",
     "test_examples.py::test_spark": "spark-examples",
 }
+#: Files whose tests start first (the longest set-ups and groups), so they do not end the run alone.
+FIRST: tuple[str, ...] = ("spark/", "test_examples.py", "packaging/", "reliability/test_codec_fuzz.py",
+                          "test_platform_guards.py", "cluster/", "cli/test_readme.py", "typing/")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def _rel(nodeid: str) -> str:
+    return nodeid[len("tests/"):] if nodeid.startswith("tests/") else nodeid
+
+
+def serial_group(nodeid: str) -> str | None:
+    """The scheduling group of a test (``SERIAL_GROUPS``), None when it may run anywhere."""
+    rel = _rel(nodeid)
+    return next((group for prefix, group in SERIAL_GROUPS.items() if rel.startswith(prefix)), None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        try:
-            rel = Path(str(item.path)).resolve().relative_to(TESTS).as_posix()
-        except ValueError:
-            continue
-        where = f"{rel}::{item.name}"
-        for prefix, group in SERIAL_GROUPS.items():
-            if where.startswith(prefix):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+    """Long files first (stable: the order inside a file is kept); every worker collects the same order."""
+
+    def rank(item: pytest.Item) -> int:
+        rel = _rel(item.nodeid)
+        return next((i for i, prefix in enumerate(FIRST) if rel.startswith(prefix)), len(FIRST))
+
+    items.sort(key=rank)
+
+
+try:  # pytest-xdist is in the test extra; without it the suite runs in one process (`-p no:xdist` too)
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pragma: no cover
+    LoadScopeScheduling = None
+
+
+if LoadScopeScheduling is not None:
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc, valid-type]
+        """``--dist loadgroup`` by ``SERIAL_GROUPS``: each group is one unit of work, every other test its
+        own (as ``--dist load``). Done here because xdist's own ``xdist_group`` marks do not reach the
+        scheduler with pytest 9 (xdist renames ``item._nodeid``, which pytest 9 no longer reads)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return serial_group(nodeid) or nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if LoadScopeScheduling is not None and config.getvalue("dist") == "loadgroup":
+        return GroupScheduling(config, log)
+    return None
 
 
 @pytest.fixture

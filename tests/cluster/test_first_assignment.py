@@ -38,12 +38,20 @@ def test_new_consumer_receives_within_seconds(tmp_path: Path) -> None:
 def test_real_master_timing_is_an_option(tmp_path: Path) -> None:
     """first_balance_delay_ms=-1: the group waits for the periodic round, and the event for the
     heartbeat after it (the real master's sequence)."""
+    # A round that falls between the register and the first heartbeat (sent right after it) is delivered
+    # at once: rare, but not on a loaded machine, so a fresh group tries again (at most 3 groups).
+    times: list[float] = []
     with EmbeddedCluster(tmp_path, first_balance_delay_ms=-1, balance_period_ms=300) as cluster:
         cluster.create_topic("orders", partitions=1)
-        got, elapsed = first_message(cluster, "orders", "slow", b"x", heartbeat_period_ms=2000)
-    print(f"real-master timing: first message after {elapsed:.2f} s (heartbeat 2 s, rounds 0.3 s)")
-    assert got == [b"x"]
-    assert elapsed >= 1.5  # waited for the second heartbeat at least
+        for attempt in range(3):
+            got, elapsed = first_message(cluster, "orders", f"slow{attempt}", b"x", heartbeat_period_ms=2000)
+            assert got == [b"x"]
+            times.append(elapsed)
+            if elapsed >= 1.5:
+                break
+    print(f"real-master timing: first message after {', '.join(f'{t:.2f}' for t in times)} s"
+          " (heartbeat 2 s, rounds 0.3 s)")
+    assert max(times) >= 1.5  # waited for the second heartbeat at least
 
 
 def test_delayed_first_balance(tmp_path: Path) -> None:
