@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import coverage
 
-    cov = coverage.Coverage(data_file=args.data_file)
+    # data_file=None would mean "no data file": leave it out to get COVERAGE_FILE / .coverage
+    cov = coverage.Coverage(**({"data_file": args.data_file} if args.data_file else {}))
     cov.load()
     data = cov.get_data()
     per: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # package: [statements, missed]
