@@ -63,8 +63,17 @@ def serial_group(nodeid: str) -> str | None:
     return next((group for prefix, group in SERIAL_GROUPS.items() if rel.startswith(prefix)), None)
 
 
+#: pytest-timeout limit of the grouped (JVM) tests that set none of their own: one test runs a Spark job
+#: of minutes on a loaded 2-core machine (the default, 300 s, is for a hang anywhere else).
+GROUP_TIMEOUT_S = 900
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long files first (stable: the order inside a file is kept); every worker collects the same order."""
+    """Long files first (stable: the order inside a file is kept); every worker collects the same order.
+    Grouped tests get ``GROUP_TIMEOUT_S`` unless they carry a timeout mark."""
+    for item in items:
+        if serial_group(item.nodeid) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(GROUP_TIMEOUT_S))
 
     def rank(item: pytest.Item) -> int:
         rel = _rel(item.nodeid)
