@@ -215,7 +215,8 @@ def test_producer_metrics_over_real_tcp(cluster: Any) -> None:
             conn._transport.abort()
 
         p._lt.call(drop)
-        assert p.send("pm", b"after the drop").message_id > 0
+        # through the loop (a blocking send would use the thread's own channel, not the pool's)
+        assert p.send_async("pm", b"after the drop").result(30).message_id > 0
         m = p.metrics()
         assert m["brokers"][address]["disconnects"] == 1 and m["brokers"][address]["reconnects"] == 1
         assert m["counters"]["net.disconnects"] == 1 and m["counters"]["net.reconnects"] == 1

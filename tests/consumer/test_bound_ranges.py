@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import tubemq
-from tubemq._sync import Portal
+from tubemq._bridge import Portal
 from tubemq.consumer import BoundConsumer
 
 from ._produce import send_raw

@@ -1,11 +1,10 @@
-"""The blocking producer's direct write runs in the application's thread: an application that reset
+"""The blocking producer's round trip writes from the application's thread: an application that reset
 SIGPIPE to SIG_DFL must get a typed error from a write to a dead socket, not be killed by the signal.
 
 Runs in a child process (the signal disposition is process-wide). The first part makes the dead-socket
-write deterministic: the peer resets the connection while the event loop is blocked, so the loop cannot
-close the connection first and every direct write really reaches the socket (ECONNRESET, then EPIPE,
-which raises SIGPIPE unless the write says MSG_NOSIGNAL). The second part does blocking Producer
-sends to an embedded broker that went down."""
+write deterministic: the peer resets the connection before the blocking channel writes, so every write
+really reaches the dead socket (ECONNRESET, then EPIPE, which raises SIGPIPE unless the write says
+MSG_NOSIGNAL). The second part does blocking Producer sends to an embedded broker that went down."""
 
 from __future__ import annotations
 
@@ -22,40 +21,35 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGPIPE"), reason="no SIGPI
 
 CHILD = textwrap.dedent(
     """
-    import asyncio, signal, socket, struct, sys, tempfile, time
+    import signal, socket, struct, sys, tempfile, time
 
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # what some applications (and daemons) do
 
     import tubemq
     from tubemq import codec
+    from tubemq._bridge.channel import BlockingChannel, Unsent
     from tubemq.errors import TubeMQError
-    from tubemq.net.connection import Connection
     from tubemq.server import EmbeddedCluster
     from tubemq.server.testing import FAST_TIMERS
 
     def build(serial, arg):
         return codec.encode_request(serial, 3, 13, b"x" * 100, timeout_ms=3000)
 
-    def callback(arg, payload, exc):
-        pass
-
-    async def direct_writes_to_a_reset_socket():
-        server = socket.create_server(("127.0.0.1", 0))
-        conn = await Connection.open(f"127.0.0.1:{server.getsockname()[1]}")
-        peer, _ = server.accept()
-        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        peer.close()  # RST
-        server.close()
-        time.sleep(0.3)  # blocks the loop: it sees the reset only after the writes below
-        started = [conn.send_direct(build, None, 3000, callback) for _ in range(5)]
-        print("direct", started, flush=True)
-        await asyncio.sleep(0.3)  # now the loop closes the connection
+    server = socket.create_server(("127.0.0.1", 0))
+    channel = BlockingChannel(f"127.0.0.1:{server.getsockname()[1]}", 3.0, 3.0)
+    peer, _ = server.accept()
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    peer.close()  # RST
+    server.close()
+    time.sleep(0.3)
+    outcomes = []
+    for _ in range(5):
         try:
-            await conn.call(3, 13, b"x", timeout_ms=3000)
-        except TubeMQError as exc:
-            print("call", type(exc).__name__, flush=True)
-
-    asyncio.run(direct_writes_to_a_reset_socket())
+            channel.round_trip(build, None, 3.0)
+            outcomes.append("answered")
+        except (Unsent, TubeMQError) as exc:
+            outcomes.append(type(exc).__name__)
+    print("direct", outcomes, flush=True)
 
     with tempfile.TemporaryDirectory() as d, EmbeddedCluster(data_dir=d, **FAST_TIMERS) as c:
         c.create_topic("sig", partitions=1)
@@ -63,7 +57,7 @@ CHILD = textwrap.dedent(
             p.send("sig", b"ok")
             c.stop_broker()
             errors = set()
-            for _ in range(20):
+            for _ in range(3):  # each waits for the broker up to rpc_timeout_ms, then fails typed
                 try:
                     p.send("sig", b"after")
                 except TubeMQError as exc:
@@ -80,16 +74,16 @@ def test_direct_writes_to_a_dead_socket_raise_typed_errors_with_sigpipe_default(
     assert r.returncode != -signal.SIGPIPE, f"killed by SIGPIPE; stdout: {out!r}"
     assert r.returncode == 0, err
     lines = out.splitlines()
-    # every direct write failed (none started), and nothing was killed
-    assert lines[0] == "direct [False, False, False, False, False]", out
-    assert lines[1].startswith("call ") and "Error" in lines[1], out
-    assert lines[2].startswith("producer [") and lines[2] != "producer []", out
+    # every write to the dead socket failed typed (none answered), and nothing was killed
+    assert lines[0].startswith("direct [") and "answered" not in lines[0], out
+    assert set(eval(lines[0][len("direct "):])) <= {"Unsent", "ConnectionLostError"}, out
+    assert lines[1].startswith("producer [") and lines[1] != "producer []", out
     assert lines[-1] == "alive", out
 
 
 def test_the_write_path_says_msg_nosignal_where_it_exists() -> None:
-    """Where the platform has MSG_NOSIGNAL the connection writes with it (the child test above cannot
-    tell a platform that has no SIGPIPE on sockets from one that ignores the flag)."""
-    from tubemq.net import connection
+    """Where the platform has MSG_NOSIGNAL the blocking channel writes with it (the child test above
+    cannot tell a platform that has no SIGPIPE on sockets from one that ignores the flag)."""
+    from tubemq._bridge import channel
 
-    assert connection._SEND_FLAGS == getattr(socket, "MSG_NOSIGNAL", 0)
+    assert channel._SEND_FLAGS == getattr(socket, "MSG_NOSIGNAL", 0)

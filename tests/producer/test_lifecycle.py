@@ -73,8 +73,20 @@ def test_requests_match_java_field_presence(cluster, relay, monkeypatch) -> None
 
         return spy
 
-    for name in ("start_call_cb", "send_direct"):
-        monkeypatch.setattr(conn_mod.Connection, name, spying(getattr(conn_mod.Connection, name)))
+    monkeypatch.setattr(conn_mod.Connection, "start_call_cb", spying(conn_mod.Connection.start_call_cb))
+    from tubemq._bridge.channel import BlockingChannel
+
+    real_round_trip = BlockingChannel.round_trip
+
+    def round_trip(self, build, job, timeout):
+        def capture(serial: int, a) -> bytes:
+            frame = build(serial, a)
+            frames.append(frame)
+            return frame
+
+        return real_round_trip(self, capture, job, timeout)
+
+    monkeypatch.setattr(BlockingChannel, "round_trip", round_trip)
     with tubemq.Producer(r.address) as p:  # default rpc timeout 10000 like Java
         p.send("cap_main", b"plain message #1")
         p.send("cap_main", b"attr message #5", attributes={"k": "v"}, stream_id="typeA", msg_time="202611221030")
@@ -297,7 +309,7 @@ def test_tls_end_to_end(tmp_path, stored) -> None:
         with tubemq.Producer(c.master_address, tls=True, tls_ca=str(cert), heartbeat_period_ms=200) as p:
             r = p.send("secure", b"over tls", attributes={"a": "b"})
             assert p.send_async("secure", b"again").result(timeout=30).message_id > 0
-            assert p._core._direct_sent == 0  # TLS: the blocking send never writes the socket itself
+            assert p._bridge.round_trips == 0  # TLS: the blocking send goes through the loop
         with pytest.raises(TubeMQError):  # a plain-text client cannot talk to the TLS master
             tubemq.Producer(c.master_address, connect_timeout_ms=1000, register_retry_wait_ms=10,
                             rpc_timeout_ms=3000)

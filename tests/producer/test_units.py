@@ -10,9 +10,9 @@ import time
 import pytest
 
 from tubemq import codec
+from tubemq._bridge.futures import SendFuture
 from tubemq.errors import InvalidMessageError, MessageTooLargeError, TopicNotPublishedError
-from tubemq.producer.core import format_msg_time, prepare_message
-from tubemq.producer.future import SendFuture
+from tubemq.producer.message import format_msg_time, prepare_message
 from tubemq.producer.quality import BrokerQuality
 from tubemq.producer.router import Router, key_partition
 

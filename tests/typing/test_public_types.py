@@ -39,7 +39,7 @@ async def main() -> None:
 
 EXPECTED = [
     "tubemq.producer.sync.Producer",
-    "tubemq.producer.core.SendResult",
+    "tubemq.types.SendResult",
     "tubemq.consumer.sync.Consumer",
     "tubemq.consumer.fetch.Batch | None",
     "tubemq.consumer.bound.sync.BoundConsumer",
@@ -47,7 +47,7 @@ EXPECTED = [
     "tubemq.config.ConsumerConfig",
     "tubemq.config.ClientConfig",
     "tubemq.producer.aio.Producer",
-    "tubemq.producer.core.SendResult",
+    "tubemq.types.SendResult",
     "tubemq.consumer.aio.Consumer",
     "tubemq.consumer.bound.aio.AsyncBoundConsumer",
 ]

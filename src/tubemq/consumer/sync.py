@@ -1,25 +1,23 @@
 """``tubemq.Consumer``: the blocking facade over :class:`tubemq.aio.Consumer`.
 
-The asyncio consumer runs on the shared event-loop thread (:class:`~tubemq._sync.Portal`) and
+The asyncio consumer runs on the shared event-loop thread (:class:`~tubemq._bridge.Portal`) and
 implements everything; this class only forwards. Rebalance hooks given as plain functions run on a
 worker thread (so they may call this consumer's blocking methods); a push listener runs on one
-dispatcher thread per consumer (:class:`~tubemq._sync.Dispatcher`).
+dispatcher thread per consumer (:class:`~tubemq._bridge.Dispatcher`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import functools
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._sync import Dispatcher, Facade, blocking, to_thread
+from .._bridge import Dispatcher, Facade, blocking, to_thread
+from .._bridge.feed import BatchFeed
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
-from ..errors import ClientClosedError, TubeMQError
+from ..errors import TubeMQError
 from . import aio
 from .core import ConsumerCore, Hook
 from .fetch import Batch
@@ -148,123 +146,3 @@ class Consumer(Facade[aio.Consumer]):
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<tubemq.Consumer {self.config.group} {sorted(self.config.topics)} {state}>"
-
-
-#: batches a :class:`BatchFeed` keeps polled ahead of the iterating thread
-FEED_AHEAD = 1
-
-
-class BatchFeed:
-    """Batches for one blocking ``for msg in consumer`` loop, handed over between threads without a
-    round trip per batch.
-
-    Why: ``Portal.run`` per batch (confirm the finished batch, poll the next) costs a Task, two
-    thread switches and a wake-up of the waiting thread, ≈100 µs of CPU on a loaded 2-core machine:
-    ~0.2 µs per message at 1 KiB. Here a task on the loop keeps ``FEED_AHEAD`` batch polled ahead in
-    a deque (polled = delivered, exactly as ``poll()`` would return it); the iterating thread takes
-    it under a lock and posts the confirm of the batch it finished with ``call_soon_threadsafe``
-    (fire and forget: a local confirm has no outcome the iterator reports). When the loop stops, a
-    batch still queued ahead goes back to the head of the delivery buffer, never shown. While queued
-    it is ``held``: the confirm timeout ignores it (as it ignores batches in the buffer), and a revoke
-    waits for its confirm like for any polled batch (up to ``rebalance_confirm_wait_ms``).
-    """
-
-    def __init__(self, lt: Any, consumer: aio.Consumer) -> None:
-        self._aio = consumer
-        self._loop: asyncio.AbstractEventLoop = lt.loop
-        self._ready: collections.deque[Batch] = collections.deque()
-        self._cond = threading.Condition(threading.Lock())
-        self._ended = False
-        self._error: BaseException | None = None
-        self._room: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
-        lt.call(self._start)
-
-    # ---- loop thread
-    def _start(self) -> None:
-        self._room = asyncio.Event()
-        self._task = self._loop.create_task(self._run(), name="tubemq-iter-feed")
-
-    async def _run(self) -> None:
-        core = self._aio._core
-        room = self._room
-        assert room is not None
-        try:
-            while not core.closing:
-                if len(self._ready) >= FEED_AHEAD:
-                    room.clear()
-                    await room.wait()
-                    continue
-                batch = await self._aio.poll(1.0)
-                if batch is None:
-                    continue
-                batch.held = True
-                with self._cond:
-                    self._ready.append(batch)
-                    self._cond.notify()
-        except ClientClosedError:
-            pass
-        except Exception as exc:  # handed to the iterating thread
-            self._error = exc
-        finally:
-            with self._cond:
-                self._ended = True
-                self._cond.notify_all()
-
-    def _advance(self, done: Batch | None) -> None:
-        """Loop thread: confirm the batch the iterator finished; make room for the next one."""
-        core = self._aio._core
-        if done is not None and not core.closing:
-            core.confirm_local(done, True)
-        if self._room is not None:
-            self._room.set()
-
-    def _stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-        with self._cond:
-            left = list(self._ready)
-            self._ready.clear()
-            self._ended = True
-        for batch in reversed(left):
-            self._aio._core.unpoll(batch)
-
-    def _post(self, fn: Callable[..., Any], *args: Any) -> None:
-        try:
-            self._loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # the loop is gone (consumer closed): nothing left to tell it
-            pass
-
-    # ---- iterating thread
-    def next_batch(self, done: Batch | None, timeout: float | None) -> Batch | None:
-        """Confirm ``done`` (if any) and return the next batch; None after ``timeout`` seconds (None:
-        wait forever) without one, or once the consumer closed."""
-        core = self._aio._core
-        if core.closing:
-            return None  # close rolls back whatever is queued
-        with self._cond:
-            batch = self._ready.popleft() if self._ready else None
-        if batch is not None:
-            batch.held = False
-            self._post(self._advance, done)
-            return batch
-        self._post(self._advance, done)  # the confirm may be what the next batch waits for
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while not self._ready:
-                if self._ended or core.closing:
-                    break
-                wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
-                if wait <= 0:
-                    break
-                self._cond.wait(wait)
-            batch = self._ready.popleft() if self._ready and not core.closing else None
-        if batch is not None:
-            batch.held = False
-            self._post(self._advance, None)
-        elif self._error is not None:
-            raise self._error
-        return batch
-
-    def stop(self) -> None:
-        self._post(self._stop)

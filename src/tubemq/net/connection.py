@@ -16,10 +16,7 @@ import asyncio
 import collections
 import itertools
 import logging
-import os
-import socket as _socket
 import ssl as _ssl
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,19 +46,6 @@ _READ_BUFFER_SIZE = 256 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 _decode_response = codec.decode_response
-_os_write = os.write
-#: send() flags of the direct write (:meth:`Connection.send_direct`, run in the application's thread):
-#: MSG_NOSIGNAL where the platform has it, so a write to a dead socket fails with EPIPE instead of
-#: raising SIGPIPE, which kills a process whose application reset SIGPIPE to SIG_DFL
-_SEND_FLAGS: int = getattr(_socket, "MSG_NOSIGNAL", 0)
-
-
-def _write(sock: _socket.socket | None, fd: int, data: bytes) -> int:
-    """One direct write: send() with _SEND_FLAGS on ``sock`` when there is one, else os.write on ``fd``."""
-    return sock.send(data, _SEND_FLAGS) if sock is not None else _os_write(fd, data)
-
-
-_monotonic = time.monotonic
 #: Request serials are 32-bit on the wire (they wrap).
 _SERIAL_MASK = 0xFFFFFFFF
 
@@ -196,9 +180,7 @@ class Connection:
         self._transport: asyncio.Transport | None = None
         self._max_frame_size = max_frame_size
         self._decoder = codec.FrameDecoder(max_frame_size)
-        # next(_serials) is one C call, atomic under the GIL: the loop and callers writing directly
-        # (send_direct) draw serials from it without a lock
-        self._serials = itertools.count(1)
+        self._serials = itertools.count(1)  # loop thread only
         # serial -> (future or None, deadline, callback or None, callback arg)
         self._pending: dict[int, tuple[asyncio.Future[bytes] | None, float, ResponseCallback | None, Any]] = {}
         self._wbuf: list[bytes] = []
@@ -208,14 +190,6 @@ class Connection:
         self._paused = False
         self._resume_waiters: list[asyncio.Future[None]] = []
         self._close_exc: TubeMQError | None = None
-        # direct writes from other threads (send_direct): the socket's fd (-1: not allowed, e.g. TLS),
-        # the lock every socket write and the close take (whole frames, in order, never to a closed
-        # fd), and the tail of a frame the kernel did not take at once (written next, by the loop)
-        self._fd = -1
-        #: the socket the direct write sends on with _SEND_FLAGS (None: os.write on _fd)
-        self._wsock: _socket.socket | None = None
-        self._wlock = threading.Lock()
-        self._wrest: bytes | None = None
         # observability: wire bytes (counted per write batch / per read, not per request) and why it closed
         self.bytes_sent = 0
         self.bytes_received = 0
@@ -261,14 +235,6 @@ class Connection:
     def _made(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
-        sock = transport.get_extra_info("socket")
-        if (not self.tls and sock is not None and transport.get_extra_info("sslcontext") is None
-                and sock.family in (_socket.AF_INET, _socket.AF_INET6)):
-            self._fd = sock.fileno()
-            # asyncio hands out a TransportSocket without send(); the socket.socket it wraps has one
-            raw = getattr(sock, "_sock", None)
-            if _SEND_FLAGS and isinstance(raw, _socket.socket):
-                self._wsock = raw
 
     def _data(self, data: bytes | memoryview) -> None:
         """Bytes read; ``data`` is only valid during this call (the protocol's read buffer)."""
@@ -426,67 +392,6 @@ class Connection:
         if self._sweeper is None:
             self._sweeper = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
 
-    def send_direct(self, build: Callable[[int, Any], bytes], arg: Any, timeout_ms: int,
-                    callback: ResponseCallback) -> bool:
-        """:meth:`start_call_cb` from a thread other than the loop's, writing the frame to the socket
-        in the calling thread: no loop wake-up, no hand-off (the blocking ``Producer.send``).
-
-        Only while nothing else waits to be written (no queued frame, an empty transport buffer, no
-        tail of an earlier direct write), so frames stay whole and in order; every socket write (this
-        one, the loop's flush) and the close hold ``_wlock``. Returns False, having started nothing,
-        when the request must go through the loop instead: TLS, a closed or full connection, queued
-        output, another thread writing right now (the loop then batches the waiting requests), or a
-        socket that would block. A kernel that takes only part of the frame gets the rest
-        from the loop, before anything else. The answer arrives on the loop thread, as for
-        :meth:`start_call_cb`.
-        """
-        if self._fd < 0 or self.closed or self._paused or len(self._pending) >= self.max_inflight:
-            return False
-        serial = next(self._serials) & _SERIAL_MASK
-        frame = build(serial, arg)
-        pending = self._pending
-        wlock = self._wlock
-        if not wlock.acquire(False):  # another thread is writing: the loop batches this one with others
-            return False
-        try:
-            transport = self._transport
-            if (self.closed or transport is None or self._wbuf or self._wrest is not None
-                    or transport.get_write_buffer_size() or transport.is_closing()):
-                return False
-            # registered before the write: the answer may arrive before os.write returns
-            pending[serial] = (None, _monotonic() + timeout_ms / 1000.0, callback, arg)
-            try:
-                n = _write(self._wsock, self._fd, frame)
-            except OSError as exc:
-                # nothing was written; a live entry is ours to take back (else the sweeper timed it out)
-                if pending.pop(serial, None) is None:
-                    return True
-                if not isinstance(exc, BlockingIOError):  # a dead socket: let the loop close it
-                    self._to_loop(self._write_failed, exc)
-                return False
-            self.bytes_sent += len(frame)
-            if n < len(frame):
-                self._wrest = frame[n:]
-                self._to_loop(self._write_queued)
-        finally:
-            wlock.release()
-        if self._sweeper is None:
-            self._to_loop(self._start_sweeper)
-        return True
-
-    def _to_loop(self, fn: Callable[..., Any], *args: Any) -> None:
-        try:
-            self._loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # the loop is closed: nothing runs there any more (the caller's wait ends it)
-            pass
-
-    def _write_failed(self, exc: OSError) -> None:
-        self._shutdown(ConnectionLostError(f"{self.address}: write failed: {exc}"))
-
-    def _start_sweeper(self) -> None:
-        if self._sweeper is None and not self.closed and self._pending:
-            self._sweeper = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
-
     async def call_frame(self, build: Callable[[int], bytes], *, timeout_ms: int) -> bytes:
         """Send the frame ``build(serial)`` returns; wait for the answer (hot path of §2)."""
         if not self.has_capacity:
@@ -518,7 +423,7 @@ class Connection:
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush()
-        elif self._wbuf or self._wrest is not None:
+        elif self._wbuf:
             self._write_queued()
 
     def _flush(self) -> None:
@@ -526,31 +431,24 @@ class Connection:
         self._write_queued()
 
     def _write_queued(self) -> None:
-        """Write the queued frames (after the tail of a partial direct write, if any); loop thread."""
-        with self._wlock:
-            buf, rest = self._wbuf, self._wrest
-            if (not buf and rest is None) or self._transport is None or self.closed:
-                return
-            self._wbuf = []
-            self._wrest = None
-            data = buf[0] if len(buf) == 1 else b"".join(buf)
-            self.bytes_sent += len(data)  # a direct write counted its whole frame already
-            if rest is not None:
-                data = rest + data
-            try:
-                self._transport.write(data)
-                return
-            except Exception as exc:  # transport already closing
-                failure = exc
-        self._shutdown(ConnectionLostError(f"{self.address}: write failed: {failure}"))
+        """Write the queued frames as one transport write (loop thread)."""
+        buf = self._wbuf
+        if not buf or self._transport is None or self.closed:
+            return
+        self._wbuf = []
+        data = buf[0] if len(buf) == 1 else b"".join(buf)
+        self.bytes_sent += len(data)
+        try:
+            self._transport.write(data)
+        except Exception as exc:  # transport already closing
+            self._shutdown(ConnectionLostError(f"{self.address}: write failed: {exc}"))
 
     def _sweep(self) -> None:
         self._sweeper = None
         if self.closed or not self._pending:
             return
         now = time.monotonic()
-        # list(): a copy in one C call; other threads add entries meanwhile (send_direct)
-        expired = [s for s, entry in list(self._pending.items()) if entry[1] <= now]
+        expired = [s for s, entry in self._pending.items() if entry[1] <= now]
         for serial in expired:
             entry = self._pending.pop(serial, None)
             if entry is None:
@@ -571,15 +469,11 @@ class Connection:
 
     def _shutdown(self, exc: TubeMQError) -> None:
         """Fail everything pending with ``exc``, drop the transport, run on_close callbacks once."""
-        with self._wlock:  # no direct write is under way, and none starts after this
-            if self.closed:
-                return
-            self.closed = True
-            self._fd = -1
-            self._wsock = None
-            self._wrest = None
-            transport, self._transport = self._transport, None
-            pending, self._pending = self._pending, {}
+        if self.closed:
+            return
+        self.closed = True
+        transport, self._transport = self._transport, None
+        pending, self._pending = self._pending, {}
         self._close_exc = exc if isinstance(exc, NotTubeMQPortError) else TubeMQConnectionError(
             f"{self.address}: connection is closed")
         if transport is not None:
@@ -613,7 +507,7 @@ class Connection:
         if self.closed:
             return
         self.closed_locally = True
-        if (self._wbuf or self._wrest is not None) and self._transport is not None:
+        if self._wbuf and self._transport is not None:
             self._write_queued()
         self._shutdown(ConnectionLostError(f"{self.address}: connection closed locally"))
         await asyncio.sleep(0)

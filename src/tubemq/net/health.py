@@ -18,6 +18,8 @@ from .pool import ConnectionPool
 BrokerAddresses = Callable[[], Mapping[str, int]]
 #: client-specific fields of one broker's entry: ``extra(address, broker_id)``
 BrokerExtra = Callable[[str, int], Mapping[str, Any]]
+#: figures of connections outside the pool (e.g. blocking senders' own), added to the pool's: ``io(address)``
+ExtraIO = Callable[[str], Mapping[str, int]]
 
 #: pool figures summed over the client's addresses into ``net.<name>`` counters
 NET_COUNTERS = ("reconnects", "connect_failures", "disconnects", "bytes_sent", "bytes_received")
@@ -31,10 +33,11 @@ class SessionHealth:
     """
 
     def __init__(self, metrics: Metrics, session: Any, brokers: BrokerAddresses,
-                 extra: BrokerExtra | None = None) -> None:
+                 extra: BrokerExtra | None = None, io: ExtraIO | None = None) -> None:
         self.session = session
         self.brokers = brokers
         self.extra = extra
+        self.io = io
         self._pool: ConnectionPool | None = None
         for key in NET_COUNTERS:
             metrics.register_counter(f"net.{key}", self._summer(key))
@@ -64,7 +67,8 @@ class SessionHealth:
         pool = self.pool
         if pool is None:
             return 0
-        return sum(pool.stats(a)[key] for a in self._addresses())
+        io = self.io
+        return sum(pool.stats(a)[key] + (io(a).get(key, 0) if io is not None else 0) for a in self._addresses())
 
     def master(self) -> dict[str, Any]:
         """The current master's address, whether the client is registered, the connection's health."""
@@ -84,6 +88,9 @@ class SessionHealth:
             entry: dict[str, Any] = {"broker_id": broker_id}
             if pool is not None:
                 entry.update(pool.stats(address))
+            if self.io is not None:
+                for key, n in self.io(address).items():
+                    entry[key] = entry.get(key, 0) + n
             if self.extra is not None:
                 entry.update(self.extra(address, broker_id))
             out[address] = entry

@@ -107,6 +107,11 @@ class ConnectionPool:
         h = self._health.get(address)
         return h is not None and h.retry_at > time.monotonic()
 
+    def backoff_left(self, address: str) -> float:
+        """Seconds until ``address`` may be connected again (0 when it may now)."""
+        h = self._health.get(address)
+        return max(0.0, h.retry_at - time.monotonic()) if h is not None else 0.0
+
     def connected(self, address: str) -> Connection | None:
         """The open connection to ``address`` if there is one (no I/O)."""
         conn = self._conns.get(address)

@@ -8,11 +8,17 @@ failure shields it again. The router falls back to shielded brokers when nothing
 
 from __future__ import annotations
 
+import threading
 import time
 
 
 class BrokerQuality:
-    """Per-broker failure counters and shield deadlines (loop-thread only, no locking needed)."""
+    """Per-broker failure counters and shield deadlines.
+
+    Updated by the loop thread and by blocking sends on callers' threads: every change and every
+    pruning read holds ``_lock`` (``any_shielded`` is a hint read without it, re-checked by
+    :meth:`shielded`).
+    """
 
     def __init__(self, failure_threshold: int = 5, shield_ms: int = 30000, unavailable_ms: int = 50000) -> None:
         self.failure_threshold = failure_threshold
@@ -21,26 +27,31 @@ class BrokerQuality:
         self._failures: dict[int, int] = {}
         self._until: dict[int, float] = {}
         self.total_errors: dict[int, int] = {}  # for metrics: failed requests since start, per broker
+        self._lock = threading.Lock()
 
     def success(self, broker_id: int) -> None:
         if self._failures:
-            self._failures.pop(broker_id, None)
+            with self._lock:
+                self._failures.pop(broker_id, None)
 
     def refused(self, broker_id: int) -> None:
         """An error answer (counted for metrics only: the broker is up, it said no)."""
-        self.total_errors[broker_id] = self.total_errors.get(broker_id, 0) + 1
+        with self._lock:
+            self.total_errors[broker_id] = self.total_errors.get(broker_id, 0) + 1
 
     def failure(self, broker_id: int) -> None:
-        self.total_errors[broker_id] = self.total_errors.get(broker_id, 0) + 1
-        n = self._failures.get(broker_id, 0) + 1
-        self._failures[broker_id] = n
-        if n >= self.failure_threshold:
-            self._until[broker_id] = time.monotonic() + self.shield_s
-            self._failures[broker_id] = self.failure_threshold - 1  # one probe after the shield
-            # (a later failure re-shields at once, a success clears the counter)
+        with self._lock:
+            self.total_errors[broker_id] = self.total_errors.get(broker_id, 0) + 1
+            n = self._failures.get(broker_id, 0) + 1
+            self._failures[broker_id] = n
+            if n >= self.failure_threshold:
+                self._until[broker_id] = time.monotonic() + self.shield_s
+                self._failures[broker_id] = self.failure_threshold - 1  # one probe after the shield
+                # (a later failure re-shields at once, a success clears the counter)
 
     def unavailable(self, broker_id: int) -> None:
-        self._until[broker_id] = max(self._until.get(broker_id, 0.0), time.monotonic() + self.unavailable_s)
+        with self._lock:
+            self._until[broker_id] = max(self._until.get(broker_id, 0.0), time.monotonic() + self.unavailable_s)
 
     @property
     def any_shielded(self) -> bool:
@@ -52,14 +63,21 @@ class BrokerQuality:
         if not self._until:
             return set()
         now = time.monotonic()
-        expired = [b for b, t in self._until.items() if t <= now]
-        for b in expired:
-            del self._until[b]
-        return set(self._until)
+        with self._lock:
+            expired = [b for b, t in self._until.items() if t <= now]
+            for b in expired:
+                del self._until[b]
+            return set(self._until)
 
     def is_shielded(self, broker_id: int) -> bool:
-        t = self._until.get(broker_id)
+        with self._lock:
+            t = self._until.get(broker_id)
         return t is not None and t > time.monotonic()
+
+    def snapshot(self) -> tuple[dict[int, int], dict[int, int], set[int]]:
+        """(total errors, consecutive failures, shielded ids) as copies, for metrics."""
+        with self._lock:
+            return dict(self.total_errors), dict(self._failures), set(self._until)
 
 
 __all__ = ["BrokerQuality"]

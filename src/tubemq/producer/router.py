@@ -44,6 +44,9 @@ class Router:
         if not callable(partitioner) and partitioner not in ("round_robin", "key_hash"):
             raise ConfigError("partitioner", "must be 'round_robin', 'key_hash' or a callable")
         self.partitioner = partitioner
+        # round-robin steps come from the loop thread and from blocking senders' threads without a
+        # lock: each dict read and write is atomic (also free-threaded); two concurrent steps may pick
+        # the same partition (a lost step), which changes the spread, never the correctness
         self._counters: dict[str, int] = {}
 
     def choose(
@@ -67,10 +70,10 @@ class Router:
             return chosen  # type: ignore[return-value]
         if key is not None:  # "key_hash" and "round_robin" both hash a given key
             return key_partition(key, partitions)
+        size = len(partitions)
         n = self._counters.get(topic)
         if n is None:
             n = random.randrange(1 << 30)
-        size = len(partitions)
         if excluded_brokers:
             for _ in range(size):
                 n += 1

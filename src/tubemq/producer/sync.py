@@ -1,10 +1,11 @@
 """``tubemq.Producer``: the blocking facade over :class:`tubemq.aio.Producer` (DESIGN.md).
 
-The asyncio producer runs on the process-wide event-loop thread (:class:`~tubemq._sync.Portal`) and
-implements everything; this class only forwards. ``send_async`` returns a
-``concurrent.futures.Future`` at once (blocking only while ``max_pending`` messages are outstanding:
-the bounded buffer); ``send`` waits for the broker's answer. All methods are thread-safe: many
-threads may send through one producer.
+The asyncio producer runs on the process-wide event-loop thread (:class:`~tubemq._bridge.Portal`)
+and implements everything but the thread crossing, which is :class:`~tubemq._bridge.ProducerBridge`'s:
+``send_async`` returns a ``concurrent.futures.Future`` at once (blocking only while ``max_pending``
+messages are outstanding: the bounded buffer); ``send`` waits for the broker's answer, doing the
+round trip on the calling thread where it can. All methods are thread-safe: many threads may send
+through one producer.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import concurrent.futures
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._sync import Facade, blocking
+from .._bridge import Facade, ProducerBridge, blocking
 from ..config import ProducerConfig
+from ..types import SendResult
 from . import aio
-from .core import SendCallback, SendResult
+from .message import SendCallback
 
 
 class Producer(Facade[aio.Producer]):
@@ -31,6 +33,7 @@ class Producer(Facade[aio.Producer]):
                  **options: Any) -> None:
         self._open(lambda: aio.Producer(master, config=config, **options), _close_now)
         self.config: ProducerConfig = self._aio.config
+        self._bridge = ProducerBridge(self._aio, self._portal.lt)
 
     @property
     def _core(self) -> Any:
@@ -56,23 +59,37 @@ class Producer(Facade[aio.Producer]):
         callback may call ``send_async`` again; with the buffer full that raises TubeMQTimeoutError at
         once instead of waiting on the thread that must free the space.
         """
-        return self._aio.send_threadsafe(topic, data, attributes, stream_id, msg_time, key, callback)
+        return self._bridge.send_async(topic, data, attributes, stream_id, msg_time, key, callback)
 
     def send(self, topic: str, data: bytes, *, attributes: Mapping[str, Any] | None = None,
              stream_id: str | None = None, msg_time: Any = None, key: Any = None,
              timeout: float | None = None) -> SendResult:
-        """Send and wait for the broker's answer; raises the failure as a typed TubeMQError."""
-        return self._aio.send_blocking(topic, data, attributes, stream_id, msg_time, key, timeout)
+        """Send and wait for the broker's answer; raises the failure as a typed TubeMQError.
+
+        The round trip runs on this thread (its own connection to the broker, no event-loop hand-off)
+        unless this thread still has ``send_async`` messages outstanding, which it must not overtake,
+        or the message needs waiting (first publish, a broker being reconnected), which the loop does.
+        ``timeout`` (s) bounds the whole call; default: every attempt's timeout and backoff.
+        """
+        return self._bridge.send(topic, data, attributes, stream_id, msg_time, key, timeout)
 
     def flush(self, timeout: float | None = 10.0) -> int:
         """Wait until every queued message is answered; returns the number still pending."""
         if self._portal.released:
             return 0
-        return self._portal.run(self._aio.flush(timeout))
+        return self._portal.run(self._flush(timeout))
 
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout``, default the RPC timeout), fail the rest, deregister. Idempotent."""
-        self._portal.close(self._aio.close(timeout))
+        self._portal.close(self._close(timeout))
+
+    async def _flush(self, timeout: float | None) -> int:
+        self._bridge.drain_now()  # messages still queued by threads count as pending too
+        return await self._aio.flush(timeout)
+
+    async def _close(self, timeout: float | None) -> None:
+        self._bridge.drain_now()
+        await self._aio.close(timeout)
 
 
 

@@ -1,6 +1,6 @@
 """``tubemq.BoundConsumer``: the blocking facade over :class:`~tubemq.consumer.bound.aio.AsyncBoundConsumer`.
 
-Everything happens in the asyncio class on the shared loop thread (:class:`~tubemq._sync.Portal`);
+Everything happens in the asyncio class on the shared loop thread (:class:`~tubemq._bridge.Portal`);
 ``read_range`` crosses threads once per fetched batch, not per message.
 """
 
@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from typing import Any
 
-from ..._sync import Facade, blocking
+from ..._bridge import Facade, blocking
 from ...codec import Message, Partition
 from ...config import ConsumerConfig
 from .aio import AsyncBoundConsumer

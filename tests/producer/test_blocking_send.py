@@ -1,6 +1,7 @@
-"""The blocking ``send`` writing its frame from the calling thread (``ProducerCore.send_direct``):
-order per partition with many threads (mixed with ``send_async``), whole frames when the socket takes
-only part of one, a connection dying under blocking senders, ``close()`` while they wait."""
+"""The blocking ``send`` doing its round trip on the calling thread (``tubemq._bridge``): order per
+partition with many threads (mixed with ``send_async``), large frames, a connection dying under
+blocking senders, ``close()`` while they wait, a channel that cannot be written (falls back to the
+loop, stored once), a broker that closed an idle channel."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from typing import Any
 import pytest
 
 import tubemq
+from tubemq._bridge.channel import BlockingChannel
 from tubemq.errors import ClientClosedError, TubeMQError
-from tubemq.net import connection as conn_mod
 
 FAST = {"heartbeat_period_ms": 300, "rpc_timeout_ms": 5000}
 FAKE = {"heartbeat_period_ms": 100, "retry_backoff_ms": 10}
@@ -54,10 +55,10 @@ def test_many_threads_keep_their_order_per_partition(cluster: Any, stored: Any) 
                 errors.append(exc)
 
         _run_threads(n_threads, worker)
-        direct = p._core._direct_sent
+        direct = p._bridge.round_trips
         counters = p.metrics()["counters"]
     assert not errors, errors
-    assert direct > 0  # some blocking sends took the direct path (the others found messages in flight)
+    assert direct > 0  # some blocking sends ran on their thread (the others had send_async outstanding)
     assert counters["producer.sent"] == counters["producer.acknowledged"] == n_threads * per_thread + 1
     by_thread: dict[int, list[int]] = {}
     for msgs in stored(cluster.broker_address, "order", range(3)).values():
@@ -70,19 +71,10 @@ def test_many_threads_keep_their_order_per_partition(cluster: Any, stored: Any) 
         assert seq == list(range(per_thread)), f"thread {t}: stored out of order or incomplete"
 
 
-def test_partial_socket_writes_keep_frames_whole(cluster: Any, stored: Any, monkeypatch: Any) -> None:
-    """A tiny SO_SNDBUF and 1 MiB messages: the kernel takes part of a frame, the loop writes the rest
-    before anything else, blocking senders meanwhile fall back to the loop; all stored intact."""
+def test_large_frames_from_many_threads_stay_whole(cluster: Any, stored: Any) -> None:
+    """1 MiB messages from three threads with a tiny SO_SNDBUF on the loop's connections (the kernel
+    takes part of a frame at a time there) mixed with small ones: all stored intact, once each."""
     cluster.create_topic("big", partitions=2)
-    writes: list[tuple[int, int]] = []
-    real_write = conn_mod._write
-
-    def spy(sock: socket.socket | None, fd: int, data: bytes) -> int:
-        n = real_write(sock, fd, data)
-        writes.append((len(data), n))
-        return n
-
-    monkeypatch.setattr(conn_mod, "_write", spy)
     big = [bytes([t]) * (1024 * 1024) for t in range(3)]
     errors: list[BaseException] = []
     with tubemq.Producer(cluster.master_address, **FAST) as p:
@@ -94,13 +86,14 @@ def test_partial_socket_writes_keep_frames_whole(cluster: Any, stored: Any, monk
             try:
                 for i in range(4):
                     p.send("big", big[t])
-                    p.send("big", b"small %d %d" % (t, i))
+                    p.send_async("big", b"small %d %d" % (t, i)).result(60)
             except BaseException as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
 
         _run_threads(3, worker)
+        direct = p._bridge.round_trips
     assert not errors, errors
-    assert any(n < size for size, n in writes), "no partial write happened: the test did not test it"
+    assert direct >= 12  # the big ones went over the threads' own channels
     bodies = sorted(m.data for ms in stored(cluster.broker_address, "big", range(2)).values() for m in ms)
     expected = sorted([b"warm-up"] + [big[t] for t in range(3) for _ in range(4)]
                       + [b"small %d %d" % (t, i) for t in range(3) for i in range(4)])
@@ -130,7 +123,7 @@ def test_connection_dying_under_blocking_senders(fake_cluster: Any) -> None:
                     outcomes.append((r, time.monotonic() - t0))
 
         _run_threads(4, worker, timeout=60)
-        direct = p._core._direct_sent
+        direct = p._bridge.round_trips
         # sending carries on once the broker stops dropping connections (a "close" can be left in the
         # script: a drop fails every send in flight on the connection but uses one entry)
         broker.script.clear()
@@ -171,7 +164,7 @@ def test_close_during_blocking_sends(fake_cluster: Any) -> None:
     while len(broker.sends) < 5 and time.monotonic() < deadline:  # all four written (and unanswered)
         time.sleep(0.01)
     assert len(broker.sends) == 5
-    assert p._core._direct_sent >= 1  # the first one written by its own thread, the others by the loop
+    assert len(p._bridge._channels) == 5  # each thread wrote on its own channel (and the main one)
     t0 = time.monotonic()
     p.close(timeout=0)
     for t in threads:
@@ -183,32 +176,121 @@ def test_close_during_blocking_sends(fake_cluster: Any) -> None:
         p.send("demo", b"after close")
 
 
-def test_would_block_and_dead_socket_fall_back_to_the_loop(cluster: Any, stored: Any, monkeypatch: Any) -> None:
-    """A socket that would block (EAGAIN) or is dead (EPIPE) at the direct write: nothing was written,
-    so the message goes through the loop (a new connection for the dead one) and is stored exactly once,
-    the caller sees a plain success."""
+def test_unwritable_channel_falls_back_to_the_loop(cluster: Any, stored: Any, monkeypatch: Any) -> None:
+    """A channel whose write fails (nothing reached the broker): the message goes through the loop and
+    is stored exactly once, in order, the caller sees a plain success; the next send opens a new channel."""
     cluster.create_topic("fb", partitions=1)
-    real_write = conn_mod._write
-    plan: list[type[OSError] | None] = []
-    failed: list[str] = []
+    real = BlockingChannel.round_trip
+    plan: list[bool] = []
 
-    def flaky(sock: socket.socket | None, fd: int, data: bytes) -> int:
-        exc = plan.pop(0) if plan else None
-        if exc is not None:
-            failed.append(exc.__name__)
-            raise exc(f"scripted {exc.__name__}")
-        return real_write(sock, fd, data)
+    def flaky(self: BlockingChannel, build: Any, job: Any, timeout: float) -> bytes:
+        if plan and plan.pop(0):
+            self.sock.shutdown(socket.SHUT_RDWR)  # what a dead peer leaves: the write fails
+        return real(self, build, job, timeout)
 
-    monkeypatch.setattr(conn_mod, "_write", flaky)
+    monkeypatch.setattr(BlockingChannel, "round_trip", flaky)
     with tubemq.Producer(cluster.master_address, **FAST) as p:
         p.send("fb", b"warm-up")
-        connects = p.metrics()["brokers"]
-        plan.extend([BlockingIOError, None, BlockingIOError, BrokenPipeError, None, None])
+        plan.extend([True, False, True, True, False, False])
         results = [p.send("fb", b"m%d" % i) for i in range(8)]
-        after = p.metrics()["brokers"]
-    assert failed == ["BlockingIOError", "BlockingIOError", "BrokenPipeError"]
+        direct = p._bridge.round_trips
+    assert not plan
+    assert direct == 8 - 3  # the three failed writes went through the loop (and the first send, publishing)
     assert len({r.message_id for r in results}) == 8
     bodies = [m.data for ms in stored(cluster.broker_address, "fb", [0]).values() for m in ms]
     assert bodies == [b"warm-up"] + [b"m%d" % i for i in range(8)]  # once each, in order
-    (address,) = list(after)  # the one broker
-    assert after[address]["reconnects"] == connects[address]["reconnects"] + 1  # the dead socket was replaced
+
+
+def test_channel_closed_by_the_broker_while_idle_is_replaced(cluster: Any, stored: Any) -> None:
+    """The broker (or a middlebox) closed a thread's idle channel: the next send notices before
+    writing, opens a new one and succeeds; no error reaches the caller."""
+    cluster.create_topic("idle", partitions=1)
+    with tubemq.Producer(cluster.master_address, **FAST) as p:
+        p.publish("idle")
+        p.send("idle", b"one")
+        (channel,) = p._bridge._lane().channels.values()
+        channel.sock.shutdown(socket.SHUT_RDWR)
+        time.sleep(0.05)
+        r = p.send("idle", b"two")
+        (again,) = p._bridge._lane().channels.values()
+        direct = p._bridge.round_trips
+    assert again is not channel and r.message_id > 0
+    assert direct == 2
+    bodies = [m.data for ms in stored(cluster.broker_address, "idle", [0]).values() for m in ms]
+    assert bodies == [b"one", b"two"]
+
+
+def test_dead_broker_gives_a_typed_error_within_the_rpc_timeout(fake_cluster: Any) -> None:
+    """A broker that accepts the write and never answers: the blocking send fails with
+    TubeMQTimeoutError after about rpc_timeout_ms (printed), not later, and the thread is free."""
+    fc = fake_cluster()
+    broker = fc.brokers[0]
+    with tubemq.Producer(fc.master_list, rpc_timeout_ms=3000, retries=0, **FAKE) as p:
+        p.publish("demo")
+        p.send("demo", b"warm-up")
+        broker.script = ["drop"]
+        t0 = time.monotonic()
+        with pytest.raises(tubemq.errors.TubeMQTimeoutError):
+            p.send("demo", b"silent")
+        took = time.monotonic() - t0
+        print(f"silent broker: typed timeout after {took:.2f} s (rpc_timeout 3.0 s)")
+        assert took < 30  # bounded (generous: a loaded machine), no hang
+        assert p.send("demo", b"after").message_id > 0
+        assert p.metrics()["counters"]["producer.unknown_outcome"] >= 1
+
+
+def test_blocking_round_trips_are_in_the_metrics(cluster: Any) -> None:
+    """Sends done on the callers' threads count like the loop's: sent / acknowledged / bytes / latency,
+    and their wire bytes in the broker's figures and the net.* counters."""
+    cluster.create_topic("bm", partitions=1)
+    with tubemq.Producer(cluster.master_address, **FAST) as p:
+        p.publish("bm")
+        before = p.metrics()
+        for _ in range(64):
+            p.send("bm", b"y" * 100)
+        m = p.metrics()
+        direct = p._bridge.round_trips
+    c, c0 = m["counters"], before["counters"]
+    assert direct == 64
+    assert c["producer.sent"] - c0["producer.sent"] == 64
+    assert c["producer.acknowledged"] - c0["producer.acknowledged"] == 64
+    assert c["producer.bytes_sent"] - c0["producer.bytes_sent"] == 64 * 100
+    assert c["producer.failed"] == c0["producer.failed"] and c["producer.accepted"] >= 64
+    assert m["latency"]["producer.send_latency"]["count"] >= 64 // 8
+    (address, broker), = m["brokers"].items()
+    assert broker["bytes_sent"] - before["brokers"][address]["bytes_sent"] > 64 * 100  # frames, not bodies
+    assert c["net.bytes_sent"] - c0["net.bytes_sent"] > 64 * 100
+    assert m["gauges"]["producer.outstanding"] == 0
+
+
+def test_close_right_after_send_async_leaves_no_future_pending(cluster: Any) -> None:
+    """Threads queue send_async messages and the producer closes at once: every future ends, in
+    time, acknowledged or with a typed error (nothing stays queued between the threads and the loop)."""
+    cluster.create_topic("cq", partitions=2)
+    p = tubemq.Producer(cluster.master_address, **FAST)
+    p.send("cq", b"warm-up")
+    futures: list[Any] = []
+    lock = threading.Lock()
+    go = threading.Barrier(4)
+
+    def worker(t: int) -> None:
+        go.wait(10)
+        for i in range(500):
+            try:
+                f = p.send_async("cq", b"%d-%d" % (t, i))
+            except TubeMQError:
+                return  # refused once closed
+            with lock:
+                futures.append(f)
+
+    threads = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(3)]
+    for t in threads:
+        t.start()
+    go.wait(10)
+    time.sleep(0.01)
+    p.close(timeout=0)
+    for t in threads:
+        t.join(30)
+    outcomes = [f.exception(timeout=30) for f in futures]  # raises TimeoutError if one hangs
+    print(f"{len(futures)} queued, {sum(e is None for e in outcomes)} acknowledged before the close")
+    assert all(e is None or isinstance(e, TubeMQError) for e in outcomes)

@@ -1,4 +1,4 @@
-"""The one bridge from the blocking API to the asyncio clients (DESIGN.md: sync over asyncio).
+"""Portal and Facade: a blocking handle on an asyncio client running on the shared loop thread.
 
 Why: every behaviour (sending, the send buffer, iteration, listeners, closing, the finalizer) is
 implemented once, in the asyncio classes of :mod:`tubemq.aio`. ``tubemq.Producer``, ``Consumer`` and
@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import queue
 import threading
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
-from .errors import ClientClosedError, TubeMQTimeoutError
-from .net.loop import LoopThread
+from ..errors import ClientClosedError, TubeMQTimeoutError
+from ..net.loop import LoopThread
 
 log = logging.getLogger("tubemq.client")
 
@@ -193,54 +192,6 @@ class Facade(Generic[A]):
         return f"<tubemq.{type(self).__name__} {self.client_id} {'closed' if self.closed else 'open'}>"
 
 
-class Dispatcher:
-    """One daemon thread that runs a client's blocking callbacks in order (a push listener): what
-    ``runner`` means for :meth:`tubemq.aio.Consumer.subscribe` in the blocking API.
-
-    ``await dispatcher(fn, *args)`` runs ``fn`` there; cancelling the await abandons the result, not
-    the call. Daemon, so a listener that never returns cannot hold up interpreter exit.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._queue: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self.thread.start()
-
-    async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[T] = loop.create_future()
-        self._queue.put((loop, fut, fn, args))
-        return await fut
-
-    def _main(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            loop, fut, fn, args = item
-            try:
-                outcome: tuple[bool, Any] = (True, fn(*args))
-            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
-                outcome = (False, exc)
-            try:
-                loop.call_soon_threadsafe(_settle, fut, *outcome)
-            except RuntimeError:  # the loop is closed: nobody waits any more
-                pass
-
-    def stop(self) -> None:
-        """Let the thread end after the call it is running (if any)."""
-        self._queue.put(None)
-
-
-def _settle(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if fut.done():
-        return
-    if ok:
-        fut.set_result(value)
-    else:
-        fut.set_exception(value)
-
-
 def blocking(method: Callable[Concatenate[A, P], Coroutine[Any, Any, T]]) -> Callable[Concatenate[Facade[A], P], T]:
     """The blocking form of a coroutine method of the asyncio client, as a facade method:
     ``attach = blocking(AsyncBoundConsumer.attach)`` runs ``await client.attach(...)`` on the loop thread
@@ -265,4 +216,4 @@ def to_thread(fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
     return run
 
 
-__all__ = ["AsyncClient", "Dispatcher", "Facade", "Portal", "blocking", "to_thread"]
+__all__ = ["AsyncClient", "Facade", "Portal", "blocking", "to_thread"]

@@ -1,4 +1,6 @@
-"""``SendFuture``: a ``concurrent.futures.Future`` that is cheap when nobody blocks on it.
+"""What a thread waits on for a message the loop thread completes: ``SendFuture`` and ``Waiter``.
+
+``SendFuture``: a ``concurrent.futures.Future`` that is cheap when nobody blocks on it.
 
 Why: a plain ``Future`` builds a ``threading.Condition`` in ``__init__`` and takes it again in
 ``set_result``; at tens of thousands of pipelined sends per second that is a large share of the
@@ -14,6 +16,7 @@ and ``cancel()`` returns False.
 from __future__ import annotations
 
 import threading
+from _thread import allocate_lock as _allocate_lock
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures._base import FINISHED, RUNNING
@@ -29,7 +32,7 @@ class SendFuture(Future, Generic[T]):  # type: ignore[type-arg]
 
     def __init__(self) -> None:  # noqa: D107 - deliberately not calling Future.__init__
         self._cond: threading.Condition | None = None
-        self._kick: Callable[[], None] | None = None  # set by the producer: wake its loop thread
+        self._kick: Callable[[], None] | None = None  # set by the bridge: make its loop thread drain
         self._state = RUNNING
         self._result = None
         self._exception: BaseException | None = None
@@ -101,4 +104,24 @@ class SendFuture(Future, Generic[T]):  # type: ignore[type-arg]
         return super().exception(timeout)
 
 
-__all__ = ["SendFuture"]
+class Waiter:
+    """What a blocking ``send()`` taking the loop's route waits on: a lock taken at creation and
+    released by the loop thread when the message completes. ``result`` / ``exc`` are written before
+    the release and read after the acquire, so the lock orders them (no reliance on the GIL)."""
+
+    __slots__ = ("exc", "lock", "result")
+
+    def __init__(self) -> None:
+        self.lock = _allocate_lock()
+        self.lock.acquire()
+        self.result: Any = None
+        self.exc: BaseException | None = None
+
+    def _complete(self, result: Any, exc: BaseException | None) -> None:
+        """Loop thread, exactly once (the dispatcher's ``_finish`` guarantees it)."""
+        self.result = result
+        self.exc = exc
+        self.lock.release()
+
+
+__all__ = ["SendFuture", "Waiter"]

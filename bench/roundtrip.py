@@ -1,0 +1,241 @@
+"""One sitting, one broker: the blocking send paths against a raw socket round trip (issue 20).
+
+Why: wall-clock figures swing 2-3x between runs on a shared machine, so a blocking ``send`` is only
+judged against a reference measured in the same run on the same broker: a raw blocking Python loop
+(pre-encoded send frames, ``sendall`` + ``recv`` + ``FrameDecoder``, registered under the producer's
+own client id and tokens). Paths, each run in turn for ``--seconds`` (``--rounds`` times, alternating):
+
+* ``raw``        the reference loop above (one request in flight; a plain blocking socket, which
+                 measured faster than one with a timeout, whose every ``recv`` polls first);
+* ``sync``       ``tubemq.Producer.send`` (blocking, one thread);
+* ``aio``        ``await tubemq.aio.Producer.send`` (one task, one request in flight);
+* ``sync_pipe``  ``tubemq.Producer.send_async`` in batches of ``--batch`` (wait for each batch);
+* ``aio_pipe``   ``await tubemq.aio.Producer.send_async`` in batches of ``--batch`` + ``gather``.
+
+Printed per run: msg/s, latency p50/p99/p99.9 (per call for the one-in-flight paths, submit to
+the last answer of a batch for the pipelined ones) and this process's CPU seconds per million messages (every
+thread: the client's loop thread is included). The broker is an embedded server in a child process
+(its own core) unless ``--master HOST:PORT`` names any cluster (the topic must exist there).
+
+Usage: python bench/roundtrip.py [--seconds 4] [--rounds 2] [--size 100] [--paths raw,sync,aio,...]
+       [--master HOST:PORT --topic NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_server import create_topic, embedded_server  # noqa: E402
+
+import tubemq  # noqa: E402
+import tubemq.aio  # noqa: E402
+from tubemq import codec  # noqa: E402
+
+PATHS = ("raw", "sync", "aio", "sync_pipe", "aio_pipe")
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    """p50 / p99 / p99.9 in microseconds."""
+    if not samples:
+        return {}
+    s = sorted(samples)
+
+    def q(p: float) -> float:
+        return round(s[min(len(s) - 1, int(p * len(s)))] * 1e6, 1)
+
+    return {"p50_us": q(0.50), "p99_us": q(0.99), "p999_us": q(0.999)}
+
+
+def report(path: str, n: int, wall: float, cpu: float, lat: list[float]) -> dict[str, Any]:
+    row: dict[str, Any] = {"path": path, "messages": n, "seconds": round(wall, 2), "msg_per_s": round(n / wall),
+                           "cpu_s_per_million": round(cpu / max(n, 1) * 1e6, 2)}
+    row.update(percentiles(lat))
+    return row
+
+
+def timed(path: str, seconds: float, one: Callable[[], None]) -> dict[str, Any]:
+    """Call ``one()`` (one message) until ``seconds`` passed; per-call latency."""
+    lat: list[float] = []
+    clock = time.perf_counter
+    c0, t0 = time.process_time(), clock()
+    end = t0 + seconds
+    n = 0
+    while True:
+        a = clock()
+        one()
+        b = clock()
+        lat.append(b - a)
+        n += 1
+        if b >= end:
+            break
+    return report(path, n, clock() - t0, time.process_time() - c0, lat)
+
+
+class RawLoop:
+    """The reference: a plain blocking socket to the partition's broker, frames encoded in advance."""
+
+    def __init__(self, producer: tubemq.Producer, topic: str, body: bytes) -> None:
+        core = producer._core
+        part = producer.partitions(topic)[0]
+        session = core.session
+        self.frames = [codec.encode_send_request(
+            serial, core.client_id, topic, part.partition_id, body, 0, core.sent_addr, session.visit_token,
+            auth_token=session.auth_token or None, timeout_ms=core.timeout_ms) for serial in range(1, 1025)]
+        self.sock = socket.create_connection((part.host, part.port), timeout=10)
+        self.sock.settimeout(None)  # a plain blocking socket: recv is one system call (no poll first)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.decoder = codec.FrameDecoder()
+        self.i = 0
+
+    def one(self) -> None:
+        frame = self.frames[self.i & 1023]
+        self.i += 1
+        self.sock.sendall(frame)
+        while True:
+            got = self.decoder.feed(self.sock.recv(65536))
+            if got:
+                rsp = codec.decode_response(got[0][1])
+                if rsp.status or not codec.decode_send_response(rsp.body).success:
+                    raise SystemExit(f"raw send refused: {rsp}")
+                return
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def run_sync_pipe(producer: tubemq.Producer, topic: str, body: bytes, seconds: float, batch: int) -> dict[str, Any]:
+    lat: list[float] = []
+    clock = time.perf_counter
+
+    c0, t0 = time.process_time(), clock()
+    end = t0 + seconds
+    n = 0
+    while clock() < end:
+        a = clock()
+        futs = [producer.send_async(topic, body) for _ in range(batch)]
+        for f in futs:
+            f.result()
+        lat.append(clock() - a)  # one figure per batch: submit of the first to the last answer
+        n += batch
+    return report("sync_pipe", n, clock() - t0, time.process_time() - c0, lat)
+
+
+async def run_aio(master: str, topic: str, body: bytes, seconds: float, batch: int,
+                  paths: list[str]) -> list[dict[str, Any]]:
+    out = []
+    async with tubemq.aio.Producer(master, heartbeat_period_ms=600000) as p:
+        await p.publish([topic])
+        for _ in range(200):
+            await p.send(topic, body)
+        clock = time.perf_counter
+        for path in paths:
+            lat: list[float] = []
+            c0, t0 = time.process_time(), clock()
+            end = t0 + seconds
+            n = 0
+            if path == "aio":
+                while True:
+                    a = clock()
+                    await p.send(topic, body)
+                    b = clock()
+                    lat.append(b - a)
+                    n += 1
+                    if b >= end:
+                        break
+            else:
+                while clock() < end:
+                    a = clock()
+                    futs = [await p.send_async(topic, body) for _ in range(batch)]
+                    await asyncio.gather(*futs)
+                    lat.append(clock() - a)
+                    n += batch
+            out.append(report(path, n, clock() - t0, time.process_time() - c0, lat))
+    return out
+
+
+def sitting(master: str, topic: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    body = b"x" * args.size
+    rows: list[dict[str, Any]] = []
+    paths = [p for p in args.paths.split(",") if p]
+    for rnd in range(args.rounds):
+        with tubemq.Producer(master, heartbeat_period_ms=600000) as p:
+            p.publish([topic])
+            for _ in range(200):
+                p.send(topic, body)
+            for path in paths:
+                if path == "raw":
+                    raw = RawLoop(p, topic, body)
+                    try:
+                        for _ in range(200):
+                            raw.one()
+                        row = timed("raw", args.seconds, raw.one)
+                    finally:
+                        raw.close()
+                elif path == "sync":
+                    row = timed("sync", args.seconds, lambda: p.send(topic, body) and None)
+                elif path == "sync_pipe":
+                    row = run_sync_pipe(p, topic, body, args.seconds, args.batch)
+                else:
+                    continue
+                row["round"] = rnd
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+        aio_paths = [x for x in paths if x in ("aio", "aio_pipe")]
+        if aio_paths:
+            for row in asyncio.run(run_aio(master, topic, body, args.seconds, args.batch, aio_paths)):
+                row["round"] = rnd
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> None:
+    raw = [r["msg_per_s"] for r in rows if r["path"] == "raw"]
+    base = sorted(raw)[len(raw) // 2] if raw else None
+    print("\npath        msg/s (each round)        median  vs raw   p50 us   p99 us  p99.9 us  cpu s/M")
+    for path in PATHS:
+        mine = [r for r in rows if r["path"] == path]
+        if not mine:
+            continue
+        rates = [r["msg_per_s"] for r in mine]
+        med = sorted(rates)[len(rates) // 2]
+        last = mine[-1]
+        ratio = f"{med / base:5.2f}x" if base else "   - "
+        print(f"{path:<11} {' / '.join(str(x) for x in rates):<25} {med:>7} {ratio:>7} {last.get('p50_us', 0):>8} "
+              f"{last.get('p99_us', 0):>8} {last.get('p999_us', 0):>9} {last['cpu_s_per_million']:>8}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--batch", type=int, default=1000)
+    ap.add_argument("--paths", default=",".join(PATHS))
+    ap.add_argument("--master", help="HOST:PORT of any cluster (default: an embedded server child process)")
+    ap.add_argument("--topic", default="roundtrip")
+    args = ap.parse_args()
+    print(f"# tubemq {tubemq.__version__} codec={codec.implementation} python={sys.version.split()[0]} "
+          f"size={args.size} seconds={args.seconds} rounds={args.rounds}", flush=True)
+    if args.master:
+        rows = sitting(args.master, args.topic, args)
+    else:
+        with tempfile.TemporaryDirectory() as d, embedded_server(d) as (mport, _bport, aport):
+            create_topic(aport, args.topic, 1)
+            rows = sitting(f"127.0.0.1:{mport}", args.topic, args)
+    summary(rows)
+
+
+if __name__ == "__main__":
+    main()

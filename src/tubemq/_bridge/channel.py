@@ -1,0 +1,180 @@
+"""A blocking socket to one broker, owned by one application thread: the blocking send's round trip.
+
+Why: a blocking ``Producer.send`` that goes through the event loop pays two thread hand-offs per
+message (wake the loop to write, wake the caller with the answer). Here the calling thread writes the
+frame and reads the answer itself, on a plain blocking socket (``TCP_NODELAY``), registered under the
+producer's own client id and tokens, as the Java client's blocking ``sendMessage`` does on its
+connection. Timeouts are the kernel's (``SO_RCVTIMEO`` / ``SO_SNDTIMEO`` set once per socket, so a
+``recv`` is one system call, not a ``poll`` plus a ``recv`` as with ``socket.settimeout``), and a
+deadline checked between reads bounds a peer that drips bytes.
+
+Writes use ``socket.sendall`` (``MSG_NOSIGNAL`` where the platform has it, so a dead peer gives
+EPIPE, never SIGPIPE). A failed ``sendall`` handed the kernel less than the whole frame, so the
+broker cannot have stored the message: :class:`Unsent` tells the caller it may take another route.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import struct
+import sys
+import time
+
+from .. import codec
+from ..errors import ConnectionLostError, FrameError, TubeMQConnectionError, TubeMQTimeoutError
+from ..net.connection import DEFAULT_MAX_FRAME_SIZE, foreign_protocol, split_address
+
+#: send() flags: MSG_NOSIGNAL where it exists (Linux); elsewhere SIGPIPE is not raised by sockets
+#: (macOS sets SO_NOSIGPIPE below) or does not exist (Windows)
+_SEND_FLAGS: int = getattr(socket, "MSG_NOSIGNAL", 0)
+_HAS_DONTWAIT = hasattr(socket, "MSG_DONTWAIT")
+_PEEK_FLAGS: int = int(socket.MSG_PEEK) | int(getattr(socket, "MSG_DONTWAIT", 0))
+#: a channel idle longer than this is checked for a peer that closed it before it is written to (s)
+_STALE_CHECK_AFTER = 0.001
+_READ_SIZE = 64 * 1024
+_SERIAL_MASK = 0xFFFFFFFF
+
+
+class Unsent(Exception):
+    """The frame was not (wholly) written: the broker cannot have stored the message."""
+
+
+def _timeval(seconds: float) -> bytes:
+    if sys.platform == "win32":
+        return struct.pack("I", max(1, int(seconds * 1000)))
+    sec = int(seconds)
+    return struct.pack("ll", sec, max(1 if sec == 0 else 0, int((seconds - sec) * 1e6)))
+
+
+class BlockingChannel:
+    """One thread's blocking connection to one broker; see the module docstring.
+
+    Not thread-safe by design: only its owner thread calls :meth:`round_trip`; :meth:`abort` (any
+    thread) only shuts the socket down, which makes a blocked read in the owner return at once.
+    """
+
+    __slots__ = ("__weakref__", "_buf", "_decoder", "_serial", "_timeout", "_view", "address", "bytes_received",
+                 "bytes_sent", "closed", "last_used", "sock")
+
+    def __init__(self, address: str, connect_timeout: float, timeout: float,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        host, port = split_address(address)
+        try:
+            sock = socket.create_connection((host, port), timeout=connect_timeout)
+        except OSError as exc:
+            raise TubeMQConnectionError(f"connect to {address} failed: {exc}") from exc
+        try:
+            sock.settimeout(None)  # blocking: the kernel timeouts below bound each call
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if hasattr(socket, "SO_NOSIGPIPE"):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_NOSIGPIPE, 1)
+            self.sock = sock
+            self._timeout = 0.0
+            self._set_timeout(timeout)
+        except OSError as exc:
+            sock.close()
+            raise TubeMQConnectionError(f"{address}: socket setup failed: {exc}") from exc
+        self.address = address
+        self._decoder = codec.FrameDecoder(max_frame_size)
+        self._serial = 0
+        self._buf = bytearray(_READ_SIZE)
+        self._view = memoryview(self._buf)
+        self.closed = False
+        self.last_used = time.monotonic()
+        # wire bytes (for metrics): written by the owner thread only, read by snapshots
+        self.bytes_sent = 0
+        self.bytes_received = 0
+
+    def _set_timeout(self, seconds: float) -> None:
+        if seconds != self._timeout:
+            tv = _timeval(seconds)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+            self._timeout = seconds
+
+    def stale(self) -> bool:
+        """True when the peer closed the connection (or sent something nobody asked for) while it was
+        idle: writing to it would only give an error after the fact. One system call: callers ask
+        only after ``_STALE_CHECK_AFTER`` idle seconds."""
+        sock = self.sock
+        try:
+            if not _HAS_DONTWAIT:  # Windows: ask select first
+                readable, _, _ = select.select([sock], [], [], 0)
+                if not readable:
+                    return False
+            sock.recv(1, _PEEK_FLAGS)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
+        return True  # EOF, or unexpected bytes: either way not a channel to use
+
+    def round_trip(self, frame_for: object, job: object, timeout: float) -> bytes:
+        """Write ``frame_for(serial, job)`` and return the answer's payload (its serial matched).
+
+        Raises :class:`Unsent` (nothing stored; the channel is dead), TubeMQTimeoutError (no answer
+        within ``timeout``) or ConnectionLostError (the connection broke after the write: the outcome
+        is unknown). After any of them the channel must be closed.
+        """
+        self._serial = serial = (self._serial + 1) & _SERIAL_MASK
+        frame = frame_for(serial, job)  # type: ignore[operator]
+        start = time.monotonic()
+        sock = self.sock
+        try:
+            if timeout != self._timeout:
+                self._set_timeout(timeout)
+            sock.sendall(frame, _SEND_FLAGS)
+        except OSError as exc:
+            raise Unsent(f"{self.address}: write failed: {exc}") from exc
+        self.last_used = start
+        self.bytes_sent += len(frame)
+        decoder = self._decoder
+        view = self._view
+        buf = self._buf
+        while True:
+            try:
+                n = sock.recv_into(buf)
+            except (BlockingIOError, TimeoutError):
+                raise TubeMQTimeoutError(f"{self.address}: no answer to request serial {serial} within "
+                                         f"{timeout:.1f} s") from None
+            except OSError as exc:
+                raise ConnectionLostError(f"{self.address}: connection lost: {exc}") from exc
+            if not n:
+                raise ConnectionLostError(f"{self.address}: connection closed by the peer")
+            self.bytes_received += n
+            try:
+                frames = decoder.feed(view[:n])
+            except FrameError as exc:
+                foreign = foreign_protocol(self.address, bytes(view[:n]))
+                if foreign is not None:
+                    raise foreign from None
+                raise ConnectionLostError(f"{self.address}: malformed frame from peer: {exc}") from exc
+            for got, payload in frames:
+                if got == serial:
+                    return payload
+                # an answer to an earlier request that timed out: late, ignored
+            left = start + timeout - time.monotonic()
+            if left <= 0:
+                raise TubeMQTimeoutError(f"{self.address}: no answer to request serial {serial} within "
+                                         f"{timeout:.1f} s")
+            if left < self._timeout:
+                self._set_timeout(left)
+
+    def abort(self) -> None:
+        """Shut the socket down (any thread): a read blocked in the owner returns at once."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Owner thread: release the socket."""
+        self.closed = True
+        self.sock.close()
+
+    def __repr__(self) -> str:
+        return f"<BlockingChannel {self.address} {'closed' if self.closed else 'open'}>"
+
+
+__all__ = ["BlockingChannel", "Unsent"]

@@ -1,0 +1,148 @@
+"""The bounded send buffer: at most ``max_pending`` messages of one producer outstanding (DESIGN.md).
+
+One counter under one lock, shared by every entry (asyncio tasks, threads of the blocking API, the
+blocking API's own round trips): a sender takes a slot before its message is queued and the slot is
+given back when the message completes, on whatever thread that happens. Senders wait for room: an
+asyncio task on a future of its loop (woken there, also when the room is made on another thread), a
+thread on a condition, each up to ``max_block_ms``; a sender on the producer's own loop thread (a
+callback) cannot wait, since only that thread makes room, and fails at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+
+from ..errors import ClientClosedError, TubeMQTimeoutError
+
+
+class SendBuffer:
+    """``max_pending`` slots; see the module docstring."""
+
+    __slots__ = ("_cond", "_lock", "_task_waiters", "_thread_waiters", "_used", "block_s", "closed", "loop",
+                 "max_pending")
+
+    def __init__(self, max_pending: int, block_s: float) -> None:
+        self.max_pending = max_pending
+        self.block_s = block_s
+        self.loop: asyncio.AbstractEventLoop | None = None  # the producer's loop, set when it starts
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._used = 0
+        self._thread_waiters = 0
+        self._task_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.closed = False
+
+    @property
+    def used(self) -> int:
+        return self._used
+
+    def _full(self, what: str) -> TubeMQTimeoutError:
+        return TubeMQTimeoutError(f"send buffer full: {self.max_pending} messages outstanding {what}")
+
+    def try_take(self) -> bool:
+        """Take a slot if one is free (any thread); never waits."""
+        with self._lock:
+            if self.closed:
+                raise ClientClosedError("producer is closed")
+            if self._used < self.max_pending:
+                self._used += 1
+                return True
+            return False
+
+    async def take_async(self) -> None:
+        """An asyncio sender takes a slot, waiting for room up to ``block_s`` (on the producer's loop)."""
+        if self.try_take():
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.block_s
+        while True:
+            waiter: asyncio.Future[None] = loop.create_future()
+            with self._lock:
+                if self.closed:
+                    raise ClientClosedError("producer is closed")
+                if self._used < self.max_pending:
+                    self._used += 1
+                    return
+                self._task_waiters.append(waiter)
+            left = deadline - loop.time()
+            try:
+                if left > 0:
+                    await asyncio.wait_for(waiter, left)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                with self._lock:
+                    if waiter in self._task_waiters:
+                        self._task_waiters.remove(waiter)
+            if left <= 0:
+                raise self._full(f"for {self.block_s:g} s")
+            # woken (or out of time): check again; a wake-up lost to another taker costs a round
+
+    def take(self, on_loop_thread: bool) -> None:
+        """A thread takes a slot, waiting up to ``block_s``; on the loop thread it cannot wait."""
+        if self.try_take():
+            return
+        if on_loop_thread:
+            raise self._full("and send_async() was called on the client's event-loop thread (from a callback), "
+                             "where it cannot wait")
+        deadline = time.monotonic() + self.block_s
+        with self._cond:
+            self._thread_waiters += 1
+            try:
+                while True:
+                    if self.closed:
+                        raise ClientClosedError("producer is closed")
+                    if self._used < self.max_pending:
+                        self._used += 1
+                        return
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise self._full(f"for {self.block_s:g} s")
+                    self._cond.wait(left)
+            finally:
+                self._thread_waiters -= 1
+
+    def release(self) -> None:
+        """Give a slot back (any thread): wakes one waiting thread and one waiting task."""
+        with self._lock:
+            self._used -= 1
+            if self._thread_waiters:
+                self._cond.notify()
+            waiter = self._task_waiters.popleft() if self._task_waiters else None
+        if waiter is not None:
+            self._wake(waiter)
+
+    def _wake(self, waiter: asyncio.Future[None]) -> None:
+        loop = waiter.get_loop()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            _set(waiter)
+            return
+        try:
+            loop.call_soon_threadsafe(_set, waiter)
+        except RuntimeError:  # the loop is closed: nobody waits there any more
+            pass
+
+    def close(self) -> None:
+        """Wake every waiter: they fail with ClientClosedError (any thread)."""
+        with self._lock:
+            self.closed = True
+            self._cond.notify_all()
+            waiters = list(self._task_waiters)
+            self._task_waiters.clear()
+        for w in waiters:
+            self._wake(w)
+
+
+def _set(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+__all__ = ["SendBuffer"]
