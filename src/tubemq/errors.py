@@ -345,6 +345,7 @@ def remote_error(exception_name: str, message: str, status: int) -> RemoteError:
 
 
 __all__ = [
+    "AdminError",
     "AuthenticationError",
     "BadRequestError",
     "ClientClosedError",
@@ -412,3 +413,18 @@ class ServerBindError(TubeMQError, OSError):
 
     def __str__(self) -> str:
         return str(self.strerror)
+
+
+class AdminError(TubeMQError):
+    """A TubeMQ master or broker web API refused a call (``result: false``).
+
+    ``.code`` is the answer's ``errCode`` (or the HTTP status), ``.message`` its ``errMsg``, ``.method``
+    the API method called (``admin_set_offset``...); the admin token is never part of any of them.
+    """
+
+    def __init__(self, code: int, message: str, method: str = "") -> None:
+        self.code = code
+        self.message = message
+        self.method = method
+        text = f"[{code}] {message}" if code else message
+        super().__init__(f"{method}: {text}" if method else text)

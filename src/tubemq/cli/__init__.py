@@ -14,12 +14,12 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from . import bench, broker, consume, demo, produce, serve, topic
+from . import bench, broker, consume, demo, group, produce, serve, topic
 from .common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, describe_error, eprint
 
 __all__ = ["main", "build_parser"]
 
-_COMMANDS = (serve, topic, broker, produce, consume, bench, demo)
+_COMMANDS = (serve, topic, broker, group, produce, consume, bench, demo)
 
 _EPILOG = """\
 examples:

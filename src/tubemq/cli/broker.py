@@ -49,7 +49,7 @@ def register(sub: Any) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    rows = client_from_args(args).broker_run_status()
+    rows = [b.raw for b in client_from_args(args).brokers()]
     if args.output == "json":
         print(print_json(rows))
     else:

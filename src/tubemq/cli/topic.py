@@ -1,4 +1,4 @@
-"""``tubemq topic create|list|describe|set|delete`` through the master's HTTP admin API.
+"""``tubemq topic create|list|describe|set|delete`` through :class:`tubemq.admin.AdminClient`.
 
 ``--admin-url`` (a real master's web port, e.g. http://master:8080/webapi.htm), or ``--master HOST:PORT``
 with ``--admin-port`` (the same host), or $TUBEMQ_ADMIN_URL; with none of them, the ``tubemq serve``
@@ -44,6 +44,8 @@ def register(sub: Any) -> None:
     c.add_argument("--stores", type=int, default=1, help="partition stores on the broker (default 1)")
     c.add_argument("--max-msg-size-mb", type=int, default=None, help="max message size in MiB (default: cluster's)")
     c.add_argument("--broker-id", default="1", help="broker id(s), comma separated, that host it (default 1)")
+    c.add_argument("--no-publish", action="store_true", help="create it refusing publication (acceptPublish=false)")
+    c.add_argument("--no-subscribe", action="store_true", help="create it refusing subscription (acceptSubscribe=false)")
     c.add_argument("--if-not-exists", action="store_true", help="succeed when the topic already exists")
     c.set_defaults(func=run_create)
 
@@ -58,10 +60,14 @@ def register(sub: Any) -> None:
 
     st = actions.add_parser(
         "set", parents=[parent], help="change a topic's settings",
-        description="Change a topic's settings (admin_update_topic_control_info).",
+        description="Change a topic's settings (admin_update_topic_control_info, admin_modify_topic_info).",
     )
     st.add_argument("name", help="topic name (comma separated for several)")
-    st.add_argument("--max-msg-size-mb", type=int, required=True, help="max message size in MiB (1..20)")
+    st.add_argument("--max-msg-size-mb", type=int, default=None, help="max message size in MiB (1..20)")
+    st.add_argument("--partitions", type=int, default=None,
+                    help="partitions per store (admin_modify_topic_info; real masters only grow it)")
+    st.add_argument("--accept-publish", choices=("true", "false"), default=None, help="accept publication")
+    st.add_argument("--accept-subscribe", choices=("true", "false"), default=None, help="accept subscription")
     st.set_defaults(func=run_set)
 
     rm = actions.add_parser("delete", parents=[parent], help="delete a topic", description="Delete a topic.")
@@ -139,8 +145,9 @@ def run_create(args: argparse.Namespace) -> int:
     client = client_from_args(args)
     try:
         client.create_topic(
-            args.name, partitions=args.partitions, stores=args.stores, broker_id=args.broker_id,
-            max_msg_size_mb=args.max_msg_size_mb,
+            args.name, partitions=args.partitions, stores=args.stores, broker_ids=args.broker_id,
+            max_msg_size_mb=args.max_msg_size_mb, accept_publish=not args.no_publish,
+            accept_subscribe=not args.no_subscribe,
         )
     except AdminError as exc:
         if args.if_not_exists and _exists(client, args.name):
@@ -152,12 +159,12 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def _exists(client: AdminClient, name: str) -> bool:
-    return any(topic_row(r)["topic"] == name for r in client.query_topics(name))
+    return any(t.name == name for t in client.list_topics(name))
 
 
 def run_list(args: argparse.Namespace) -> int:
     client = client_from_args(args)
-    rows = sorted((topic_row(r) for r in client.query_topics()), key=lambda r: str(r["topic"]))
+    rows = sorted((topic_row(t.raw) for t in client.list_topics()), key=lambda r: str(r["topic"]))
     if args.output == "json":
         print(print_json(rows))
     elif args.output == "names":
@@ -173,7 +180,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_describe(args: argparse.Namespace) -> int:
     client = client_from_args(args)
-    records = [r for r in client.query_topics(args.name) if topic_row(r)["topic"] == args.name]
+    records = [t.raw for t in client.list_topics(args.name) if t.name == args.name]
     if not records:
         raise CliError(f"topic {args.name} not found")
     if args.output == "json":
@@ -197,14 +204,25 @@ def run_describe(args: argparse.Namespace) -> int:
 def run_set(args: argparse.Namespace) -> int:
     from .admin import AdminError
 
-    if not 1 <= args.max_msg_size_mb <= 20:
+    if args.max_msg_size_mb is not None and not 1 <= args.max_msg_size_mb <= 20:
         raise CliError("--max-msg-size-mb must be within 1..20", EXIT_USAGE)
+    flags = {"accept_publish": args.accept_publish, "accept_subscribe": args.accept_subscribe}
+    changes = {k: v == "true" for k, v in flags.items() if v is not None}
+    if args.partitions is not None:
+        if args.partitions < 1:
+            raise CliError("--partitions must be at least 1", EXIT_USAGE)
+        changes["partitions"] = args.partitions
+    if args.max_msg_size_mb is None and not changes:
+        raise CliError("nothing to change: give --max-msg-size-mb, --partitions, --accept-publish or "
+                       "--accept-subscribe", EXIT_USAGE)
     client = client_from_args(args)
     try:
-        client.set_topic_max_msg_size(args.name, args.max_msg_size_mb)
+        client.update_topic(args.name, max_msg_size_mb=args.max_msg_size_mb, **changes)
     except AdminError as exc:
         raise CliError(f"cannot change topic {args.name}: {exc.message}") from None
-    note(f"topic {args.name}: max message size {args.max_msg_size_mb} MiB")
+    what = [f"max message size {args.max_msg_size_mb} MiB"] if args.max_msg_size_mb is not None else []
+    what += [f"{k.replace('_', ' ')} {v}" for k, v in changes.items()]
+    note(f"topic {args.name}: {', '.join(what)}")
     return 0
 
 
@@ -213,7 +231,7 @@ def run_delete(args: argparse.Namespace) -> int:
 
     client = client_from_args(args)
     try:
-        client.delete_topic(args.name, broker_id=args.broker_id, purge=args.purge)
+        client.delete_topic(args.name, broker_ids=args.broker_id, purge=args.purge)
     except AdminError as exc:
         if args.if_exists and not _exists(client, args.name):
             note(f"topic {args.name} does not exist")

@@ -294,6 +294,14 @@ class Consumer:
         else:
             core.closing = core.closed = True
 
+    async def offsets_for_times(self, topic: str, when: Any, *, admin_url: str) -> list[Any]:
+        """First index offset at or after ``when`` per partition (``tubemq.admin``: the RPC protocol
+        has no time lookup, the master's web API at ``admin_url`` has)."""
+        from ..admin.aio import AdminClient
+
+        admin = AdminClient(admin_url, timeout=self.config.rpc_timeout_ms / 1000.0)
+        return list(await admin.offsets_for_times(topic, when))
+
     def __repr__(self) -> str:
         state = "closed" if self._core.closing else "open"
         return f"<tubemq.aio.Consumer {self.config.group} {sorted(self.config.topics)} {state}>"

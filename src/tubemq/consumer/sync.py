@@ -143,6 +143,12 @@ class Consumer(Facade[aio.Consumer]):
         self._portal.close(self._aio.close(timeout, caller_thread=threading.get_ident()),
                            timeout=wait + cfg.rpc_timeout_ms / 1000.0 * 2)
 
+    def offsets_for_times(self, topic: str, when: Any, *, admin_url: str) -> list[Any]:
+        """First index offset at or after ``when`` per partition, through the web API at ``admin_url``."""
+        from ..admin import AdminClient
+
+        return list(AdminClient(admin_url, timeout=self.config.rpc_timeout_ms / 1000.0).offsets_for_times(topic, when))
+
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<tubemq.Consumer {self.config.group} {sorted(self.config.topics)} {state}>"

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, ServerBindError, TubeMQError
+from . import offset_history
 from .admin import AdminApi, AdminServer
+from .admin_offsets import BrokerWebApi
 from .broker import Broker
 from .config import ServerConfig
 from .endpoints import Endpoints, publish, withdraw
@@ -227,6 +229,11 @@ class EmbeddedServer:
                 table = BrokerTable(self.meta, self._broker_seen, self._is_standby, self._is_online)
                 api.extra_methods[("op_modify", REGISTRATION_METHOD)] = table.heartbeat
                 api.extra_methods[("op_query", STATUS_METHOD)] = table.status
+                broker_web = BrokerWebApi(lambda: self.nodes)
+                api.extra_methods.update(broker_web.methods())
+                api.broker_web_port = broker_web.web_port_of(lambda: self.admin_port)
+                history = offset_history.run(lambda: self.nodes, broker_web.histories)
+                self._tasks.append(asyncio.create_task(history, name="tubemq-offset-history"))
                 self.admin = AdminServer(api, cfg.host, self.admin_port)
                 await _listen("admin", "admin_port", cfg.host, self.admin_port, self.admin.start())
                 self.admin_port = self.admin.port

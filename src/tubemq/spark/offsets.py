@@ -60,6 +60,8 @@ LATEST = -1
 
 OffsetSpec = Literal["earliest", "latest"] | dict[str, dict[str, int]]
 Flat = dict[tuple[str, str], int]
+#: epoch ms for every partition, or {topic: {"brokerId:partitionId" | "*:partitionId": epoch ms}}
+TimestampSpec = int | dict[str, dict[str, int]]
 
 
 def partition_key(broker_id: int, partition_id: int) -> str:
@@ -130,6 +132,42 @@ def parse_offsets_option(
             inner[partition_key(b, p)] = off
         out[str(topic)] = dict(sorted(inner.items()))
     return dict(sorted(out.items()))
+
+
+def parse_timestamps_option(per_partition: str, text: str | None, topics: tuple[str, ...]) -> TimestampSpec | None:
+    """``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp`` JSON ``{"topic": {"0": ms, "1:10000": ms}}``
+    (a bare partition id = that partition on any broker) -> ``{"topic": {"*:0": ms, "1:10000": ms}}``."""
+    if text is None:
+        return None
+    example = '{"topic": {"0": 1700000000000, "1:1": 1700000000000}} (epoch milliseconds)'
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ConfigError(per_partition, f"is not valid JSON; expected {example}") from None
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(per_partition, f"must be a non-empty JSON object like {example}")
+    out: dict[str, dict[str, int]] = {}
+    for topic, parts in sorted(data.items()):
+        if topic not in topics:
+            raise ConfigError(per_partition, f"names topic {topic!r}, which is not read (topics: {', '.join(topics)})")
+        if not isinstance(parts, dict) or not parts:
+            raise ConfigError(per_partition, f"topic {topic!r} needs an object of partition timestamps like {example}")
+        inner: dict[str, int] = {}
+        for key, ts in parts.items():
+            key = str(key).strip()
+            if key.isdigit():
+                norm = f"*:{int(key)}"
+            else:
+                try:
+                    b, p = parse_partition_key(key)
+                except ValueError as exc:
+                    raise ConfigError(per_partition, f"topic {topic!r}: {exc}") from None
+                norm = f"{b}:{p}"
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                raise ConfigError(per_partition, f"timestamp of {topic}/{key} must be epoch milliseconds >= 0, got {ts!r}")
+            inner[norm] = ts
+        out[topic] = dict(sorted(inner.items()))
+    return out
 
 
 def flatten(nested: Mapping[str, Mapping[str, int]]) -> Flat:

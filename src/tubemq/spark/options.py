@@ -11,6 +11,10 @@ Names follow Spark's Kafka source where they mean the same thing. Options starti
 ``ProducerConfig`` for writes): ``tubemq.rpc_timeout_ms`` and ``tubemq.rpcTimeoutMs`` both mean the
 ``rpc_timeout_ms`` field; values are converted by the field's type.
 
+Spark Kafka options this source does not implement (``minOffsetsPerTrigger``, ``maxTriggerDelay``,
+``subscribePattern``, ``kafka.*``...) are errors that say so: a ported job must not silently read
+something else. ``kafkaConsumer.pollTimeoutMs`` is accepted as the Kafka name of ``pollTimeoutMs``.
+
 Unknown options: a name close to a known one (a likely typo, e.g. ``startingOffset``) is an error;
 anything else is ignored with a warning, because Spark itself passes options such as ``path`` or
 ``checkpointLocation`` to sources and sinks.
@@ -28,7 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from .offsets import OffsetSpec, parse_offsets_option, parse_partition_key
+from .offsets import (
+    OffsetSpec,
+    TimestampSpec,
+    parse_offsets_option,
+    parse_partition_key,
+    parse_timestamps_option,
+)
 
 log = logging.getLogger("tubemq.spark.options")
 
@@ -56,6 +66,30 @@ FLUSH_TIMEOUT_MS = "flushTimeoutMs"
 VALUE_FORMAT = "valueFormat"
 CAPACITY = "capacity"
 COMPRESS = "compress"
+STARTING_TIMESTAMP = "startingTimestamp"
+STARTING_OFFSETS_BY_TIMESTAMP = "startingOffsetsByTimestamp"
+STARTING_BY_TIMESTAMP_STRATEGY = "startingOffsetsByTimestampStrategy"
+ENDING_TIMESTAMP = "endingTimestamp"
+ENDING_OFFSETS_BY_TIMESTAMP = "endingOffsetsByTimestamp"
+MIN_PARTITIONS = "minPartitions"
+INCLUDE_HEADERS = "includeHeaders"
+ADMIN_URL = "adminUrl"
+#: Spark's Kafka name of ``pollTimeoutMs`` (same meaning: how long an executor waits for a fetch).
+KAFKA_POLL_TIMEOUT_MS = "kafkaConsumer.pollTimeoutMs"
+#: Spark Kafka source options this source does not implement: each is an error saying why, because
+#: dropping one silently changes what a ported job reads.
+KAFKA_UNSUPPORTED = {
+    "subscribepattern": "subscribePattern is not supported: TubeMQ consumers subscribe to named topics; "
+    "list them in 'subscribe'",
+    "minoffsetspertrigger": "minOffsetsPerTrigger is not supported: the tubemq source never delays a "
+    "micro-batch to wait for more data (it has maxOffsetsPerTrigger, an upper bound only)",
+    "maxtriggerdelay": "maxTriggerDelay is not supported: it only goes with minOffsetsPerTrigger, which the "
+    "tubemq source does not implement",
+    "maxrecordsperpartition": "maxRecordsPerPartition is not supported: use minPartitions to split large "
+    "partition ranges",
+    "endingoffsetsbytimestampstrategy": "is not a Spark option; see startingOffsetsByTimestampStrategy",
+}
+TIMESTAMP_STRATEGIES = ("error", "latest")
 #: ``valueFormat`` values: plain message bytes, or InLong containers exploded into records.
 VALUE_FORMATS = ("raw", "inlongmsg")
 
@@ -79,6 +113,14 @@ READ_OPTIONS = (
     ARROW_BATCH_SIZE,
     MSG_TIME_ZONE,
     VALUE_FORMAT,
+    STARTING_TIMESTAMP,
+    STARTING_OFFSETS_BY_TIMESTAMP,
+    STARTING_BY_TIMESTAMP_STRATEGY,
+    ENDING_TIMESTAMP,
+    ENDING_OFFSETS_BY_TIMESTAMP,
+    MIN_PARTITIONS,
+    INCLUDE_HEADERS,
+    ADMIN_URL,
 )
 WRITE_OPTIONS = (MASTER, TOPIC, STAMP_ATTRIBUTES, FLUSH_TIMEOUT_MS, MSG_TIME_ZONE, VALUE_FORMAT, CAPACITY, COMPRESS)
 
@@ -172,6 +214,18 @@ class ReadOptions:
     client_options: Mapping[str, Any] = field(default_factory=dict)
     #: ``raw``, or ``inlongmsg``: one row per record of each InLong container (tubemq.spark.inlong).
     value_format: str = "raw"
+    #: ``startingTimestamp`` (epoch ms for every partition) or ``startingOffsetsByTimestamp``
+    #: ({topic: {"brokerId:partitionId" or "*:partitionId": ms}}); they win over ``startingOffsets``.
+    starting_timestamp: TimestampSpec | None = None
+    ending_timestamp: TimestampSpec | None = None
+    #: ``startingOffsetsByTimestampStrategy``: "error" or "latest" when a partition has no message
+    #: at or after its starting timestamp.
+    timestamp_strategy: str = "error"
+    min_partitions: int | None = None
+    #: ``includeHeaders``: a Kafka-style ``headers`` column (the attributes as key / UTF-8 bytes).
+    include_headers: bool = False
+    #: ``adminUrl``: the master's web API, which finds offsets by time (timestamp options need it).
+    admin_url: str | None = None
 
     def topic_filters(self) -> dict[str, list[str]] | list[str]:
         """The ``topics`` argument for a consumer: a list, or a mapping when stream ids filter."""
@@ -212,6 +266,10 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool | None = N
     streaming; ``endingOffsets`` (batch only) defaults to ``latest``.
     """
     o = _Opts(options)
+    if o.has(KAFKA_POLL_TIMEOUT_MS):
+        if o.has(POLL_TIMEOUT_MS):
+            raise ConfigError(KAFKA_POLL_TIMEOUT_MS, f"give {POLL_TIMEOUT_MS} or its Kafka name, not both")
+        o.raw[POLL_TIMEOUT_MS.lower()] = o.raw.pop(KAFKA_POLL_TIMEOUT_MS.lower())
     _check_unknown(o, READ_OPTIONS, "read")
     master = _master(o)
 
@@ -243,6 +301,26 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool | None = N
     )
     _check_offsets_topics(STARTING_OFFSETS, starting, topics, assign)
     _check_offsets_topics(ENDING_OFFSETS, ending, topics, assign)
+
+    starting_ts = _timestamps(o, STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP, topics)
+    ending_ts = _timestamps(o, ENDING_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP, topics)
+    if streaming and ending_ts is not None:
+        raise ConfigError(ENDING_TIMESTAMP if o.has(ENDING_TIMESTAMP) else ENDING_OFFSETS_BY_TIMESTAMP,
+                          "is only for batch queries (spark.read); streaming reads never end")
+    strategy = (o.string(STARTING_BY_TIMESTAMP_STRATEGY, "error") or "error").lower()
+    if strategy not in TIMESTAMP_STRATEGIES:
+        raise ConfigError(STARTING_BY_TIMESTAMP_STRATEGY, f"must be 'error' or 'latest', got {strategy!r}")
+    admin_url = o.string(ADMIN_URL)
+    if admin_url is not None and "://" not in admin_url:
+        admin_url = "http://" + admin_url
+    if (starting_ts is not None or ending_ts is not None) and admin_url is None:
+        used = next(n for n in (STARTING_TIMESTAMP, STARTING_OFFSETS_BY_TIMESTAMP, ENDING_TIMESTAMP,
+                                ENDING_OFFSETS_BY_TIMESTAMP) if o.has(n))
+        raise ConfigError(ADMIN_URL, f"is required with {used}: the master's web API (e.g. http://master:8080) "
+                          "is what finds the offsets of a time")
+    include_headers = o.boolean(INCLUDE_HEADERS, False)
+    if include_headers and (o.string(VALUE_FORMAT, "raw") or "raw").lower() != "raw":
+        raise ConfigError(INCLUDE_HEADERS, "applies to valueFormat=raw only (InLong records carry their own attributes)")
 
     max_per_trigger = o.integer(MAX_OFFSETS_PER_TRIGGER, None, 1, 1 << 62)
     if streaming is False and max_per_trigger is not None:
@@ -283,7 +361,20 @@ def parse_read_options(options: Mapping[str, Any], *, streaming: bool | None = N
         msg_time_zone=_time_zone(o),
         client_options=_client_options(o, master, "consumer"),
         value_format=_value_format(o),
+        starting_timestamp=starting_ts,
+        ending_timestamp=ending_ts,
+        timestamp_strategy=strategy,
+        min_partitions=o.integer(MIN_PARTITIONS, None, 1, 1_000_000),
+        include_headers=include_headers,
+        admin_url=admin_url,
     )
+
+
+def _timestamps(o: _Opts, single: str, per_partition: str, topics: tuple[str, ...]) -> TimestampSpec | None:
+    """Kafka's precedence: the single timestamp wins over the per-partition JSON."""
+    if o.has(single):
+        return o.integer(single, None, 0, 1 << 62)
+    return parse_timestamps_option(per_partition, o.get(per_partition), topics)
 
 
 def starting_for(opts: ReadOptions, streaming: bool) -> OffsetSpec:
@@ -483,6 +574,11 @@ def _check_unknown(o: _Opts, known: tuple[str, ...], what: str) -> None:
     for key in o.raw:
         if key in lowered or key.startswith(CLIENT_PREFIX) or key in _SPARK_GENERIC:
             continue
+        if key in KAFKA_UNSUPPORTED:
+            raise ConfigError(key, KAFKA_UNSUPPORTED[key])
+        if key.startswith("kafka."):
+            raise ConfigError(key, "kafka.* options configure a Kafka client and do not apply: the tubemq source "
+                              "takes tubemq.master and tubemq.<client setting> (e.g. tubemq.rpc_timeout_ms)")
         if key in all_names:
             log.warning("option %r is not used for a %s and is ignored", all_names[key], what)
             continue

@@ -24,7 +24,7 @@ from ._client import (
     open_consumer,
 )
 from ._compat import TubeMQSparkError
-from .offsets import EARLIEST, LATEST, partition_key
+from .offsets import EARLIEST, ENTRY_SIZE, LATEST, Flat, partition_key
 from .options import ENDING_OFFSETS, STARTING_OFFSETS, ReadOptions, starting_for
 from .task import read_partition
 
@@ -59,10 +59,23 @@ def plan_batch_ranges(opts: ReadOptions) -> list[TubeMQInputPartition]:
     finally:
         close_quietly(consumer, "the planning consumer")
     starting = starting_for(opts, streaming=False)
+    start_at: Flat = {}
+    end_at: Flat = {}
+    if opts.starting_timestamp is not None or opts.ending_timestamp is not None:
+        from . import timestamps
+
+        if opts.starting_timestamp is not None:
+            start_at = timestamps.resolve(opts, opts.starting_timestamp, limits, ending=False)
+        if opts.ending_timestamp is not None:
+            end_at = timestamps.resolve(opts, opts.ending_timestamp, limits, ending=True)
     ranges = []
     for (topic, key), (lo, hi) in sorted(limits.items()):
-        start = _resolve(STARTING_OFFSETS, starting, topic, key, lo, hi, default=EARLIEST)
-        end = _resolve(ENDING_OFFSETS, opts.ending, topic, key, lo, hi, default=LATEST)
+        start = start_at.get((topic, key))
+        if start is None:
+            start = _resolve(STARTING_OFFSETS, starting, topic, key, lo, hi, default=EARLIEST)
+        end = end_at.get((topic, key))
+        if end is None:
+            end = _resolve(ENDING_OFFSETS, opts.ending, topic, key, lo, hi, default=LATEST)
         where = describe(topic, key, start, end)
         if start < lo:
             msg = f"{STARTING_OFFSETS} {start} of {topic}/{key} is below the earliest available offset {lo} (data expired)"
@@ -81,7 +94,29 @@ def plan_batch_ranges(opts: ReadOptions) -> list[TubeMQInputPartition]:
         if end > start:
             p = parts[(topic, key)]
             ranges.append(TubeMQInputPartition(topic, p.broker_id, p.partition_id, start, end))
-    return ranges
+    return split_ranges(ranges, opts.min_partitions)
+
+
+def split_ranges(ranges: list[TubeMQInputPartition], min_partitions: int | None) -> list[TubeMQInputPartition]:
+    """``minPartitions``: cut the ranges into at least that many tasks, like Kafka's source: each
+    range gets pieces in proportion to its size (index entries), at entry boundaries. Consecutive
+    pieces of one partition read exactly its messages once (see :mod:`tubemq.spark.offsets`)."""
+    if not min_partitions or len(ranges) >= min_partitions:
+        return ranges
+    sizes = [(r.end - r.start) // ENTRY_SIZE for r in ranges]
+    total = sum(sizes)
+    if total <= len(ranges):
+        return ranges
+    out: list[TubeMQInputPartition] = []
+    for r, entries in zip(ranges, sizes, strict=True):
+        pieces = max(1, min(entries, round(min_partitions * entries / total)))
+        step, extra = divmod(entries, pieces)
+        start = r.start
+        for i in range(pieces):
+            end = start + (step + (1 if i < extra else 0)) * ENTRY_SIZE
+            out.append(TubeMQInputPartition(r.topic, r.broker_id, r.partition_id, start, end))
+            start = end
+    return out
 
 
 def _resolve(option: str, spec: Any, topic: str, key: str, lo: int, hi: int, *, default: int) -> int:

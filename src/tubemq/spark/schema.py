@@ -48,6 +48,8 @@ BASE_COLUMNS = (
     ("stream_id", "string"),
 )
 ATTRIBUTES_COLUMN = ("attributes", "map<string,string>")
+#: ``includeHeaders=true``: Spark Kafka's ``headers`` column, the user attributes as (key, UTF-8 value).
+HEADERS_COLUMN = ("headers", "array<struct<key:string,value:binary>>")
 
 #: System attribute keys TubeMQ puts in the attribute header (already exposed as columns).
 SYSTEM_ATTRIBUTES = ("$msgType$", "$msgTime$")
@@ -75,15 +77,17 @@ def ddl(include_attributes: bool) -> str:
     return ", ".join(f"{n} {t.upper()}" for n, t in cols)
 
 
-def read_schema(include_attributes: bool) -> StructType:
+def read_schema(include_attributes: bool, include_headers: bool = False) -> StructType:
     """The Spark schema of the source (built without a JVM: DDL parsing would need one)."""
     cols = list(BASE_COLUMNS) + ([ATTRIBUTES_COLUMN] if include_attributes else [])
+    cols += [HEADERS_COLUMN] if include_headers else []
     return struct_of(cols)
 
 
 def struct_of(columns: Sequence[tuple[str, str]]) -> StructType:
     """A nullable ``StructType`` from (name, simple type) pairs."""
     from pyspark.sql.types import (
+        ArrayType,
         BinaryType,
         IntegerType,
         LongType,
@@ -101,6 +105,9 @@ def struct_of(columns: Sequence[tuple[str, str]]) -> StructType:
         "bigint": LongType(),
         "timestamp": TimestampType(),
         "map<string,string>": MapType(StringType(), StringType(), True),
+        HEADERS_COLUMN[1]: ArrayType(
+            StructType([StructField("key", StringType(), True), StructField("value", BinaryType(), True)]), True
+        ),
     }
     return StructType([StructField(name, kinds[t], True) for name, t in columns])
 
@@ -113,7 +120,7 @@ def check_read_schema(schema: StructType, include_attributes: bool) -> None:
     building in the Python worker and conversion in the JVM). ``attributes`` may be named whether or not
     ``includeAttributes`` is set.
     """
-    known = dict(BASE_COLUMNS + (ATTRIBUTES_COLUMN,))
+    known = dict(BASE_COLUMNS + (ATTRIBUTES_COLUMN, HEADERS_COLUMN))
     seen: set[str] = set()
     for f in schema.fields:
         name = f.name.lower()
@@ -261,6 +268,7 @@ class ArrowBuilder:
         self.want_id = "message_id" in wanted
         self.want_stream = "stream_id" in wanted
         self.want_attrs = ATTRIBUTES_COLUMN[0] in wanted
+        self.want_headers = HEADERS_COLUMN[0] in wanted
         self.parse_time = TimeParser(zone)
         self._steps: Any = None  # pa.array [0, 28, 56, ...], grown on demand (offset runs)
         self._reset()
@@ -273,6 +281,7 @@ class ArrowBuilder:
         self.ids: list[int] = []
         self.streams: list[str | None] = []
         self.attrs: list[list[tuple[str, str]]] = []
+        self.headers: list[list[dict[str, Any]]] = []
 
     def __len__(self) -> int:
         return self.count
@@ -315,6 +324,16 @@ class ArrowBuilder:
             self.attrs.extend(
                 [
                     [(k, v) for k, v in m.attributes.items() if k not in system] if m.attributes else []
+                    for m in msgs
+                ]
+            )
+
+        if self.want_headers:
+            system = SYSTEM_ATTRIBUTES
+            self.headers.extend(
+                [
+                    [{"key": k, "value": v.encode()} for k, v in m.attributes.items() if k not in system]
+                    if m.attributes else []
                     for m in msgs
                 ]
             )
@@ -362,6 +381,8 @@ class ArrowBuilder:
             return pa.array(self.ids, kind)
         if name == "stream_id":
             return pa.array(self.streams, kind)
+        if name == HEADERS_COLUMN[0]:
+            return pa.array(self.headers, kind)
         return pa.array(self.attrs, kind)  # "attributes" (check_read_schema admits nothing else)
 
     def flush(self, topic: str, broker_id: int, partition_id: int) -> pa.RecordBatch:

@@ -45,7 +45,7 @@ class TubeMQDataSource(DataSource):
             from . import inlong
 
             return inlong.read_schema()
-        return read_schema(opts.include_attributes)
+        return read_schema(opts.include_attributes, opts.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options, streaming=False)

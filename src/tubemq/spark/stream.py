@@ -40,7 +40,7 @@ from ._client import bounds, close_quietly, discover, new_group, open_consumer
 from ._compat import TubeMQSparkError
 from .offsets import EARLIEST, LATEST, Flat, flatten, nest, parse_partition_key, rate_limit
 from .options import STARTING_OFFSETS, ReadOptions, starting_for
-from .reader import TubeMQInputPartition, read_partition
+from .reader import TubeMQInputPartition, read_partition, split_ranges
 
 log = logging.getLogger("tubemq.spark.stream")
 
@@ -122,7 +122,13 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         snap = self._snapshot()
         spec = starting_for(self.opts, streaming=True)
         flat: Flat = {}
+        if self.opts.starting_timestamp is not None:
+            from . import timestamps
+
+            flat = timestamps.resolve(self.opts, self.opts.starting_timestamp, snap, ending=False)
         for (topic, key), (lo, hi) in snap.items():
+            if (topic, key) in flat:
+                continue
             if spec == "earliest":
                 value = lo
             elif spec == "latest":
@@ -194,6 +200,7 @@ class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if hi > lo:
                 b, p = parse_partition_key(key)
                 out.append(TubeMQInputPartition(topic, b, p, lo, hi))
+        out = list(split_ranges(out, self.opts.min_partitions))  # type: ignore[arg-type]
         missing = sorted(set(begin) - set(finish))
         if missing:
             msg = f"partitions {missing} are no longer read (removed from the query's topics?)"

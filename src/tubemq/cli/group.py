@@ -1,0 +1,174 @@
+"""``tubemq group list|describe|offsets|reset|clone``: consumer groups and their offsets.
+
+Built on :class:`tubemq.admin.AdminClient`: members come from the master
+(``admin_query_consume_group_detail``), offsets from the brokers' web APIs (``admin_query_offset``,
+``admin_set_offset``, ``admin_clone_offset``). ``reset --to-datetime`` moves each partition to its first
+message appended at or after the time (Kafka's ``--reset-offsets --to-datetime``); it needs the
+embedded server's time lookup. ``reset --to-history`` puts the group back to the offsets it had itself
+at a time (the brokers' offset history: ``admin_set_offset_by_time``, on real brokers too). A running consumer of the group picks the new offsets up at its next
+fetch of each partition; a consumer that holds fetched but unconfirmed messages may confirm past them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from typing import Any
+
+from ..admin import PartitionOffset
+from .admin import AdminError
+from .common import EXIT_USAGE, CliError, note
+from .output import format_table, print_json
+from .topic import _conn_parent, client_from_args
+
+HELP = "list groups, show their members and offsets, reset or clone offsets (HTTP admin API)"
+_OFFSET_HEADERS = ["TOPIC", "BROKER", "PARTITION", "OFFSET", "MAX_OFFSET", "LAG"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("group", help=HELP, description=HELP + ".")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    parent = _conn_parent()
+
+    ls = actions.add_parser("list", parents=[parent], help="groups with offsets on the brokers",
+                            description="Groups with offsets on any broker (admin_get_booked_groupname).")
+    ls.set_defaults(func=run_list)
+
+    d = actions.add_parser("describe", parents=[parent], help="a group's members and their partitions",
+                           description="A group's members and partitions (admin_query_consume_group_detail).")
+    d.add_argument("group")
+    d.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    d.set_defaults(func=run_describe)
+
+    o = actions.add_parser("offsets", parents=[parent], help="a group's offsets and lag per partition",
+                           description="A group's committed offset, max offset and lag per partition (admin_query_offset).")
+    o.add_argument("group")
+    o.add_argument("--topic", "-t", default=None, help="only these topics (comma separated)")
+    o.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    o.set_defaults(func=run_offsets)
+
+    r = actions.add_parser("reset", parents=[parent], help="move a group's offsets on a topic",
+                           description="Move a group's offsets on every partition of a topic (admin_set_offset).")
+    r.add_argument("group")
+    r.add_argument("--topic", "-t", required=True, help="the topic whose offsets move")
+    to = r.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="to the oldest message kept")
+    to.add_argument("--to-latest", action="store_true", help="past the newest message")
+    to.add_argument("--to-offset", type=int, default=None, metavar="N", help="to index offset N (clamped into range)")
+    to.add_argument("--to-datetime", default=None, metavar="TIME",
+                    help="to the first message appended at or after TIME: ISO 8601 (2026-01-31T12:00:00, local "
+                         "time unless it has an offset such as +00:00) or epoch milliseconds")
+    to.add_argument("--to-history", default=None, metavar="TIME",
+                    help="to the offsets the group itself had at TIME (the brokers' offset history, "
+                         "admin_set_offset_by_time; works on real TubeMQ brokers)")
+    r.add_argument("--dry-run", action="store_true", help="show the offsets it would set, change nothing")
+    r.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    r.set_defaults(func=run_reset)
+
+    c = actions.add_parser("clone", parents=[parent], help="copy a group's offsets to other groups",
+                           description="Copy a group's offsets to other groups (admin_clone_offset).")
+    c.add_argument("source")
+    c.add_argument("targets", help="target group(s), comma separated")
+    c.add_argument("--topic", "-t", default=None, help="only these topics (comma separated)")
+    c.set_defaults(func=run_clone)
+
+
+def parse_time(text: str) -> dt.datetime | int:
+    """``--to-datetime``: epoch milliseconds or ISO 8601 (naive = local time)."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CliError(f"--to-datetime {text!r}: expected ISO 8601 (2026-01-31T12:00:00) or epoch ms",
+                       EXIT_USAGE) from None
+
+
+def _offset_rows(rows: list[PartitionOffset]) -> list[list[Any]]:
+    return [[r.topic, r.broker_id, r.partition_id, r.offset, r.max_offset, r.lag] for r in rows]
+
+
+def _show_offsets(rows: list[PartitionOffset], output: str) -> None:
+    if output == "json":
+        print(print_json([{"group": r.group, "topic": r.topic, "broker_id": r.broker_id,
+                           "partition_id": r.partition_id, "offset": r.offset, "max_offset": r.max_offset,
+                           "lag": r.lag} for r in rows]))
+    else:
+        print(format_table(_OFFSET_HEADERS, _offset_rows(rows)))
+
+
+def run_list(args: argparse.Namespace) -> int:
+    for group in client_from_args(args).list_groups():
+        print(group)
+    return 0
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    detail = client_from_args(args).group_detail(args.group)
+    if args.output == "json":
+        print(print_json(detail.raw))
+        return 0
+    print(f"group {args.group}: {len(detail.members)} member(s), topics {', '.join(detail.topics) or '-'}")
+    rows = [[m.consumer_id, m.address, p.topic, p.broker_id, p.partition_id]
+            for m in detail.members for p in (m.partitions or ())]
+    if rows:
+        print(format_table(["CONSUMER", "FROM", "TOPIC", "BROKER", "PARTITION"], rows))
+    return 0
+
+
+def run_offsets(args: argparse.Namespace) -> int:
+    rows = client_from_args(args).group_offsets(args.group, args.topic)
+    if not rows and args.output == "table":
+        note(f"group {args.group} has no offsets{' on ' + args.topic if args.topic else ''}")
+        return 0
+    _show_offsets(rows, args.output)
+    return 0
+
+
+def run_reset(args: argparse.Namespace) -> int:
+    client = client_from_args(args)
+    try:
+        if args.to_history is not None:
+            if args.dry_run:
+                raise CliError("--dry-run is not available with --to-history (the brokers apply it at once)", EXIT_USAGE)
+            for change in client.set_offsets_by_time(args.group, parse_time(args.to_history), args.topic):
+                for item in change.get("after") or []:
+                    for o in item.get("offsets") or []:
+                        print(f"{item.get('topicName')}  broker {change.get('brokerId')}  partition "
+                              f"{o.get('partitionId')}  offset {o.get('curOffset')}")
+            note(f"group {args.group}: offsets on {args.topic} set from its history")
+            return 0
+        if args.to_datetime is not None:
+            when = parse_time(args.to_datetime)
+            if args.dry_run:
+                found = client.offsets_for_times(args.topic, when)
+                print(format_table(["TOPIC", "BROKER", "PARTITION", "NEW_OFFSET"],
+                                   [[t.topic, t.broker_id, t.partition_id, t.offset] for t in found]))
+                return 0
+            rows = client.reset_offsets_to_time(args.group, args.topic, when)
+        else:
+            to: str | int = "earliest" if args.to_earliest else "latest" if args.to_latest else args.to_offset
+            if isinstance(to, int) and to < 0:
+                raise CliError("--to-offset must be at least 0", EXIT_USAGE)
+            if args.dry_run:
+                note(f"would move group {args.group} on {args.topic} to {to}; current offsets:")
+                _show_offsets(client.group_offsets(args.group, args.topic), args.output)
+                return 0
+            rows = client.reset_offsets(args.group, args.topic, to)
+    except AdminError as exc:
+        raise CliError(f"cannot reset group {args.group} on {args.topic}: {exc.message}") from None
+    note(f"group {args.group}: offsets on {args.topic} reset")
+    _show_offsets(rows, args.output)
+    return 0
+
+
+def run_clone(args: argparse.Namespace) -> int:
+    client = client_from_args(args)
+    try:
+        n = client.clone_offsets(args.source, args.targets, args.topic)
+    except AdminError as exc:
+        raise CliError(f"cannot clone offsets of {args.source}: {exc.message}") from None
+    note(f"cloned offsets of {args.source} to {args.targets} on {n} broker(s)")
+    return 0
