@@ -5,8 +5,8 @@
 * ``cluster``: a fresh embedded TubeMQ cluster (master + broker) on 127.0.0.1 with short balance
   periods, in a temporary data directory.
 * Parallel workers (pytest-xdist, ``-n 4 --dist loadgroup`` in pyproject): every test uses its own
-  ports (0 = the OS picks) and its own tmp_path; tests that must share one worker get an
-  ``xdist_group`` here (``SERIAL_GROUPS``).
+  ports (0 = the OS picks) and its own tmp_path; tests that must share one worker form a scheduling
+  group here (``SERIAL_GROUPS``).
 Shared helpers (wait_for, fast timers, produce, platform guards) live in tests/_support.
 """
 
@@ -34,7 +34,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def _skip_source_tree_tests(items: list[pytest.Item]) -> None:
+    """Tests marked ``source_tree`` are skipped where there is no source checkout."""
     if SOURCE_TREE:
         return
     skip = pytest.mark.skip(reason="needs a source checkout (src/, tools/, README.md); this run has tests/ only")
@@ -88,7 +89,9 @@ GROUP_TIMEOUT_S = 900
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Long files first (stable: the order inside a file is kept); every worker collects the same order.
-    Grouped tests get ``GROUP_TIMEOUT_S`` unless they carry a timeout mark."""
+    Grouped tests get ``GROUP_TIMEOUT_S`` unless they carry a timeout mark; ``source_tree`` tests are
+    skipped without a source checkout."""
+    _skip_source_tree_tests(items)
     for item in items:
         if serial_group(item.nodeid) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(GROUP_TIMEOUT_S))
