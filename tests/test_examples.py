@@ -119,12 +119,15 @@ def detached_server(tmp: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
     env.pop("TUBEMQ_MASTER", None)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     ports = [8715, 8123, 8080]
-    if any(_busy(p) for p in ports):
-        ports = [free_port() for _ in ports]
-        env["TUBEMQ_MASTER"] = f"127.0.0.1:{ports[0]}"
-    r = subprocess.run([sys.executable, "-m", "tubemq", "serve", "--data-dir", str(tmp / "tubemq-data"),
-                        "--master-port", str(ports[0]), "--broker-port", str(ports[1]), "--admin-port",
-                        str(ports[2]), "--detach"], capture_output=True, text=True, timeout=120, env=env)
+    for attempt in range(5):  # a default or picked port can be taken meanwhile (parallel workers): exit 3
+        if attempt or any(_busy(p) for p in ports):
+            ports = [free_port() for _ in ports]
+            env["TUBEMQ_MASTER"] = f"127.0.0.1:{ports[0]}"
+        r = subprocess.run([sys.executable, "-m", "tubemq", "serve", "--data-dir", str(tmp / "tubemq-data"),
+                            "--master-port", str(ports[0]), "--broker-port", str(ports[1]), "--admin-port",
+                            str(ports[2]), "--detach"], capture_output=True, text=True, timeout=120, env=env)
+        if r.returncode != 3:
+            break
     assert r.returncode == 0, r.stderr
     pid = int((tmp / "tubemq-data" / "tubemq-serve.pid").read_text())
     try:

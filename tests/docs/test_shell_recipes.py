@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .blocks import all_blocks
+from .blocks import Block, all_blocks
 from .conftest import SERVE_PORTS, busy, doc_env, run_in_own_session
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell recipes (`tubemq serve --detach`)")
@@ -24,14 +24,20 @@ def test_there_is_a_fresh_recipe() -> None:
 
 
 @pytest.mark.parametrize("block", FRESH, ids=lambda b: b.name)
-def test_fresh_recipe_runs_verbatim(block: object, tmp_path: Path) -> None:
-    from .blocks import Block
+def test_fresh_recipe_runs_verbatim(block: Block, tmp_path: Path) -> None:
+    for attempt in range(3):  # parallel workers may take a default port between the check and the start
+        r = _run_recipe(block, tmp_path / f"try{attempt}", force_free_ports=attempt > 0)
+        if r.returncode != 3 or "before it was ready" not in r.stderr:
+            break
+    assert r.returncode == 0, r.stdout[-1000:] + r.stderr[-3000:]
 
-    assert isinstance(block, Block)
+
+def _run_recipe(block: Block, tmp_path: Path, force_free_ports: bool) -> subprocess.CompletedProcess[str]:
+    tmp_path.mkdir()
     env = doc_env(TUBEMQ_RUNTIME_DIR=str(tmp_path / "run"))
     code, expect = block.code, block.expect
     taken = [p for p in SERVE_PORTS if busy(p)]
-    if taken:
+    if taken or force_free_ports:
         # another program holds a default port: the server gets free ones and the other commands find it
         # through $TUBEMQ_MASTER (the admin API through the endpoints `tubemq serve` publishes); nothing else
         # of the recipe changes
@@ -52,6 +58,7 @@ def test_fresh_recipe_runs_verbatim(block: object, tmp_path: Path) -> None:
         if pid_file.exists():  # the recipe failed before its `kill`: stop the server it started
             subprocess.run(["kill", pid_file.read_text().strip()], capture_output=True)
     print(f"{block.name}: exit {r.returncode} in {time.monotonic() - t0:.1f} s\n{r.stderr[-2000:]}")
-    assert r.returncode == 0, r.stdout[-1000:] + r.stderr[-3000:]
-    missing = [p for p in expect if not re.search(p, r.stdout)]
-    assert not missing, f"output lacks {missing}:\n{r.stdout[-1500:]}"
+    if r.returncode == 0:
+        missing = [p for p in expect if not re.search(p, r.stdout)]
+        assert not missing, f"output lacks {missing}:\n{r.stdout[-1500:]}"
+    return r
