@@ -69,10 +69,9 @@ class Served:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """`tubemq serve --data-dir DIR` and `tubemq topic create orders`, as the quick start says.
 
-    On the default ports when they are free, so the blocks run byte for byte; when another program holds
-    one of them, on free ports, and the blocks get the master's port changed, nothing else.
+    On free ports: the blocks get the master's and the admin API's ports changed, nothing else.
     """
-    from tubemq.cli.common import EXIT_PORT_IN_USE, _wait_listening, start_on_free_ports
+    from tubemq.cli.common import start_on_free_ports
 
     work = tmp_path_factory.mktemp("docs")
     env = doc_env(TUBEMQ_RUNTIME_DIR=str(work / "run"))
@@ -83,15 +82,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
              "--master-port", str(ports[0]), "--broker-port", str(ports[1]), "--admin-port", str(ports[2])],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=work)
 
-    ports: Sequence[int] = SERVE_PORTS
-    proc = spawn(ports) if not any(busy(p) for p in SERVE_PORTS) else None
-    if proc is None or not _wait_listening(proc, ports, 60) and proc.wait(10) == EXIT_PORT_IN_USE:
-        proc, ports = start_on_free_ports(spawn, 3, 60)
+    # free ports, always: with parallel test workers a default port found free can be taken before the
+    # server binds it, and the blocks would then talk to someone else's server
+    proc, ports = start_on_free_ports(spawn, 3, 60)
     try:
         if proc.poll() is not None:
             pytest.fail(f"tubemq serve did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
-        r = subprocess.run([sys.executable, "-m", "tubemq", "topic", "create", "orders", "--master",
-                            f"127.0.0.1:{ports[0]}"], capture_output=True, timeout=60, env=env, cwd=work)
+        r = subprocess.run([sys.executable, "-m", "tubemq", "topic", "create", "orders", "--admin-url",
+                            f"http://127.0.0.1:{ports[2]}/webapi.htm"], capture_output=True, timeout=60, env=env,
+                           cwd=work)
         assert r.returncode == 0, r.stderr
         yield Served(work, f"127.0.0.1:{ports[0]}", env, f"127.0.0.1:{ports[2]}")
     finally:
