@@ -619,7 +619,20 @@ class ConsumerCore:
                 return None
             batch.delivered = True
             self.batches += 1
+            if self.config.deserialize is not None:
+                self._deserialize(batch)
         return batch
+
+    def _deserialize(self, batch: Batch) -> None:
+        """``value_deserializer`` on a batch being handed out; on failure it is rolled back and the
+        SerializationError raised to the caller of poll / the iterator."""
+        from ..serializers import deserialize_messages
+
+        try:
+            deserialize_messages(batch.messages, self.config.deserialize)  # type: ignore[arg-type]
+        except Exception:
+            self.confirm_local(batch, False)
+            raise
 
     def _is_current(self, batch: Batch) -> bool:
         slot = batch._slot

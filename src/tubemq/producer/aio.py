@@ -114,7 +114,7 @@ class Producer:
         core = self._core
         if self._closed or not core.started:
             await self._ensure_started()
-        job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
+        job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done, self.config.serialize_hook)
         if callback is not None:
             job.cb = check_callback(callback)
         job.now = now
