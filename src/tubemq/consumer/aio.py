@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
@@ -52,7 +52,7 @@ class Consumer:
         on_partitions_assigned: Hook | None = None,
         on_partitions_revoked: Hook | None = None,
         on_error: Callable[[TubeMQError], Any] | None = None,
-        **options: Any,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         """``on_error(exc)`` is told when a broker stops answering (its partitions are released and
         fetched again once it answers); it runs on the event loop, so it must return quickly."""
@@ -308,3 +308,8 @@ class Consumer:
 
 
 from .bound.aio import AsyncBoundConsumer as BoundConsumer  # noqa: E402 - re-export at the end: bound imports core
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..config import ConsumerOptions

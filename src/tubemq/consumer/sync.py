@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._bridge import Dispatcher, Facade, blocking, to_thread
 from .._bridge.feed import BatchFeed
@@ -21,6 +21,11 @@ from ..errors import TubeMQError
 from . import aio
 from .core import ConsumerCore, Hook
 from .fetch import Batch
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..config import ConsumerOptions
 
 __all__ = ["Consumer"]
 
@@ -42,7 +47,8 @@ class Consumer(Facade[aio.Consumer]):
     def __init__(self, master: str | list[str] | None = None, group: str | None = None, topics: Any = None, *,
                  consume_from: str | None = None, config: ConsumerConfig | None = None,
                  on_partitions_assigned: Hook | None = None, on_partitions_revoked: Hook | None = None,
-                 on_error: Callable[[TubeMQError], Any] | None = None, **options: Any) -> None:
+                 on_error: Callable[[TubeMQError], Any] | None = None,
+                 **options: Unpack[ConsumerOptions]) -> None:
         assigned, revoked = to_thread(on_partitions_assigned), to_thread(on_partitions_revoked)
         self._open(lambda: aio.Consumer(master, group, topics, consume_from=consume_from, config=config,
                                         on_partitions_assigned=assigned, on_partitions_revoked=revoked,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import ProducerConfig
 from ..errors import ClientClosedError, TubeMQError
@@ -22,6 +22,11 @@ from ..types import SendResult
 from .buffer import SendBuffer
 from .core import ProducerCore
 from .message import Job, SendCallback, check_callback, make_job, run_callback
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..config import ProducerOptions
 
 
 class Producer:
@@ -32,11 +37,12 @@ class Producer:
     """
 
     def __init__(self, master: str | Iterable[str] | None = None, *, config: ProducerConfig | None = None,
-                 **options: Any) -> None:
+                 **options: Unpack[ProducerOptions]) -> None:
         if config is None:
             config = ProducerConfig.from_options(master, options)  # type: ignore[arg-type]
         elif master is not None or options:
-            config = dataclasses.replace(config, **dict(options, **({"master": master} if master is not None else {})))
+            changes: dict[str, Any] = dict(options, **({"master": master} if master is not None else {}))
+            config = dataclasses.replace(config, **changes)
         self.config = config
         self._core = ProducerCore(config)
         self.client_id: str = self._core.client_id
