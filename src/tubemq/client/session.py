@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ..metrics import Metrics
 from ..net.invoker import MasterInvoker
-from ..net.pool import ConnectionPool
+from ..net.pool import ConnectionPool, jittered
 from ..protocol import master_pb
 from ..protocol.constants import (
     DEFAULT_BROKER_PORT,
@@ -240,7 +240,7 @@ class MasterSessionBase:
                 if max_attempts is None:
                     exc_wait = min(REGISTER_WAIT_CAP_S, exc_wait * 1.5)
             self.metrics.inc("master.register_failures")
-            await self._sleep(wait)
+            await self._sleep(jittered(wait))  # many clients refused together do not retry together
 
     # ------------------------------------------------------------------ heartbeat
 
