@@ -9,6 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .admin.aio import AdminClient
     from .consumer.aio import Consumer
     from .consumer.bound.aio import AsyncBoundConsumer as BoundConsumer
     from .producer.aio import Producer
@@ -30,4 +31,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["BoundConsumer", "Consumer", "Producer"]
+__all__ = ["AdminClient", "BoundConsumer", "Consumer", "Producer"]
