@@ -60,6 +60,9 @@ def parse_dsn(dsn: str) -> tuple[list[str], dict[str, str]]:
     text = dsn.strip()
     if "://" in text:
         parts = urlsplit(text)
+        if parts.scheme in ("http", "https"):
+            raise ConfigError("master", f"{text!r} is a web (admin API) address: the master's RPC address is "
+                              f"host:port (usually port 8715), or tubemq://host:port")
         if parts.scheme not in ("tubemq", "tubemqs"):
             raise ConfigError("master", f"DSN scheme must be tubemq:// (got {parts.scheme!r})")
         hosts = unquote(parts.netloc)

@@ -26,7 +26,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import TubeMQConnectionError
+from ..errors import NotTubeMQPortError, TubeMQConnectionError
 from ..protocol.constants import CONNECT_READ_IDLE_MS
 from .connection import DEFAULT_MAX_FRAME_SIZE, DEFAULT_MAX_INFLIGHT, Connection
 
@@ -167,7 +167,8 @@ class ConnectionPool:
             log.info("connect to %s failed (%d in a row): %s", address, h.failures, exc)
             self._opening.pop(address, None)
             if not fut.done():
-                err = exc if isinstance(exc, TubeMQConnectionError) else TubeMQConnectionError(f"{address}: {exc}")
+                err = (exc if isinstance(exc, (TubeMQConnectionError, NotTubeMQPortError))
+                       else TubeMQConnectionError(f"{address}: {exc}"))
                 fut.set_exception(err)
                 fut.exception()  # mark retrieved: nobody may be waiting any more
                 del err
