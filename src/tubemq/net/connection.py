@@ -88,11 +88,6 @@ def foreign_protocol(address: str, first: bytes) -> NotTubeMQPortError | None:
             f"{address}: the peer answered {first[:32]!r}: an HTML/JSON body, so an HTTP port, not a "
             f"TubeMQ RPC port (the admin API? the master's RPC port is usually 8715)"
         )
-    if first[0] != 0xFF:  # every TubeMQ frame starts with the begin token 0xFF7FF4FE
-        return NotTubeMQPortError(
-            f"{address}: the peer answered {first[:16]!r}, not a TubeMQ frame: this is not a TubeMQ "
-            f"RPC port (another service on that port?)"
-        )
     return None
 
 

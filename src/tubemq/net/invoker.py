@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
+from ..codec import encode_request
 from ..errors import (
     DecodeError,
     NotTubeMQPortError,
@@ -29,7 +30,7 @@ log = logging.getLogger("tubemq.net.invoker")
 M = TypeVar("M")
 
 #: what a TubeMQ broker answers a master RPC with ("No service 1 found on the server")
-NO_SERVICE = "No service "
+NO_SERVICE = f"No service {int(ServiceType.MASTER)} found"
 
 
 def normalize_master_list(addresses: str | Iterable[str]) -> list[str]:
@@ -121,8 +122,13 @@ class MasterInvoker:
         peer that accepted the TCP connection and never sends a byte is not a TubeMQ master (a silent
         port would otherwise hold every attempt for the whole RPC timeout)."""
         wait_ms = min(self.timeout_ms, int(self.first_answer_s * 1000))
+        timeout_ms = self.timeout_ms
+
+        def build(serial: int) -> bytes:  # the request still carries the configured timeout (as Java's)
+            return encode_request(serial, ServiceType.MASTER, method, body, timeout_ms=timeout_ms)
+
         try:
-            return await conn.call(ServiceType.MASTER, method, body, timeout_ms=wait_ms)  # type: ignore[no-any-return]
+            return await conn.call_frame(build, timeout_ms=wait_ms)  # type: ignore[no-any-return]
         except TubeMQTimeoutError as exc:
             if conn.bytes_received or wait_ms >= self.timeout_ms:
                 raise
