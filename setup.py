@@ -1,7 +1,9 @@
 """Only the C extensions live here; everything else is in pyproject.toml.
 
 With Cython installed the ``.pyx`` files are cythonized; without it (an sdist installed on a machine
-without Cython) the shipped ``.c`` files are compiled.
+without Cython) the shipped ``.c`` files are compiled. Either way the C helpers in ``src/tubemq/_c/*.h``
+are included by the generated C as ``"_c/<name>.h"`` (found next to the ``.c``); they are listed as
+dependencies so that editing one rebuilds the extension.
 
 The extensions are optional, as in aiohttp/multidict/yarl: when one cannot be built (no C compiler,
 missing Python headers) the install goes on with the pure-Python twin and prints ONE warning naming
@@ -12,6 +14,7 @@ Release builds (not ``build_ext --debug``, not ``TUBEMQ_DEBUG_BUILD=1``) are bui
 information and stripped on Linux and macOS: the codec's ``.so`` is 0.4 MB instead of 2.6 MB.
 """
 
+import glob
 import os
 import sys
 
@@ -21,6 +24,9 @@ from setuptools.errors import CCompilerError, CompileError, ExecError, LinkError
 
 #: The compiled modules: ``tubemq.<name>`` built from ``src/tubemq/<name>.pyx`` (or the shipped ``.c``).
 EXTENSION_MODULES = ["_codec", "_inlongmsg"]
+
+#: The hand-written C the generated modules include (shipped in the sdist by MANIFEST.in).
+C_HEADERS = sorted(glob.glob("src/tubemq/_c/*.h"))
 
 #: What a missing or broken compiler raises (distutils and setuptools names of the same errors).
 BUILD_ERRORS = (CCompilerError, CompileError, ExecError, LinkError, PlatformError, OSError, ValueError)
@@ -40,11 +46,11 @@ def extensions() -> list:
     pyx = [f"src/tubemq/{m}.pyx" for m in EXTENSION_MODULES]
     if cythonize is not None and all(os.path.exists(p) for p in pyx):
         return cythonize(
-            [Extension(f"tubemq.{m}", [p]) for m, p in zip(EXTENSION_MODULES, pyx, strict=True)],
+            [Extension(f"tubemq.{m}", [p], depends=C_HEADERS) for m, p in zip(EXTENSION_MODULES, pyx, strict=True)],
             compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
         )
     return [
-        Extension(f"tubemq.{m}", [f"src/tubemq/{m}.c"])
+        Extension(f"tubemq.{m}", [f"src/tubemq/{m}.c"], depends=C_HEADERS)
         for m in EXTENSION_MODULES
         if os.path.exists(f"src/tubemq/{m}.c")
     ]

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _pbcompat import is_repeated, is_required
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "PROTOCOL.md"
@@ -107,7 +108,7 @@ def _proto_line(name: str) -> str:
             typ = f.enum_type.name
         else:
             typ = scalar[f.type]
-        label = "rep" if f.is_repeated else ("**req**" if f.is_required else "opt")
+        label = "rep" if is_repeated(f) else ("**req**" if is_required(f) else "opt")
         parts.append(f"{f.number} `{f.name}` {typ} {label}")
     return "; ".join(parts)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # a library never configures logging, but it must not print "No handlers could be found" either
 logging.getLogger("tubemq").addHandler(logging.NullHandler())

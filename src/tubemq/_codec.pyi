@@ -55,6 +55,10 @@ from ._codec_py import wrap_repeated as wrap_repeated
 from .inlongmsg import InLongMsg
 
 implementation: Final[str]
+#: the build took Message straight from Cython's freelist (tests/codec/test_build.py)
+MESSAGE_FREELIST_FAST_PATH: Final[bool]
+BUILT_WITH_CYTHON: Final[tuple[int, int, int]]
+MESSAGE_FREELIST_CYTHON_RANGE: Final[tuple[tuple[int, int, int], tuple[int, int, int]]]
 
 TopicPartition = Partition
 

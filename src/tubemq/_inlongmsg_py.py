@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from ._extras import install_hint
 from .errors import InLongMsgError
 
 implementation = "python"
@@ -26,7 +27,7 @@ SNAPPY_MAX_RATIO = 22
 #: Longest attribute ``DataOutputStream.writeUTF`` can write (modified UTF-8 bytes).
 MAX_ATTR_BYTES = 65535
 #: The ``pip install`` extra that brings the snappy library.
-SNAPPY_EXTRA = "tubemq[inlong]"
+SNAPPY_EXTRA = "tubemq[inlong]"  # kept: tubemq.inlongmsg exports it
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -44,7 +45,7 @@ def _snappy_module() -> Any:
             import cramjam
         except ImportError:
             raise InLongMsgError(
-                f"snappy-compressed InLongMsg needs the 'cramjam' package: pip install '{SNAPPY_EXTRA}'"
+                f"snappy-compressed InLongMsg needs the 'cramjam' package: {install_hint('inlong')}"
             ) from None
         _snappy = cramjam.snappy
     return _snappy

@@ -11,33 +11,41 @@ Sort does.
 Damaged input raises :class:`tubemq.errors.InLongMsgError` (a ``DecodeError``), also where the Java
 class would return zero-padded bodies, accept a length running into the trailing magic, or stop
 silently. Decoding allocates at most the input size in body bytes (plus one Python object per body);
-a snappy block may declare at most 22x its own size (no valid block expands more).
+a snappy block may declare at most 22x its own size (no valid block expands more). Decoding time is
+linear in the container size; a v4 container whose per-message attribute keys (private + common
+attributes) would come to over 64 characters per container byte (at least 16 MiB) is refused
+(:mod:`tubemq._inlong_v4`).
 
 Decoding snappy needs nothing extra (a raw-snappy decoder is built in); building with ``compress=True``
-needs the optional ``cramjam`` package: ``pip install 'tubemq[inlong]'``.
+needs the optional ``cramjam`` package: ``pip install cramjam`` (the ``inlong`` extra).
 
 The hot paths are in the Cython module ``tubemq._inlongmsg``; the pure-Python twin
-``tubemq._inlongmsg_py`` is used when :mod:`tubemq.codec` runs its twin (``TUBEMQ_NO_EXTENSIONS=1``)
-or the extension was not built. ``implementation`` says which one is live.
+``tubemq._inlongmsg_py`` is used, as :mod:`tubemq.codec` uses its own, with ``TUBEMQ_NO_EXTENSIONS=1``
+or when the extension was not built. ``implementation`` says which one is live.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from . import codec as _codec
+from ._inlong_v4 import BIN_HEADER as _BIN_HEADER
+from ._inlong_v4 import BIN_MSG_MAGIC, BIN_MSG_OVERHEAD, BIN_MSG_SNAPPY, BIN_MSG_TYPE, decode_v4
+from ._inlong_v4 import U16 as _U16
 from .errors import InLongMsgError
 
-if _codec.implementation == "cython":
-    try:
-        from . import _inlongmsg as _impl
-    except ImportError:  # pragma: no cover - codec built but this extension not
-        from . import _inlongmsg_py as _impl  # type: ignore[no-redef]
+# The same choice as tubemq.codec makes (not asked of it: the codec's Message.inlongmsg() imports this
+# module, so this one stays below the codec and imports none of it).
+if os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0"):
+    from . import _inlongmsg_py as _impl
 else:
-    from . import _inlongmsg_py as _impl  # type: ignore[no-redef]
+    try:
+        from . import _inlongmsg as _impl  # type: ignore[no-redef]
+    except ImportError:  # pragma: no cover - exercised when the extension was not built
+        from . import _inlongmsg_py as _impl  # type: ignore[no-redef]
 
 implementation: str = _impl.implementation
 
@@ -55,13 +63,6 @@ __all__ = [
 
 SNAPPY_EXTRA = _impl.SNAPPY_EXTRA
 
-#: BIN_MSG (v4 payload) layout: fixed overhead, msg_type low bits, snappy bits, trailing magic.
-BIN_MSG_OVERHEAD = 29
-BIN_MSG_TYPE = 7
-BIN_MSG_SNAPPY = 0x20
-BIN_MSG_MAGIC = 0xEE01
-_BIN_HEADER = struct.Struct(">iBhhhihii")  # total_len type gid sid ext dt cnt uniq body_len
-_U16 = struct.Struct(">H")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
@@ -130,7 +131,8 @@ def decode(data: bytes | bytearray | memoryview) -> InLongMsg:
         data = bytes(data)
     version = _impl.container_version(data)
     if version == 4:
-        return _decode_v4(data)
+        create_time, count, keyed, is_num, is_lf = decode_v4(data, _impl)
+        return InLongMsg(4, create_time, count, -1, keyed, None, is_num, is_lf)
     if version == 3:
         return _decode_v3(data)
     version, create_time, msg_count, attr_count, groups, counts = _impl.decode_default(data)
@@ -157,188 +159,6 @@ def _decode_v3(data: bytes | bytearray) -> InLongMsg:
                     bucket.append(msg)
     (attr_count,) = _I32.unpack_from(data, 14)
     return InLongMsg(version, create_time, msg_count, attr_count, keyed)
-
-
-# ---- v4 (binary message)
-
-
-def _decode_v4(data: bytes | bytearray) -> InLongMsg:
-    n = len(data) - 4  # BIN_MSG between the two magics
-    if n < BIN_MSG_OVERHEAD:
-        raise InLongMsgError(f"v4 container of {len(data)} bytes: binary message truncated "
-                             f"({n} bytes, at least {BIN_MSG_OVERHEAD} needed)")
-    total_len, msg_type, gid, sid, ext, dt, cnt, _uniq, body_len = _BIN_HEADER.unpack_from(data, 2)
-    ext_u = ext & 0xFFFF
-    if body_len < 0 or body_len > n - BIN_MSG_OVERHEAD:
-        raise InLongMsgError(f"v4 binary message: body length {body_len} but the message has {n} bytes")
-    body_start = 2 + 25
-    body_end = body_start + body_len
-    (attr_len,) = _U16.unpack_from(data, body_end)
-    if body_len + attr_len + BIN_MSG_OVERHEAD != n:
-        raise InLongMsgError(f"v4 binary message: body {body_len} + attributes {attr_len} + {BIN_MSG_OVERHEAD} "
-                             f"bytes of header do not make its {n} bytes")
-    if total_len != n - 4:
-        raise InLongMsgError(f"v4 binary message: total length field {total_len}, actual {n - 4}")
-    (magic,) = _U16.unpack_from(data, body_end + 2 + attr_len)
-    if magic != BIN_MSG_MAGIC:
-        raise InLongMsgError(f"v4 binary message: end magic {magic:#06x}, expected {BIN_MSG_MAGIC:#06x}")
-    is_num = not ext_u & 0x4
-    attr_raw = data[body_end + 2 : body_end + 2 + attr_len]
-    common_key, common_items = _v4_common(bytes(attr_raw), dt, gid, sid, cnt, is_num)
-    keyed: dict[str, list[bytes]]
-    if (msg_type & 0xE0) >> 5 == 1:
-        owner: Any = _impl.snappy_uncompress(data, body_start, body_end)
-        start, stop = 0, len(owner)
-    else:
-        owner, start, stop = data, body_start, body_end
-    if not ext_u & 0x1:
-        keyed = {common_key: _impl.split_items(owner, start, stop)}
-    else:
-        keyed = {}
-        for msg, private in _impl.split_pairs(owner, start, stop):
-            key = _v4_private_key(private, common_key, common_items)
-            bucket = keyed.get(key)
-            if bucket is None:
-                keyed[key] = [msg]
-            else:
-                bucket.append(msg)
-    return InLongMsg(4, dt * 1000, cnt, -1, keyed, None, is_num, bool(ext_u & 0x20))
-
-
-#: v4 attribute keys computed lately (the Java ``HashMap`` emulation is the slow part of a v4 decode).
-_V4_KEYS: dict[tuple[Any, ...], tuple[str, list[tuple[str, str]]]] = {}
-_V4_PRIVATE_KEYS: dict[tuple[bytes, str], str] = {}
-_KEY_CACHE_SIZE = 4096
-#: Longer attribute texts are not cached (bounds the caches to a few MB).
-_KEY_CACHE_MAX_TEXT = 512
-
-
-def _v4_common(attr: bytes, dt: int, gid: int, sid: int, cnt: int, is_num: bool) -> tuple[str, list[tuple[str, str]]]:
-    """The common attribute map of a BIN_MSG: (Java's key text, entries in Java's order)."""
-    cache_key = (attr, dt, gid, sid, cnt, is_num)
-    hit = _V4_KEYS.get(cache_key)
-    if hit is not None:
-        return hit
-    common = _JavaHashMap.copy_of(_guava_split(attr.decode("utf-8", "replace"))) if attr else _JavaHashMap()
-    common.put("dt", str(dt * 1000))
-    if is_num:
-        common.put("groupId", str(gid))
-        common.put("streamId", str(sid))
-    common.put("cnt", str(cnt))
-    items = common.items()
-    value = ("&".join(f"{k}={v}" for k, v in items), items)
-    if len(attr) <= _KEY_CACHE_MAX_TEXT:
-        if len(_V4_KEYS) >= _KEY_CACHE_SIZE:
-            _V4_KEYS.clear()
-        _V4_KEYS[cache_key] = value
-    return value
-
-
-def _v4_private_key(private: bytes, common_key: str, common_items: list[tuple[str, str]]) -> str:
-    """``join(HashMap(Guava(private)) + putAll(common))``: the key of one message with private attrs."""
-    cache_key = (private, common_key)
-    hit = _V4_PRIVATE_KEYS.get(cache_key)
-    if hit is not None:
-        return hit
-    m = _JavaHashMap.copy_of(_guava_split(private.decode("utf-8", "replace")))
-    m.put_all(common_items)
-    key = m.join()
-    if len(private) + len(common_key) <= _KEY_CACHE_MAX_TEXT:
-        if len(_V4_PRIVATE_KEYS) >= _KEY_CACHE_SIZE:
-            _V4_PRIVATE_KEYS.clear()
-        _V4_PRIVATE_KEYS[cache_key] = key
-    return key
-
-
-#: Guava's ``CharMatcher.whitespace()`` (what ``Splitter.trimResults()`` strips).
-_GUAVA_WS = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
-             "\u200a\u2028\u2029\u202f\u205f\u3000")
-
-
-def _guava_split(text: str) -> dict[str, str]:
-    """``Splitter.on('&').trimResults().withKeyValueSeparator('=')``: strict, as Java's v4 decoder."""
-    out: dict[str, str] = {}
-    for entry in text.split("&"):
-        entry = entry.strip(_GUAVA_WS)
-        parts = entry.split("=")
-        if len(parts) != 2:
-            raise InLongMsgError(f"v4 attributes {text!r}: entry {entry!r} is not key=value")
-        key, value = parts
-        if key in out:
-            raise InLongMsgError(f"v4 attributes {text!r}: duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
-def _table_size_for(n: int) -> int:
-    size = 1
-    while size < n:
-        size <<= 1
-    return size
-
-
-class _JavaHashMap:
-    """Just enough of ``java.util.HashMap`` to reproduce its iteration order (bucket, then insertion)."""
-
-    __slots__ = ("table", "threshold", "entries")
-
-    def __init__(self) -> None:
-        self.table = 0  # 0: not allocated yet
-        self.threshold = 0
-        self.entries: dict[str, str] = {}
-
-    @classmethod
-    def copy_of(cls, source: Mapping[str, str]) -> _JavaHashMap:
-        m = cls()
-        m.put_all(source.items())
-        return m
-
-    def _resize(self) -> None:
-        if self.table == 0:
-            self.table = self.threshold or 16
-        else:
-            self.table *= 2
-        self.threshold = self.table * 3 // 4
-
-    def put(self, key: str, value: str) -> None:
-        if self.table == 0:
-            self._resize()
-        entries = self.entries
-        if key in entries:
-            entries[key] = value
-            return
-        entries[key] = value
-        if len(entries) > self.threshold:
-            self._resize()
-
-    def put_all(self, items: Iterable[tuple[str, str]]) -> None:
-        items = list(items)
-        s = len(items)
-        if s:
-            if self.table == 0:
-                t = _table_size_for(int(s / 0.75 + 1.0))
-                if t > self.threshold:
-                    self.threshold = t
-            else:
-                while s > self.threshold:
-                    self._resize()
-            for k, v in items:
-                self.put(k, v)
-
-    def items(self) -> list[tuple[str, str]]:
-        """Entries in Java's iteration order."""
-        mask = (self.table or 16) - 1
-        java_hash = _codec.java_hash
-
-        def bucket(item: tuple[str, str]) -> int:
-            h = java_hash(item[0]) & 0xFFFFFFFF
-            return (h ^ (h >> 16)) & mask
-
-        return sorted(self.entries.items(), key=bucket)
-
-    def join(self) -> str:
-        """``Joiner.on('&').withKeyValueSeparator('=').join(map)``."""
-        return "&".join(f"{k}={v}" for k, v in self.items())
 
 
 # ---- attribute strings

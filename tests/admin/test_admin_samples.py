@@ -119,7 +119,7 @@ def test_asyncio_client_same_answers(sample_server: SampleServer) -> None:
 
 
 def test_master_address_of_a_local_server_resolves(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tubemq.server import endpoints
+    from tubemq import _endpoints as endpoints
 
     published = endpoints.Endpoints("127.0.0.1:18715", "http://127.0.0.1:18080/webapi.htm", [], 1, "/tmp/x")
     monkeypatch.setattr(endpoints, "lookup", lambda address: published if address == "127.0.0.1:18715" else None)

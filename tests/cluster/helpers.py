@@ -53,3 +53,15 @@ def admin_call(admin_url: str, method: str, **params: Any) -> dict[str, Any]:
     with urllib.request.urlopen(f"{admin_url}?{query}", timeout=10) as r:
         data: dict[str, Any] = json.loads(r.read())
     return data
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free on 127.0.0.1 now (for servers whose ports a test must know in advance)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()

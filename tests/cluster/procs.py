@@ -127,10 +127,10 @@ class ProcCluster:
 
     def create_topic(self, name: str, partitions: int, broker_ids: list[int] | None = None,
                      timeout: float = 20.0) -> None:
-        """Deploy on every master (the embedded masters do not replicate metadata), once all brokers of
-        ``broker_ids`` registered (the admin API refuses unknown brokers, like the real master)."""
+        """Deploy on the first (active) master once all brokers of ``broker_ids`` registered (the admin
+        API refuses unknown brokers, like the real master); standbys copy it (server/replication.py)."""
         ids = broker_ids or sorted(self.brokers)
-        for url in self.admin_urls:
+        for url in self.admin_urls[:1]:
             deadline = time.monotonic() + timeout
             while True:
                 r = admin_call(url, "admin_add_new_topic_record", type="op_modify", topicName=name,

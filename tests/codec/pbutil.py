@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from _pbcompat import is_repeated
 from google.protobuf.message import Message as PbMessage
 
 from tubemq.protocol import broker_pb, master_pb, rpc_pb
@@ -41,7 +42,7 @@ def fill(msg: PbMessage, fields: dict[str, Any]) -> PbMessage:
             raise KeyError(f"{desc.name} has no field {key!r}")
         if value is None:
             continue
-        repeated = fd.is_repeated
+        repeated = is_repeated(fd)
         if fd.type == fd.TYPE_MESSAGE:
             if repeated:
                 for item in value:

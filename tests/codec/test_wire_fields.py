@@ -24,6 +24,7 @@ def test_field_matches_proto(name: str) -> None:
     assert (wt == wire_fields.WT_LEN) == (desc.type in _LEN_TYPES)
 
 
+@pytest.mark.source_tree
 def test_pxi_is_up_to_date() -> None:
     path = ROOT / "tools" / "generate_wire_pxi.py"
     spec = importlib.util.spec_from_file_location("_tool_generate_wire_pxi", path)
@@ -35,6 +36,7 @@ def test_pxi_is_up_to_date() -> None:
     assert f"C_METHOD_SEND_MESSAGE = {int(constants.Method.BROKER_PRODUCER_SEND_MESSAGE)}" in module.render()
 
 
+@pytest.mark.source_tree
 def test_no_bare_field_literals_in_the_decoders() -> None:
     """The decoders compare against named fields (``f.num == 1`` was how the two copies drifted)."""
     for rel in ("src/tubemq/_codec.pyx", "src/tubemq/_codec_py.py"):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from _data import load_capture
+from _pbcompat import is_repeated
 
 import tubemq
 from tubemq.consumer import BoundConsumer
@@ -72,7 +73,7 @@ def shape_of_msg(msg: Any, prefix: str = "") -> frozenset[str]:
     out: set[str] = set()
     for fd, value in msg.ListFields():
         out.add(prefix + fd.name)
-        if fd.message_type is not None and not fd.is_repeated:
+        if fd.message_type is not None and not is_repeated(fd):
             out |= shape_of_msg(value, prefix + fd.name + ".")
     return frozenset(out)
 

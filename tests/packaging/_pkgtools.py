@@ -8,6 +8,7 @@ pip runs with ``--no-index --no-build-isolation --no-deps``: nothing is download
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import site
@@ -16,14 +17,33 @@ import sys
 import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - 3.10: the test extra brings tomli
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 
 #: What the sdist is made of (MANIFEST.in decides what goes in); build leftovers stay behind.
-SOURCE_ITEMS = ["src", "proto", "scripts", "tests", "docs", "examples", ".ci", "setup.py", "pyproject.toml",
-                "MANIFEST.in", "README.md", "LICENSE"]
+SOURCE_ITEMS = ["src", "proto", "scripts", "tools", "tests", "docs", "examples", ".ci", "setup.py", "pyproject.toml",
+                "MANIFEST.in", "README.md", "CHANGELOG.md", "LICENSE"]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.so", "*.pyd", "build", "dist", "*.egg-info", ".hypothesis",
                                 ".pytest_cache", ".benchmarks", "spark-warehouse", "metastore_db")
+
+
+def pyproject() -> dict[str, Any]:
+    """This checkout's pyproject.toml."""
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def runtime_requirements() -> list[str]:
+    """``[project] dependencies``: what pip installs along with the wheel or the sdist."""
+    return list(pyproject()["project"]["dependencies"])
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -56,3 +76,55 @@ def make_venv(path: Path) -> Path:
 def pip(python: Path, *args: str | Path, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
     """``pip`` (this interpreter's, through the .pth) acting on the environment of ``python``, offline."""
     return run([python, "-m", "pip", *args], timeout=timeout, cwd=python.parent, env=clean_env(**env))
+
+
+
+def _closure(requirements: Sequence[str]) -> tuple[list[importlib.metadata.Distribution], list[str]]:
+    """The installed distributions ``requirements`` need, dependencies included (as pip would install
+    them), and the requirements this interpreter does not have."""
+    dists: dict[str, importlib.metadata.Distribution] = {}
+    missing: list[str] = []
+    stack = [Requirement(r) for r in requirements]
+    while stack:
+        req = stack.pop()
+        key = canonicalize_name(req.name)
+        if key in dists:
+            continue
+        try:
+            dist = importlib.metadata.distribution(req.name)
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(str(req))
+            continue
+        dists[key] = dist
+        for spec in dist.requires or []:
+            dep = Requirement(spec)
+            extras = [""] + sorted(req.extras)
+            if dep.marker is None or any(dep.marker.evaluate({"extra": e}) for e in extras):
+                stack.append(dep)
+    return list(dists.values()), missing
+
+
+def make_clean_venv(path: Path, requirements: Sequence[str]) -> Path:
+    """A venv that sees, of this interpreter's packages, only what ``requirements`` and pip need (their
+    dependencies included): what a CI job that pip-installed those names would have. Offline stand-in
+    for ``python -m venv X && X/bin/python -m pip install <requirements>``; its python.
+
+    Fails naming the requirements this interpreter lacks (the test extra must bring them)."""
+    dists, missing = _closure([*requirements, "pip"])
+    assert not missing, f"not installed here, so a clean environment cannot have them: {missing}"
+    python = make_venv(path)
+    farm = path / "parent-packages"
+    farm.mkdir()
+    for dist in dists:
+        root = Path(str(dist.locate_file("")))
+        tops = {Path(str(f)).parts[0] for f in dist.files or [] if not Path(str(f)).is_absolute()}
+        for top in tops:
+            entry = root / top
+            if top in ("..", "__pycache__") or top.endswith(".pth") or not entry.exists():
+                continue
+            link = farm / top
+            if not link.exists():
+                link.symlink_to(entry, target_is_directory=entry.is_dir())
+    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(path), "platbase": str(path)}))
+    (purelib / "_tubemq_test_parent.pth").write_text(f"{farm}\n", encoding="utf-8")
+    return python

@@ -24,6 +24,10 @@ REQUIRED = [
     "docs/PROTOCOL.md",  # tests/test_docs_refs.py
     "scripts/fix_protocol_refs.py",
     "scripts/gen_proto.py",  # tests/test_proto_fresh.py
+    "tools/generate_errors.py",  # tests/codec/test_errors_table.py
+    "tools/generate_wire_pxi.py",  # tests/codec/test_wire_fields.py
+    "tools/errcodes.txt",
+    "CHANGELOG.md",
     "proto/RPC.proto",
     "setup.py",
     "pyproject.toml",

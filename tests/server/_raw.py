@@ -19,9 +19,11 @@ TIMEOUT_S = 10.0
 class RawClient:
     """Blocking request/response over one TCP connection, matched by serial."""
 
-    def __init__(self, address: str, *, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, address: str, *, ssl_context: ssl.SSLContext | None = None, source: str | None = None) -> None:
         host, port = address.rsplit(":", 1)
-        sock = socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
+        sock = socket.create_connection(
+            (host, int(port)), timeout=TIMEOUT_S, source_address=None if source is None else (source, 0)
+        )
         if ssl_context is not None:
             sock = ssl_context.wrap_socket(sock, server_hostname=host)
         self.sock = sock

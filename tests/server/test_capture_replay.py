@@ -47,6 +47,7 @@ from typing import Any
 
 import pytest
 from _data import load_capture
+from _pbcompat import is_repeated
 from google.protobuf.message import Message
 
 from tubemq import codec
@@ -303,7 +304,7 @@ class Replayer:
     def _substitute(self, msg: Message, sent_at_ms: int) -> bool:
         changed = False
         for fd, value in msg.ListFields():
-            if fd.type == fd.TYPE_MESSAGE and not fd.is_repeated:
+            if fd.type == fd.TYPE_MESSAGE and not is_repeated(fd):
                 changed |= self._substitute(value, sent_at_ms)
             elif fd.name in ECHOED_IDS and value in self.ids.get(fd.name, {}):
                 setattr(msg, fd.name, self.ids[fd.name][value])
@@ -525,7 +526,7 @@ class Replayer:
 def _to_dict(msg: Message) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fd, value in msg.ListFields():
-        if fd.is_repeated:
+        if is_repeated(fd):
             if fd.type == fd.TYPE_MESSAGE:
                 out[fd.name] = [_to_dict(v) for v in value]
             elif fd.type == fd.TYPE_BYTES:

@@ -35,12 +35,12 @@ def normalise_url(url: str) -> str:
     """``host:port``, ``http://host:port`` or a full ``.../webapi.htm`` URL -> the ``webapi.htm`` URL.
 
     A bare master address (``host:port[,host:port]``) of an embedded server running on this machine
-    becomes the admin URL that server published (``tubemq.server.endpoints``)."""
+    becomes the admin URL that server published (``tubemq._endpoints``)."""
     url = url.strip()
     if not url:
         raise ConfigError("url", "an admin URL or master address is required")
     if "://" not in url and "/" not in url:
-        from tubemq.server.endpoints import lookup
+        from tubemq._endpoints import lookup
 
         for address in url.split(","):
             found = lookup(address.strip())

@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+# a taken port's exit status and the foreground run: the server's own (it must not import the CLI)
+from ..server.foreground import EXIT_PORT_IN_USE, port_in_use_status, run_server_foreground  # noqa: F401
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
-#: `tubemq serve` (and ``python -m tubemq.server``): a port it was told to use is taken. Its own status
-#: so that whoever picked the port (start_on_free_ports) can pick another and start it again.
-EXIT_PORT_IN_USE = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention for "stopped by Ctrl-C"
 
 #: Where `tubemq serve` listens by default; the implicit --master of the client subcommands.
@@ -281,24 +281,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def port_in_use_status(exc: OSError) -> int:
-    """Exit status of a server that could not bind a port: EXIT_PORT_IN_USE when it is taken."""
-    return EXIT_PORT_IN_USE if exc.errno == errno.EADDRINUSE else EXIT_FAILURE
-
-
-def run_server_foreground(config: Any) -> int:
-    """Run an embedded server (a ``ServerConfig``) until stopped; a port it cannot bind is one line on
-    stderr and the exit status of :func:`port_in_use_status` (``python -m tubemq.server``, child servers)."""
-    from tubemq.errors import ServerBindError
-    from tubemq.server import run_foreground
-
-    try:
-        return run_foreground(config)
-    except ServerBindError as exc:  # names role and port; whoever picked the port may pick another
-        print(f"cannot start the server: {exc}", file=sys.stderr)
-        return port_in_use_status(exc)
 
 
 #: Starts of a server process on freshly picked ports before start_on_free_ports gives up.

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from .._extras import install_hint
 from .common import EXIT_USAGE, CliError
 
 __all__ = ["add_produce_arguments", "check_produce_arguments", "pack_containers", "records_to_json"]
@@ -27,7 +28,7 @@ def add_produce_arguments(p: argparse.ArgumentParser) -> None:
                    help="start a new container once one holds about this many bytes (default 4096)")
     g.add_argument("--inlong-version", type=int, choices=(1, 2), default=1, help="container version (default 1)")
     g.add_argument("--snappy", action="store_true",
-                   help="snappy-compress each container's records (needs: pip install 'tubemq[inlong]')")
+                   help="snappy-compress each container's records (needs cramjam: the 'inlong' extra)")
 
 
 def check_produce_arguments(args: argparse.Namespace) -> None:
@@ -46,7 +47,7 @@ def check_produce_arguments(args: argparse.Namespace) -> None:
         try:
             import cramjam  # noqa: F401
         except ImportError:
-            raise CliError("--snappy needs the cramjam package: pip install 'tubemq[inlong]'", EXIT_USAGE) from None
+            raise CliError(f"--snappy needs the cramjam package: {install_hint('inlong')}", EXIT_USAGE) from None
 
 
 def pack_containers(

@@ -40,9 +40,19 @@ def register(sub: Any) -> None:
     p.add_argument("--master-admin-url", default=None, metavar="URL[,URL]",
                    help="--role broker: admin API URL(s) of the master(s), e.g. http://127.0.0.1:8080/webapi.htm")
     p.add_argument("--peer-master", default=None, metavar="HOST:PORT",
-                   help="with --standby: take over when the active master at HOST:PORT is unreachable")
+                   help="--role master: the other master of an active/standby pair (its master RPC port). A "
+                   "standby replicates the peer's topics and brokers and takes over when HOST:PORT stays "
+                   "unreachable; a master started while its peer is active joins as standby")
+    p.add_argument("--peer-admin-url", default=None, metavar="URL",
+                   help="the peer master's admin API (http://HOST:PORT/webapi.htm) to replicate from (default: "
+                   "the address the peer's `tubemq serve` published on this machine)")
+    p.add_argument("--takeover-after-ms", type=int, default=None,
+                   help="with --peer-master: how long the peer must stay unreachable before this master "
+                   "takes over (server default 2000)")
+
     p.add_argument("--broker-heartbeat-period-ms", type=int, default=None,
-                   help="--role broker: registration heartbeat period (server default 500)")
+                   help="--role broker: registration heartbeat period; --role master with --peer-master: how "
+                   "often a standby copies the active master (server default 500)")
     p.add_argument("--broker-heartbeat-timeout-ms", type=int, default=None,
                    help="master: a broker process silent this long goes offline (server default 2000)")
     p.add_argument(
@@ -84,7 +94,9 @@ def register(sub: Any) -> None:
         "--balance-period-ms", type=int, default=None,
         help="consumer rebalance period (server default 1000; a real master uses 60000)",
     )
-    p.add_argument("--standby", action="store_true", help="start as a standby master (answers StandbyException)")
+    p.add_argument("--standby", action="store_true",
+                   help="start as a standby master (answers StandbyException; with --peer-master it replicates "
+                   "the active master and takes over when it dies)")
     p.set_defaults(func=run)
 
 
@@ -123,13 +135,17 @@ def build_config(args: argparse.Namespace) -> Any:
         options["balance_period_ms"] = args.balance_period_ms
     if args.first_balance_delay_ms is not None:
         options["first_balance_delay_ms"] = args.first_balance_delay_ms
-    for name in ("broker_heartbeat_period_ms", "broker_heartbeat_timeout_ms"):
+    for name in ("broker_heartbeat_period_ms", "broker_heartbeat_timeout_ms", "takeover_after_ms"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
     options["brokers"] = args.brokers
     options["role"] = args.role
     if args.peer_master:
         options["peer_master"] = args.peer_master
+    if args.peer_admin_url:
+        if not args.peer_master:
+            raise CliError("--peer-admin-url goes with --peer-master", EXIT_USAGE)
+        options["master_admin_url"] = args.peer_admin_url
     if args.role == "broker":
         options["master_admin_url"] = _master_admin_urls(args)
     elif args.master or args.master_admin_url:

@@ -12,7 +12,7 @@ import random
 import socket
 import time
 
-from .. import __version__
+from .._version import __version__
 
 _FORBIDDEN = "#@:,"
 

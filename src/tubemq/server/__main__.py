@@ -8,6 +8,7 @@ import sys
 
 from ..errors import ConfigError
 from .config import FLUSH_POLICIES, ServerConfig
+from .foreground import run_server_foreground
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,9 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"bad option: {exc}", file=sys.stderr)
         return 2
-    from ..cli.common import run_server_foreground  # one line and `tubemq serve`'s status on a taken port
-
-    return run_server_foreground(config)
+    return run_server_foreground(config)  # one line and `tubemq serve`'s status on a taken port
 
 
 if __name__ == "__main__":

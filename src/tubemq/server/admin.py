@@ -29,9 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tubemq.codec import DEFAULT_MAX_PARTITIONS
 from tubemq.errors import ConfigError
 from tubemq.protocol.constants import DEFAULT_MAX_MSG_SIZE
 
+from .auth import FailureThrottle
 from .config import ServerConfig
 from .meta import MetaStore, TopicConf
 
@@ -219,6 +221,7 @@ class AdminApi:
         max_size = max_mb * MB if max_mb else None
         accept_pub = _bool_param(params, "acceptPublish", True)
         accept_sub = _bool_param(params, "acceptSubscribe", True)
+        self._check_client_limits(partitions, stores, len(broker_ids) if broker_ids else len(self.meta.brokers))
         existing = [n for n in names if self.meta.get(n) is not None]
         if existing:
             raise _AdminError(ERR_BAD_REQUEST, f"Topic {', '.join(existing)} already exists!")
@@ -232,6 +235,19 @@ class AdminApi:
                 conf = self.meta.update_topic(name, accept_publish=accept_pub, accept_subscribe=accept_sub)
             created.append(self._topic_record(conf))
         return _ok(data=created)
+
+    @staticmethod
+    def _check_client_limits(partitions: int, stores: int, brokers: int) -> None:
+        """Refuse a topic the clients would refuse: a client expands a topic to brokers x stores x
+        partitions and accepts at most ``max_partitions`` (10000 by default) per topic (issue 22.8)."""
+        brokers = max(1, brokers)
+        total = partitions * stores * brokers
+        if total > DEFAULT_MAX_PARTITIONS:
+            raise _AdminError(
+                ERR_BAD_REQUEST,
+                f"numPartitions {partitions} x numTopicStores {stores} x {brokers} broker(s) = {total} partitions,"
+                f" over the {DEFAULT_MAX_PARTITIONS} partitions per topic a client accepts (max_partitions)",
+            )
 
     def _delete_topic(self, params: dict[str, str]) -> dict[str, Any]:
         names = _topic_names(params, required=True)
@@ -579,6 +595,8 @@ class AdminServer:
         self._server: asyncio.base_events.Server | None = None
         #: task -> monotonic time its request started (0.0 once it is being answered)
         self._conns: dict[asyncio.Task[None], float] = {}
+        #: a source that keeps sending wrong admin tokens waits before each request (issue 22 item 7)
+        self.throttle = FailureThrottle()
 
     @property
     def url(self) -> str:
@@ -615,7 +633,9 @@ class AdminServer:
             return
         self._conns[task] = time.monotonic()
         try:
-            status, body = await self._read_and_handle(reader, task)
+            peer = writer.get_extra_info("peername")
+            source = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+            status, body = await self._read_and_handle(reader, task, source)
             await asyncio.wait_for(self._respond(writer, status, body), HEADER_DEADLINE_S)
         except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass  # slow, vanished or evicted client: nothing to answer
@@ -649,7 +669,7 @@ class AdminServer:
             await asyncio.wait_for(writer.wait_closed(), 2)
 
     async def _read_and_handle(
-        self, reader: asyncio.StreamReader, task: asyncio.Task[None]
+        self, reader: asyncio.StreamReader, task: asyncio.Task[None], source: str = "?"
     ) -> tuple[int, dict[str, Any]]:
         first = await asyncio.wait_for(reader.readexactly(1), HEADER_DEADLINE_S)
         if not (b"A" <= first <= b"Z" or b"a" <= first <= b"z"):
@@ -690,8 +710,14 @@ class AdminServer:
                     return 400, _fail(exc.code, exc.message)
             else:
                 params.update(urllib.parse.parse_qsl(text, keep_blank_values=True))
+        wait = self.throttle.wait(source)
+        if wait > 0:  # still a reader here: evictable while it waits
+            await asyncio.sleep(wait)
         self._conns[task] = 0.0  # answering now: never evicted
-        return 200, self.api.handle(params)
+        answer = self.api.handle(params)
+        if answer.get("errCode") == ERR_UNAUTHORIZED:
+            self.throttle.failure(source)
+        return 200, answer
 
     @staticmethod
     async def _respond(writer: asyncio.StreamWriter, status: int, body: dict[str, Any]) -> None:

@@ -7,6 +7,12 @@
   can also verify the signature against a user table, and it hands out an ``authAuthorizedToken`` on
   register that later heartbeats may present instead of a fresh ``AuthenticateInfo`` (the flow §8.2
   describes for clients; the upstream placeholder handler would reject such heartbeats).
+* Replays: a signed ``AuthenticateInfo`` is accepted once. The (user, timestamp, nonce, signature) of
+  each accepted one is remembered until its timestamp leaves the window, so the memory is bounded by
+  the window (and by ``MAX_SEEN_SIGNATURES``; when that is full, new signatures are refused until
+  old ones expire: fail closed). The real master has no such memory (issue 22 item 6).
+* ``FailureThrottle``: repeated bad credentials from one source (admin token, master passwords)
+  are delayed per source, with bounded memory; other sources are not affected (item 7).
 * ``VisitTokenManager``: the rotating ``visitAuthorizedToken`` (§4.11); the broker accepts any of the
   last 6 tokens (§8.3) through ``is_valid``. Unlike the real master's millisecond timestamps these are
   random, so they cannot be guessed.
@@ -14,6 +20,7 @@
 
 from __future__ import annotations
 
+import heapq
 import hmac
 import logging
 import secrets
@@ -38,6 +45,14 @@ MSG_USER_BLANK = "Illegal value: authInfo.userName is Blank!"
 MSG_SIGNATURE_BLANK = "Illegal value: authInfo.signature is Blank!"
 MSG_TIMESTAMP = "Illegal value: timestamp out of effective period in authenticateToken!"
 MSG_BAD_PASSWORD = "Illegal value: userName or password is not correct!"
+MSG_REPLAYED = "Illegal value: authenticateToken already used (a replayed request)!"
+MSG_TOO_MANY = "Illegal value: too many authentications within the timestamp window, retry later!"
+#: Longest delay per request of a source that keeps presenting bad credentials (FailureThrottle).
+BAD_CREDENTIAL_DELAY_MAX_S = 2.0
+#: The longest a throttled source's request waits (its reservations never reach further ahead).
+MAX_THROTTLE_WAIT_S = 30.0
+#: Bound on signatures remembered against replays (those younger than the timestamp window).
+MAX_SEEN_SIGNATURES = 200_000
 
 
 def _now_ms() -> int:
@@ -79,6 +94,9 @@ class MasterAuthenticator:
         self._window = valid_window_ms
         self._clock = clock_ms
         self._tokens: OrderedDict[str, str] = OrderedDict()  # authorized token -> user
+        #: accepted signatures -> until when they are remembered, and the same as an expiry heap
+        self._seen: dict[tuple[str, int, int, str], int] = {}
+        self._expiry: list[tuple[int, tuple[str, int, int, str]]] = []
 
     def check(self, cert: master_pb.MasterCertificateInfo | None, *, allow_token: bool = False) -> AuthResult:
         """Validate a request's certificate; ``allow_token`` accepts a token issued by ``issue_token``.
@@ -111,7 +129,27 @@ class MasterAuthenticator:
             )
             if expected is None or not hmac.compare_digest(expected, signature):
                 return AuthResult(False, ErrorCode.CERTIFICATE_FAILURE, MSG_BAD_PASSWORD)
+        refused = self._remember(user, info.timestamp, info.nonce, signature)
+        if refused:
+            return AuthResult(False, ErrorCode.CERTIFICATE_FAILURE, refused)
         return AuthResult(True, user_name=user)
+
+    def _remember(self, user: str, timestamp: int, nonce: int, signature: str) -> str:
+        """Record an accepted signature; returns the refusal text for a replay ("" when new)."""
+        now = self._clock()
+        expiry = self._expiry
+        while expiry and expiry[0][0] < now:
+            self._seen.pop(heapq.heappop(expiry)[1], None)
+        key = (user, timestamp, nonce, signature)
+        if key in self._seen:
+            log.warning("refused a replayed authentication of user %r", user)
+            return MSG_REPLAYED
+        if len(self._seen) >= MAX_SEEN_SIGNATURES:
+            return MSG_TOO_MANY
+        until = timestamp + self._window
+        self._seen[key] = until
+        heapq.heappush(expiry, (until, key))
+        return ""
 
     def issue_token(self, user_name: str) -> str:
         """A token for later heartbeats of an authenticated client (bounded LRU)."""
@@ -122,6 +160,78 @@ class MasterAuthenticator:
         while len(self._tokens) > MAX_AUTHORIZED_TOKENS:
             self._tokens.popitem(last=False)
         return token
+
+
+class FailureThrottle:
+    """Per-source delay after repeated bad credentials (issue 22 item 7).
+
+    A source may fail ``free`` times within ``forget_s`` without effect; each further failure makes
+    its next requests wait ``base_s`` doubled per failure, at most ``max_s`` (default
+    ``BAD_CREDENTIAL_DELAY_MAX_S``; 0 turns the delay off), and reserves a slot, so
+    one source's parallel guesses are spaced out too. Sources are kept in an LRU of ``max_sources``
+    entries and forgotten ``forget_s`` after their last failure; a success clears the source.
+    """
+
+    def __init__(
+        self,
+        max_s: float | None = None,
+        *,
+        free: int = 5,
+        base_s: float = 0.05,
+        forget_s: float = 60.0,
+        max_sources: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_s = BAD_CREDENTIAL_DELAY_MAX_S if max_s is None else max_s
+        self.free = free
+        self.base_s = base_s
+        self.forget_s = forget_s
+        self.max_sources = max_sources
+        self._clock = clock
+        #: source -> [failures, time of the last failure, earliest time its next request is served]
+        self._sources: OrderedDict[str, list[float]] = OrderedDict()
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_s > 0
+
+    def wait(self, source: str) -> float:
+        """Seconds a request from ``source`` must wait before being handled (0: at once)."""
+        entry = self._sources.get(source)
+        if entry is None:
+            return 0.0
+        now = self._clock()
+        if now - entry[1] > self.forget_s:
+            del self._sources[source]
+            return 0.0
+        return max(0.0, entry[2] - now)
+
+    def failure(self, source: str) -> float:
+        """Record a bad credential from ``source``; returns the delay its next request will wait."""
+        if not self.enabled:
+            return 0.0
+        now = self._clock()
+        entry = self._sources.pop(source, None)
+        if entry is None or now - entry[1] > self.forget_s:
+            entry = [0.0, now, now]
+        entry[0] += 1
+        entry[1] = now
+        excess = int(entry[0]) - self.free
+        if excess > 0:
+            step = min(self.max_s, self.base_s * 2 ** min(excess - 1, 30))
+            entry[2] = min(max(entry[2], now) + step, now + MAX_THROTTLE_WAIT_S)
+            if excess == 1:
+                log.warning("bad credentials from %s: delaying its requests", source)
+        self._sources[source] = entry
+        while len(self._sources) > self.max_sources:
+            self._sources.popitem(last=False)
+        return max(0.0, entry[2] - now)
+
+    def success(self, source: str) -> None:
+        self._sources.pop(source, None)
+
+    def __len__(self) -> int:
+        return len(self._sources)
 
 
 class VisitTokenManager:

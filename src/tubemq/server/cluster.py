@@ -16,7 +16,6 @@ import os
 import signal
 import ssl
 import threading
-import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,6 +31,7 @@ from .master import Master
 from .meta import BrokerEntry, MetaStore, TopicConf
 from .registration import METHOD as REGISTRATION_METHOD
 from .registration import STATUS_METHOD, BrokerRegistrar, BrokerTable
+from .replication import POKE_METHOD, SYNC_METHOD, MasterReplication, ReplicatedAdminApi
 from .rpc import RpcServer, frame_limit_for, rpc_options
 from .storage import StoreManager
 
@@ -163,6 +163,9 @@ class EmbeddedServer:
         self.master: Master | None = None
         self.admin: AdminServer | None = None
         self.registrar: BrokerRegistrar | None = None
+        #: a master's side of the active/standby pair (server/replication.py)
+        self.replication: MasterReplication | None = None
+        self._start_standby = bool(config.standby)
         self._master_rpc: RpcServer | None = None
         self._ssl: ssl.SSLContext | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -217,28 +220,7 @@ class EmbeddedServer:
             if cfg.role == "broker":
                 await self._start_registrar()
             else:
-                await self._start_master()
-                api = AdminApi(
-                    cfg,
-                    self.meta,
-                    self.master,
-                    self.broker,
-                    create_topic=self.create_topic,
-                    delete_topic=self.delete_topic,
-                )
-                table = BrokerTable(self.meta, self._broker_seen, self._is_standby, self._is_online)
-                api.extra_methods[("op_modify", REGISTRATION_METHOD)] = table.heartbeat
-                api.extra_methods[("op_query", STATUS_METHOD)] = table.status
-                broker_web = BrokerWebApi(lambda: self.nodes)
-                api.extra_methods.update(broker_web.methods())
-                api.broker_web_port = broker_web.web_port_of(lambda: self.admin_port)
-                history = offset_history.run(lambda: self.nodes, broker_web.histories)
-                self._tasks.append(asyncio.create_task(history, name="tubemq-offset-history"))
-                self.admin = AdminServer(api, cfg.host, self.admin_port)
-                await _listen("admin", "admin_port", cfg.host, self.admin_port, self.admin.start())
-                self.admin_port = self.admin.port
-                if cfg.peer_master:
-                    self._tasks.append(asyncio.create_task(self._takeover_loop(), name="tubemq-master-takeover"))
+                await self._start_master_and_admin()
         except BaseException:
             await self.stop()
             raise
@@ -259,6 +241,50 @@ class EmbeddedServer:
         for node in nodes:
             await node.stop()
         self.started = False
+
+    async def _start_master_and_admin(self) -> None:
+        cfg = self.config
+        assert self.meta is not None
+        rep = self.replication = MasterReplication(
+            cfg,
+            self.meta,
+            lambda: self.master,
+            lambda: self.master_address,
+            lambda: self.admin_url,
+            lambda: self.admin.api if self.admin is not None else None,
+        )
+        if cfg.peer_master and not cfg.standby and await rep.initial_standby():
+            self._start_standby = True  # the peer is active: join it as its standby
+        if not self._start_standby:
+            self.meta.set_authoritative()  # an active master's store is the cluster's metadata
+        await self._start_master()
+        api: AdminApi = ReplicatedAdminApi(
+            cfg,
+            self.meta,
+            self.master,
+            self.broker,
+            create_topic=self.create_topic,
+            delete_topic=self.delete_topic,
+            standby=self._is_standby,
+            active_admin_url=rep.peer_admin_url,
+        )
+        table = BrokerTable(
+            self.meta, self._broker_seen, self._is_standby, self._is_online, lambda: {"masters": rep.masters()}
+        )
+        api.extra_methods[("op_modify", REGISTRATION_METHOD)] = table.heartbeat
+        api.extra_methods[("op_query", STATUS_METHOD)] = table.status
+        api.extra_methods[("op_modify", SYNC_METHOD)] = rep.sync
+        api.extra_methods[("op_modify", POKE_METHOD)] = rep.poke
+        broker_web = BrokerWebApi(lambda: self.nodes)
+        api.extra_methods.update(broker_web.methods())
+        api.broker_web_port = broker_web.web_port_of(lambda: self.admin_port)
+        history = offset_history.run(lambda: self.nodes, broker_web.histories)
+        self._tasks.append(asyncio.create_task(history, name="tubemq-offset-history"))
+        self.admin = AdminServer(api, cfg.host, self.admin_port)
+        await _listen("admin", "admin_port", cfg.host, self.admin_port, self.admin.start())
+        self.admin_port = self.admin.port
+        if cfg.role == "master":  # with a configured peer, or one learned from its calls
+            self._tasks.append(asyncio.create_task(rep.run(), name="tubemq-master-replication"))
 
     def _broker_seen(self, entry: BrokerEntry) -> None:
         if self.master is not None:
@@ -281,31 +307,12 @@ class EmbeddedServer:
         await self.registrar.beat_once()  # a reachable master knows us before start() returns
         self._tasks.append(asyncio.create_task(self.registrar.run(), name="tubemq-broker-registration"))
 
-    async def _takeover_loop(self) -> None:
-        """Standby master: become active once the peer's master port stays unreachable."""
-        host, _, port = (self.config.peer_master or "").rpartition(":")
-        limit = self.config.takeover_after_ms / 1000
-        down_since: float | None = None
-        while True:
-            await asyncio.sleep(min(0.25, limit / 4))
-            if self.master is None or not self.master.standby:
-                down_since = None
-                continue
-            try:
-                _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 1.0)
-                writer.close()
-                down_since = None
-            except (OSError, asyncio.TimeoutError, ValueError):
-                now = time.monotonic()
-                down_since = now if down_since is None else down_since
-                if now - down_since >= limit:
-                    log.warning("peer master %s unreachable for %.1f s: taking over", self.config.peer_master, limit)
-                    self.master.standby = False
-
     async def _start_master(self) -> None:
         assert self.meta is not None
         cfg = self.config
         master = Master(cfg, self.meta, self.broker)
+        if self._start_standby:
+            master.standby = True
         self.master = master
         for node in self.nodes:
             node.broker.visit_token_check = master.tokens.is_valid if cfg.visit_token_check else None

@@ -38,6 +38,9 @@ class ServerConfig:
     role: str = "all"
     #: Role "broker": admin URL(s) of the master(s) to register with (comma-separated for an active +
     #: standby pair). The registration is an embedded-only admin call, not TubeMQ's broker RPCs.
+    #: Role "master" with ``peer_master``: the peer's admin URL, where a standby copies topics, brokers
+    #: and term from every ``broker_heartbeat_period_ms`` (None = the address the peer's ``tubemq
+    #: serve`` published on this machine, server/endpoints.py). See server/replication.py.
     master_admin_url: str | None = None
     #: Role "broker": registration heartbeat period; the master marks a broker that missed
     #: ``broker_heartbeat_timeout_ms`` offline (its partitions leave topicInfos and assignments).
@@ -130,6 +133,18 @@ class ServerConfig:
             raise ConfigError("brokers", f"must be an int within 1..64, got {self.brokers!r}")
         if self.role not in ROLES:
             raise ConfigError("role", f"must be one of {', '.join(ROLES)}, got {self.role!r}")
+        if self.peer_master is not None and (not isinstance(self.peer_master, str) or ":" not in self.peer_master):
+            raise ConfigError("peer_master", f"must be HOST:PORT of the peer's master RPC port, got {self.peer_master!r}")
+        if self.peer_master is not None and self.role != "master":
+            raise ConfigError(
+                "peer_master", "a master pair runs with role 'master' (brokers as separate processes reporting to both)"
+            )
+        if self.peer_master is not None and self.master_admin_url is not None and (
+            not isinstance(self.master_admin_url, str) or not self.master_admin_url.startswith("http://")
+        ):
+            raise ConfigError(
+                "master_admin_url", f"the peer's admin URL must be http://HOST:PORT/webapi.htm, got {self.master_admin_url!r}"
+            )
         if self.role == "broker" and not self.master_admin_url:
             raise ConfigError("master_admin_url", "a broker process needs the admin URL of its master")
         if self.broker_port and self.broker_port + self.brokers - 1 > 65535:

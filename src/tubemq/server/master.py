@@ -122,8 +122,17 @@ class Master:
 
     @standby.setter
     def standby(self, value: bool) -> None:
+        if bool(value) and not self._standby:
+            self.reset_sessions()
         self._standby = bool(value)
         log.info("master is now %s", "standby" if self._standby else "active")
+
+    def reset_sessions(self) -> None:
+        """Forget producers, consumer groups and balance records (a master stepping down): clients
+        register again wherever the active master is, and a later takeover must not balance partitions
+        to members that left meanwhile."""
+        self.state = GroupRegistry()
+        self.balancer = ServerBalancer()
 
     def set_broker_online(self, broker_id: int, online: bool) -> None:
         """Mark a broker (un)available: offline brokers publish and serve no partitions."""

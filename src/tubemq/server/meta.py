@@ -2,7 +2,9 @@
 
 The real master keeps topic deployments in ZooKeeper/BDB; here one small JSON file in the data
 directory is enough. The broker set is not persisted: the cluster registers its broker at start, which
-bumps ``broker_checksum`` like a real master seeing a broker come online (§4.11).
+bumps ``broker_checksum`` like a real master seeing a broker come online (§4.11). ``term`` counts master
+takeovers (server/replication.py): persisted with the topics so that a restarted master knows which
+of two masters holds the newer metadata.
 """
 
 from __future__ import annotations
@@ -134,6 +136,11 @@ class MetaStore:
         self.on_change: list[Callable[[], None]] = []
         #: Counts topic changes in this process (broker processes echo the version they applied).
         self.version = 0
+        #: Master term: raised by every standby takeover, copied by replication (server/replication.py).
+        self.term = 0
+        #: This store is an active master's metadata or a copy of it (a store a standby never filled is
+        #: not: such a standby must not take over, its empty topic set would make the brokers drop data).
+        self.authoritative = False
         self._load()
 
     # ---- persistence
@@ -147,9 +154,17 @@ class MetaStore:
         except (OSError, ValueError, TypeError) as exc:
             raise ConfigError("data_dir", f"unreadable topic metadata {self._path}: {exc}") from exc
         self._topics = {t.name: t for t in topics}
+        term = data.get("term", 0)
+        self.term = term if isinstance(term, int) and not isinstance(term, bool) and term >= 0 else 0
+        self.authoritative = data.get("authoritative", True) is not False  # files of older versions: True
 
     def _save(self) -> None:
-        data = {"version": 1, "topics": [t.to_json() for t in self._topics.values()]}
+        data = {
+            "version": 1,
+            "term": self.term,
+            "authoritative": self.authoritative,
+            "topics": [t.to_json() for t in self._topics.values()],
+        }
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1, sort_keys=True)
@@ -252,6 +267,20 @@ class MetaStore:
             self._topics = new
             self._changed()
             return True
+
+    def set_term(self, term: int) -> None:
+        """Record a new master term (a takeover, or the active master's term seen by replication)."""
+        with self._lock:
+            if term != self.term:
+                self.term = term
+                self._save()
+
+    def set_authoritative(self) -> None:
+        """Mark this store as an active master's metadata or a full copy of it (persisted)."""
+        with self._lock:
+            if not self.authoritative:
+                self.authoritative = True
+                self._save()
 
     def get(self, name: str) -> TopicConf | None:
         return self._topics.get(name)

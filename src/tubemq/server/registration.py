@@ -11,9 +11,15 @@ real master. Instead a broker process calls the master's admin HTTP API every
         &brokerPort=8124[&brokerTLSPort=...][&confModAuthToken=...]
 
 and the answer carries the master's topic deployments (``data``, TopicConf JSON), their version
-(``metaVersion``, echoed by the broker's next call so the master knows what each broker applied) and
-whether that master is a standby. ``method=embedded_broker_status`` (op_query) lists the brokers with
-``online`` and ``synced`` (has applied the master's current topic set). The master marks a broker that missed ``broker_heartbeat_timeout_ms`` offline:
+(``metaVersion``, echoed by the broker's next call so the master knows what each broker applied),
+whether that master is a standby, its term and the admin URLs of every master of the pair (``masters``,
+server/replication.py). The broker reports to every master it was given or told about (at most
+``MAX_MASTERS``, each on its own timer) and takes topics only from an active master of the highest term
+it has seen, so a standby knows the live brokers before it takes over and a stale master cannot undo a
+newer one's topics. When a master of a new term does not list a topic the broker has, the broker keeps
+it (and its data), reports it (``heldTopics``) and the active master adopts it: its copy had missed a
+topic created just before the previous active master died. ``method=embedded_broker_status`` (op_query) lists the brokers with ``online`` and
+``synced`` (has applied the master's current topic set). The master marks a broker that missed ``broker_heartbeat_timeout_ms`` offline:
 its partitions leave the producers' topicInfos and the consumers' assignments until it is back.
 """
 
@@ -35,6 +41,13 @@ METHOD = "embedded_broker_heartbeat"
 STATUS_METHOD = "embedded_broker_status"
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
 CALL_TIMEOUT_S = 5.0
+#: Masters a broker process reports to at most (given + learned from the active master's answers).
+MAX_MASTERS = 8
+#: Heartbeat periods without an active master of the broker's term after which it takes the topics of
+#: an active master of a lower term (the masters were set up anew); until then such a master is stale.
+STALE_TERM_PERIODS = 20
+#: Held topics a broker reports in one heartbeat at most (the rest follow once these are adopted).
+MAX_HELD_REPORT = 20
 
 
 class AdminCallError(Exception):
@@ -50,11 +63,14 @@ class BrokerTable:
         broker_seen: Callable[[BrokerEntry], None],
         standby: Callable[[], bool],
         online: Callable[[int], bool],
+        extra: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.meta = meta
         self.broker_seen = broker_seen
         self.standby = standby
         self.online = online
+        #: more fields of every heartbeat answer (the master pair's ``masters`` list)
+        self.extra = extra
         self.applied: dict[int, int] = {}
 
     def status(self, params: dict[str, str]) -> dict[str, Any]:
@@ -73,6 +89,7 @@ class BrokerTable:
             "errCode": 0,
             "errMsg": "OK",
             "masterStandby": self.standby(),
+            "masterTerm": self.meta.term,
             "count": len(data),
             "data": data,
         }
@@ -93,14 +110,56 @@ class BrokerTable:
         except ValueError:
             self.applied[bid] = -1
         self.broker_seen(BrokerEntry(bid, host, port, tls_port))
-        return {
+        if params.get("heldTopics") and not self.standby():
+            self._adopt(bid, params["heldTopics"])
+        answer: dict[str, Any] = {
             "result": True,
             "errCode": 0,
             "errMsg": "OK",
             "standby": self.standby(),
+            "term": self.meta.term,
             "metaVersion": self.meta.version,
             "data": [t.to_json() for t in self.meta.topics()],
         }
+        if self.extra is not None:
+            answer.update(self.extra())
+        return answer
+
+
+    def _adopt(self, bid: int, text: str) -> None:
+        """Topics a broker kept when a new master term did not list them: this master's copy missed
+        them (created on the previous active master just before it died). Deploy them again rather than
+        let their data go."""
+        try:
+            records = json.loads(text)
+        except ValueError:
+            return
+        for rec in records[:MAX_HELD_REPORT] if isinstance(records, list) else []:
+            try:
+                conf = TopicConf.from_json(rec)
+                if self.meta.get(conf.name) is not None:
+                    continue
+                self.meta.create_topic(
+                    conf.name, conf.num_partitions, conf.num_stores, conf.max_msg_size,
+                    accept_publish=conf.accept_publish, accept_subscribe=conf.accept_subscribe,
+                    broker_ids=conf.broker_ids,
+                )
+            except (TypeError, ValueError, AttributeError) as exc:  # ConfigError is a ValueError
+                log.warning("broker %d holds a topic this master cannot adopt (%.200r): %s", bid, rec, exc)
+                continue
+            log.warning("adopted topic %s held by broker %d: this master's copy had missed it", conf.name, bid)
+
+
+def url_host_port(url: str) -> tuple[str, int] | None:
+    """(host, port) of an ``http://HOST:PORT/...`` URL, None when it is not one."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port or 80
+    except ValueError:
+        return None
+    if parts.scheme != "http" or not parts.hostname:
+        return None
+    return parts.hostname, port
 
 
 async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
@@ -147,7 +206,7 @@ async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIME
 
 
 class BrokerRegistrar:
-    """The broker-process side: heartbeat every master, take topics from the active one."""
+    """The broker-process side: heartbeat every master, take topics from the active one of the highest term."""
 
     def __init__(
         self,
@@ -167,6 +226,14 @@ class BrokerRegistrar:
         self._failures: dict[str, int] = {}
         #: admin URL -> the master's metaVersion this broker applied last (echoed back)
         self._applied: dict[str, int] = {}
+        #: highest master term seen in an active master's answer (persisted with the topics: a restarted
+        #: broker does not take the topic set of a stale master that comes back with an older term)
+        self.term = meta.term
+        #: when an active master of term >= ``term`` last answered (the start counts as such an answer)
+        self._term_seen = time.monotonic()
+        #: topics (and their data) kept although the master of a new term did not list them, reported
+        #: to it for adoption until it lists them: a broker drops data only for a deletion in one term
+        self.held: dict[str, TopicConf] = {}
 
     def _params(self, url: str) -> dict[str, str]:
         e = self.entry()
@@ -182,31 +249,99 @@ class BrokerRegistrar:
             params["brokerTLSPort"] = str(e.tls_port)
         if self.token:
             params["confModAuthToken"] = self.token
+        if self.held:
+            params["heldTopics"] = json.dumps([t.to_json() for t in list(self.held.values())[:MAX_HELD_REPORT]])
         return params
 
     async def beat_once(self) -> None:
-        for url in self.admin_urls:
-            try:
-                answer = await admin_get(url, self._params(url))
-                if not answer.get("result"):
-                    raise AdminCallError(f"{url} refused the broker: {answer.get('errMsg')}")
-            except AdminCallError as exc:
-                n = self._failures[url] = self._failures.get(url, 0) + 1
-                (log.warning if n in (1, 10) or n % 100 == 0 else log.debug)("broker heartbeat: %s", exc)
+        """One heartbeat to every master at once (a master that does not answer delays no other)."""
+        await asyncio.gather(*(self._beat(url) for url in list(self.admin_urls)))
+
+    async def _beat(self, url: str) -> None:
+        try:
+            answer = await admin_get(url, self._params(url))
+            if not answer.get("result"):
+                raise AdminCallError(f"{url} refused the broker: {answer.get('errMsg')}")
+        except AdminCallError as exc:
+            n = self._failures[url] = self._failures.get(url, 0) + 1
+            (log.warning if n in (1, 10) or n % 100 == 0 else log.debug)("broker heartbeat: %s", exc)
+            return
+        self._failures[url] = 0
+        self.last_ok[url] = time.monotonic()
+        self.apply(url, answer)
+
+    def apply(self, url: str, answer: dict[str, Any]) -> None:
+        """Take a master's heartbeat answer: its topics when it is active and of the right term."""
+        term = answer.get("term", 0)
+        term = term if isinstance(term, int) and not isinstance(term, bool) else 0
+        new_term = term != self.term
+        # a standby's topic set may be stale, and so may an active master's of an older term
+        if not answer.get("standby") and self._take_term(url, term):
+            topics = [TopicConf.from_json(t) for t in answer.get("data", [])]
+            names = {t.name for t in topics}
+            if new_term:  # keep what the new term's master does not know (yet): never drop data for that
+                for t in self.meta.topics():
+                    if t.name not in names and t.name not in self.held:
+                        log.warning("keeping topic %s and its data: the master of term %d (%s) does not list it;"
+                                    " reporting it for adoption", t.name, term, url)
+                        self.held[t.name] = t
+            for name in [n for n in self.held if n in names]:
+                del self.held[name]  # listed (adopted)
+            if self.meta.sync_topics(topics + list(self.held.values())):
+                log.info("topic deployments from %s: %s", url, [t.name for t in topics])
+            self.registered.set()
+            self._learn_masters(answer.get("masters"))
+        self._applied[url] = int(answer.get("metaVersion", -1))
+
+    def _take_term(self, url: str, term: int) -> bool:
+        """Whether to take the topics of an active master of ``term`` (and remember that term)."""
+        now = time.monotonic()
+        if term < self.term:
+            silent = now - self._term_seen
+            if silent <= STALE_TERM_PERIODS * self.period_s:
+                log.debug("ignoring the topics of %s: term %d is older than %d", url, term, self.term)
+                return False
+            log.warning("no active master of term %d for %.1f s: taking the topics of %s (term %d)",
+                        self.term, silent, url, term)
+        if term != self.term:
+            self.meta.set_term(term)
+            self.term = term
+        self._term_seen = now
+        return True
+
+    def _learn_masters(self, urls: Any) -> None:
+        """Report to the standbys the active master names too (a broker given one master finds the pair)."""
+        if not isinstance(urls, list):
+            return
+        known = {url_host_port(u) for u in self.admin_urls}
+        for url in urls:
+            if not isinstance(url, str) or len(self.admin_urls) >= MAX_MASTERS:
                 continue
-            self._failures[url] = 0
-            self.last_ok[url] = time.monotonic()
-            if not answer.get("standby"):  # a standby master's topic set may be stale: keep ours
-                topics = [TopicConf.from_json(t) for t in answer.get("data", [])]
-                if self.meta.sync_topics(topics):
-                    log.info("topic deployments from %s: %s", url, [t.name for t in topics])
-                self.registered.set()
-            self._applied[url] = int(answer.get("metaVersion", -1))
+            key = url_host_port(url)
+            if key is not None and key not in known:
+                log.info("reporting to master %s too (named by the active master)", url)
+                self.admin_urls.append(url)
+                known.add(key)
 
     async def run(self) -> None:
+        """A heartbeat loop per master (learned masters get theirs as they appear): a slow or dead master
+        never delays the heartbeats to the others."""
+        loops: dict[str, asyncio.Task[None]] = {}
+        try:
+            while True:
+                for url in list(self.admin_urls):
+                    if url not in loops:
+                        loops[url] = asyncio.create_task(self._beat_loop(url), name=f"tubemq-broker-hb {url}")
+                await asyncio.sleep(self.period_s)
+        finally:
+            for task in loops.values():
+                task.cancel()
+            await asyncio.gather(*loops.values(), return_exceptions=True)
+
+    async def _beat_loop(self, url: str) -> None:
         while True:
+            await asyncio.sleep(self.period_s)  # start() already sent the first heartbeat
             try:
-                await self.beat_once()
+                await self._beat(url)
             except Exception:  # one bad answer must not stop the registration for good
-                log.exception("broker heartbeat round failed")
-            await asyncio.sleep(self.period_s)
+                log.exception("broker heartbeat to %s failed", url)

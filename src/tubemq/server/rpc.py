@@ -18,6 +18,10 @@ Fidelity rules reproduced from the real Java server (captures win over the spec)
   ERROR ``No service <s> found on the server``;
 * timeouts (§2.7): absent/0 => processed, never answered; negative or expired => dropped;
 * handler exceptions other than RpcException: ERROR InvocationTargetException with "" message.
+
+Layout: the envelope and body parsing with Java's error texts are in ``rpc_wire.py``; one client
+connection (decode, dispatch, bounds) in ``rpc_connection.py``; this module is the listener, the
+request pipeline (``RpcServer.process``) and the handler contract (``RpcContext``, ``BatchEnd``).
 """
 
 from __future__ import annotations
@@ -25,78 +29,57 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import ssl as _ssl
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Union
 
-from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import DecodeError as PbDecodeError
 from google.protobuf.message import Message
 
 from .. import codec
-from ..errors import FrameError
-from ..protocol import broker_pb, master_pb
 from ..protocol import constants as C
 from . import wire
+from .auth import FailureThrottle
 from .config import ServerConfig
+from .rpc_connection import _Connection
+from .rpc_wire import (
+    _FATAL_HANDLE,
+    _FATAL_READ,
+    BROKER_METHODS,
+    ENVELOPE_ALLOWANCE,
+    MASTER_METHODS,
+    PB_INVALID_END_TAG,
+    PB_INVALID_TAG,
+    PB_INVALID_WIRE_TYPE,
+    PB_MALFORMED_VARINT,
+    PB_MISSING,
+    PB_NEGATIVE_SIZE,
+    PB_TRUNCATED,
+    REQUEST_TYPES,
+    RpcException,
+    _fast_envelope,
+    _JavaParseError,
+    _served_service_types,
+    frame_limit_for,
+    java_parse_error,
+    parse_request_message,
+    rewrite_exception_name,
+)
 
 log = logging.getLogger("tubemq.server.rpc")
 
+E_CERTIFICATE_FAILURE = int(C.ErrorCode.CERTIFICATE_FAILURE)
+
 #: What a handler may return: a protobuf message, pre-serialized response bytes, or an awaitable of those.
 HandlerResult = Union[Message, bytes, bytearray, memoryview]  # noqa: UP007 - runtime alias on 3.10
+
+
+#: The batch-end hook: called after the frames of one read were handled and before their answers are
+#: written; it may return replacements (serial -> (context, answer)) for answers already made, e.g. the
+#: broker's acknowledgements of sends whose write to the store failed.
+BatchEnd = Callable[[], "Mapping[int, tuple[RpcContext, HandlerResult]] | None"]
+
 Handler = Callable[[Any, "RpcContext"], Union[HandlerResult, Awaitable[HandlerResult]]]  # noqa: UP007
-
-#: method id -> request protobuf class (PbEnDecoder.pbDecode, §2.3). Methods 7-9 (broker -> master) have
-#: no message types in our .proto files, so like 11/12/14/19 they decode as "Unsupported method ID".
-REQUEST_TYPES: dict[int, type[Message]] = {
-    1: master_pb.RegisterRequestP2M,
-    2: master_pb.HeartRequestP2M,
-    3: master_pb.CloseRequestP2M,
-    4: master_pb.RegisterRequestC2M,
-    5: master_pb.HeartRequestC2M,
-    6: master_pb.CloseRequestC2M,
-    13: broker_pb.SendMessageRequestP2B,
-    15: broker_pb.RegisterRequestC2B,
-    16: broker_pb.HeartBeatRequestC2B,
-    17: broker_pb.GetMessageRequestC2B,
-    18: broker_pb.CommitOffsetRequestC2B,
-    20: master_pb.RegisterRequestC2MV2,
-    21: master_pb.HeartRequestC2MV2,
-    22: master_pb.GetPartMetaRequestC2M,
-}
-
-MASTER_METHODS = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 21, 22})
-BROKER_METHODS = frozenset({11, 12, 13, 14, 15, 16, 17, 18, 19})
-
-_FATAL_READ = "IPC server unable to read call parameters:"
-_FATAL_HANDLE = "IPC server handle request error :"
-
-# protobuf-java (3.19) InvalidProtocolBufferException texts.
-PB_TRUNCATED = (
-    "While parsing a protocol message, the input ended unexpectedly in the middle of a field.  "
-    "This could mean either that the input has been truncated or that an embedded message "
-    "misreported its own length."
-)
-PB_NEGATIVE_SIZE = (
-    "CodedInputStream encountered an embedded string or message which claimed to have negative size."
-)
-PB_MALFORMED_VARINT = "CodedInputStream encountered a malformed varint."
-PB_INVALID_TAG = "Protocol message contained an invalid tag (zero)."
-PB_INVALID_END_TAG = "Protocol message end-group tag did not match expected tag."
-PB_INVALID_WIRE_TYPE = "Protocol message tag had invalid wire type."
-PB_MISSING = "Message missing required fields: "
-
-
-class RpcException(Exception):
-    """Raised by handlers for an ERROR (status 1) or FATAL (status 2) RPC answer."""
-
-    def __init__(self, exception_name: str, message: str = "", status: int = 1) -> None:
-        super().__init__(f"{exception_name}: {message}")
-        self.exception_name = exception_name
-        self.message = message
-        self.status = status
 
 
 class RpcContext:
@@ -160,173 +143,6 @@ class RpcContext:
             self.connection.bad_token()
 
 
-def rewrite_exception_name(name: str, protocol_ver: int) -> str:
-    """MixUtils.replaceClassNamePrefix (§2.4): only the org.apache.inlong.tubemq. prefix changes."""
-    repl = C.JAVA_PREFIX_BY_VERSION.get(protocol_ver)
-    if repl is not None and name.startswith(C.JAVA_PREFIX):
-        return repl + name[len(C.JAVA_PREFIX) :]
-    return name
-
-
-# ----------------------------------------------------------------------------------------------------
-# protobuf-java error emulation (only used on failure paths)
-
-
-class _JavaParseError(Exception):
-    pass
-
-
-def _read_varint(buf: bytes, pos: int, end: int, limit: int = 10) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    for _ in range(limit):
-        if pos >= end:
-            raise _JavaParseError(PB_TRUNCATED)
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result & 0xFFFFFFFFFFFFFFFF, pos
-        shift += 7
-    raise _JavaParseError(PB_MALFORMED_VARINT)
-
-
-def _check_wire(buf: bytes, pos: int, end: int, descriptor: Any, end_group: int = 0) -> int:
-    """Walk a protobuf message like CodedInputStream would; raise _JavaParseError with Java's text."""
-    fields = descriptor.fields_by_number if descriptor is not None else {}
-    while pos < end:
-        tag, pos = _read_varint(buf, pos, end)
-        tag &= 0xFFFFFFFF
-        number, wt = tag >> 3, tag & 7
-        if number == 0:
-            raise _JavaParseError(PB_INVALID_TAG)
-        if wt == 0:
-            _, pos = _read_varint(buf, pos, end)
-        elif wt == 1:
-            if end - pos < 8:
-                raise _JavaParseError(PB_TRUNCATED)
-            pos += 8
-        elif wt == 5:
-            if end - pos < 4:
-                raise _JavaParseError(PB_TRUNCATED)
-            pos += 4
-        elif wt == 2:
-            n, pos = _read_varint(buf, pos, end)
-            if n >= 1 << 63 or (n & 0xFFFFFFFF) >= 1 << 31:
-                raise _JavaParseError(PB_NEGATIVE_SIZE)
-            if end - pos < n:
-                raise _JavaParseError(PB_TRUNCATED)
-            fd = fields.get(number)
-            if fd is not None and fd.type == FieldDescriptor.TYPE_MESSAGE:
-                _check_wire(buf, pos, pos + n, fd.message_type)
-            pos += n
-        elif wt == 3:
-            pos = _check_wire(buf, pos, end, None, end_group=number)
-        elif wt == 4:
-            if number != end_group:
-                raise _JavaParseError(PB_INVALID_END_TAG)
-            return pos
-        else:
-            raise _JavaParseError(PB_INVALID_WIRE_TYPE)
-    if end_group:
-        raise _JavaParseError(PB_TRUNCATED)
-    return pos
-
-
-def java_parse_error(data: bytes, message_type: type[Message]) -> str:
-    """protobuf-java's exception text for ``data`` parsed as ``message_type`` ("" if it would parse)."""
-    try:
-        _check_wire(data, 0, len(data), message_type.DESCRIPTOR)
-    except _JavaParseError as exc:
-        return str(exc)
-    msg = message_type()
-    try:
-        msg.MergeFromString(data)
-    except PbDecodeError:
-        return PB_TRUNCATED  # upb refused something our walker accepted; closest Java text
-    if not msg.IsInitialized():
-        return PB_MISSING + ", ".join(msg.FindInitializationErrors())
-    return ""
-
-
-def parse_request_message(method: int, data: bytes) -> Message:
-    """Decode a request body like PbEnDecoder: raise _JavaParseError with Java's wording on failure."""
-    cls = REQUEST_TYPES.get(method)
-    if cls is None:
-        raise _JavaParseError(f"Unsupported method ID :{method}")
-    msg = cls()
-    try:
-        msg.MergeFromString(data)
-    except PbDecodeError:
-        raise _JavaParseError(java_parse_error(data, cls) or PB_TRUNCATED) from None
-    if not msg.IsInitialized():
-        raise _JavaParseError(PB_MISSING + ", ".join(msg.FindInitializationErrors()))
-    return msg
-
-
-_ENVELOPE = (
-    ("RpcConnHeader", ((1, 0),)),  # (field, wire type) of required fields
-    ("RequestHeader", ()),
-    ("RequestBody", ((1, 0),)),
-)
-
-
-def _slow_envelope(payload: bytes) -> tuple[int, int, int, int | None, bytes]:
-    """Envelope parse with Java's failure texts: (service_type, protocol_ver, method, timeout, body)."""
-    from ..protocol import rpc_pb
-
-    types = (rpc_pb.RpcConnHeader, rpc_pb.RequestHeader, rpc_pb.RequestBody)
-    pos = 0
-    end = len(payload)
-    parsed: list[Message] = []
-    for cls in types:
-        n, pos = _read_varint(payload, pos, end)
-        if n >= 1 << 31:
-            raise _JavaParseError(PB_NEGATIVE_SIZE)
-        if end - pos < n:
-            raise _JavaParseError(PB_TRUNCATED)
-        chunk = payload[pos : pos + n]
-        pos += n
-        err = java_parse_error(chunk, cls)
-        if err:
-            raise _JavaParseError(err)
-        parsed.append(cls.FromString(chunk))
-    header, body = parsed[1], parsed[2]
-    return (
-        header.serviceType if header.HasField("serviceType") else -1,
-        header.protocolVer if header.HasField("protocolVer") else -1,
-        body.method,
-        body.timeout if body.HasField("timeout") else None,
-        body.request,
-    )
-
-
-def _fast_envelope(payload: bytes) -> tuple[int, int, int, int | None, bytes]:
-    """Hot path: the codec's envelope decoder; any failure is re-diagnosed by the slow path."""
-    try:
-        r = wire.decode_request(payload)
-    except Exception:
-        return _slow_envelope(payload)
-    return r.service_type, r.protocol_ver, r.method, r.timeout, r.body
-
-
-# ----------------------------------------------------------------------------------------------------
-# server
-
-
-def _served_service_types(methods: Collection[int]) -> frozenset[int]:
-    types: set[int] = set()
-    for m in methods:
-        if m in MASTER_METHODS:
-            types.add(int(C.ServiceType.MASTER))
-        if m in BROKER_METHODS:
-            types.update((int(C.ServiceType.BROKER_READ), int(C.ServiceType.BROKER_WRITE)))
-    return frozenset(types)
-
-
-#: Bytes of RPC envelope (headers, clientId, topic, msgType, msgTime, auth info) around a message body,
-#: with room to spare.
-ENVELOPE_ALLOWANCE = 64 * 1024
 #: A connection idle this long (no complete request) may be evicted when the connection cap is reached.
 EVICT_MIN_IDLE_S = 1.0
 #: Seconds a client gets to complete its TLS handshake (asyncio's default is 60).
@@ -335,16 +151,6 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 SWEEP_PERIOD_S = 1.0
 #: Seconds a limit warning stays quiet after it was logged (a flood logs one line, not thousands).
 _LOG_QUIET_S = 5.0
-
-
-def frame_limit_for(max_msg_size: int) -> int:
-    """Largest incomplete request frame kept for topics of at most ``max_msg_size`` bytes per message.
-
-    A legal send needs data (max + 10240 header allowance) plus the envelope; twice the data part is
-    kept so that a message up to twice too large still reaches the broker and gets its real 400
-    answer (``data length over max length``) instead of a closed connection.
-    """
-    return 2 * (max_msg_size + C.META_MAX_MESSAGE_HEADER_SIZE) + ENVELOPE_ALLOWANCE
 
 
 def rpc_options(config: ServerConfig) -> dict[str, Any]:
@@ -403,12 +209,13 @@ class RpcServer:
         max_inflight_per_connection: int = 1024,
         max_buffered_bytes_per_connection: int = 64 * 1024 * 1024,
         service_types: Collection[int] | None = None,
-        on_batch_end: Callable[[], None] | None = None,
+        on_batch_end: BatchEnd | None = None,
         idle_timeout_s: float = 300.0,
         muted_close_s: float = 10.0,
         frame_limit: Callable[[], int] | None = None,
         partial_frames_budget: int = 256 * 1024 * 1024,
         max_bad_tokens: int = 3,
+        bad_credential_delay_max_s: float | None = None,
     ) -> None:
         self.name = name
         self.host = host
@@ -429,6 +236,12 @@ class RpcServer:
         self.muted_close_s = muted_close_s
         self.partial_frames_budget = partial_frames_budget
         self.max_bad_tokens = max_bad_tokens
+        #: per-source delay after repeated 415 answers of the master (bad passwords), None when off; the
+        #: broker has its own rule for bad visit tokens (closing after max_bad_tokens)
+        self.throttle: FailureThrottle | None = None
+        if not MASTER_METHODS.isdisjoint(self.handlers):
+            throttle = FailureThrottle(bad_credential_delay_max_s)
+            self.throttle = throttle if throttle.enabled else None
         self._frame_limit_fn = frame_limit
         self._frame_limit = (self.max_frame, -1.0)  # (value, monotonic time computed)
         #: bytes held in incomplete frames over all connections
@@ -620,10 +433,27 @@ class RpcServer:
         except Exception:
             log.exception("%s: handler for method %d failed", self.name, method)
             return self._answer_error(serial, received, timeout_ms, C.EXC_INVOCATION_TARGET, "")
-        if isinstance(result, (Message, bytes, bytearray, memoryview)):
+        if isinstance(result, Message):
+            if self.throttle is not None and getattr(result, "errCode", 0) == E_CERTIFICATE_FAILURE:
+                self.throttle.failure(conn.host)
+            return self._answer(ctx, result)
+        if isinstance(result, (bytes, bytearray, memoryview)):
             return self._answer(ctx, result)
         conn.start_async(ctx, result)
         return None
+
+    def replace_answers(self, out: list[bytes], replaced: Mapping[int, tuple[RpcContext, HandlerResult]]) -> list[bytes]:
+        """The answers of one read with those the batch-end hook replaced (matched by serial)."""
+        result = []
+        for frame in out:
+            item = replaced.get(int.from_bytes(frame[4:8], "big"))
+            if item is None:
+                result.append(frame)
+                continue
+            answer = self._answer(*item)
+            if answer is not None:
+                result.append(answer)
+        return result
 
     def _expired(self, received: float, timeout_ms: int) -> bool:
         return int((time.monotonic() - received) * 1000) >= timeout_ms
@@ -663,193 +493,9 @@ class RpcServer:
         return self._answer(ctx, result)
 
 
-class _Connection(asyncio.Protocol):
-    """One client connection: decode, dispatch, answer; pauses reading when its bounds are reached."""
-
-    def __init__(self, server: RpcServer) -> None:
-        self.server = server
-        self.transport: asyncio.Transport | None = None
-        self.decoder = codec.FrameDecoder(server.max_frame)
-        self.remote = "?:0"
-        self.tls = server.ssl is not None
-        self.muted = False  # after a list-size-0 header: nothing on this connection is answered
-        self.muted_at: float | None = None
-        self.closed = False
-        self.inflight = 0
-        self.tasks: set[asyncio.Task[None]] = set()
-        self._paused_write = False
-        self._paused_inflight = False
-        self._reading_paused = False
-        now = time.monotonic()
-        #: time of the last complete request (idle timeout, eviction) and of the last bytes read
-        self.last_active = now
-        self.last_read = now
-        #: bytes of the incomplete frame, as accounted in server.partial_bytes
-        self.partial = 0
-        self.token_verified = False
-        self.bad_tokens = 0
-
-    def idle_key(self) -> tuple[int, float]:
-        """Eviction order: muted connections first, then the longest idle."""
-        return (0 if self.muted_at is not None else 1, self.last_active)
-
-    def bad_token(self) -> None:
-        self.bad_tokens += 1
-        if self.bad_tokens >= self.server.max_bad_tokens:
-            log.warning(
-                "%s: %d invalid visit tokens from %s: closing the connection",
-                self.server.name, self.bad_tokens, self.remote,
-            )
-            # answers already queued for this read are dropped with the connection
-            self.close()
-
-    # ---- asyncio.Protocol
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        server = self.server
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple) and len(peer) >= 2:
-            self.remote = f"{peer[0]}:{peer[1]}"
-        if not server.admit(self):
-            self.closed = True
-            transport.abort()
-            return
-        server._conns.add(self)
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:  # pragma: no cover - not a TCP socket
-                pass
-        transport.set_write_buffer_limits(high=server.max_buffered // 2, low=server.max_buffered // 8)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self._release()
-        for t in list(self.tasks):
-            t.cancel()
-
-    def _release(self) -> None:
-        """Give back this connection's slot and partial-frame budget (at once, not at connection_lost)."""
-        server = self.server
-        server._conns.discard(self)
-        if self.partial:
-            server.partial_bytes -= self.partial
-            self.partial = 0
-        self.decoder = _SPENT_DECODER
-
-    def pause_writing(self) -> None:
-        self._paused_write = True
-        self._update_reading()
-
-    def resume_writing(self) -> None:
-        self._paused_write = False
-        self._update_reading()
-
-    def data_received(self, data: bytes) -> None:
-        if self.muted or self.closed:
-            return
-        server = self.server
-        self.last_read = time.monotonic()
-        try:
-            frames = self.decoder.feed(data)
-        except FrameError as exc:
-            # Java: no answer, no close; the rest of this read is dropped and the next read starts a
-            # fresh frame. A zero list size leaves the Java decoder waiting forever: mute the connection
-            # (closed after server.muted_close_s, which Java never does).
-            self.decoder = codec.FrameDecoder(server.max_frame)
-            server.account_partial(self, 0)
-            if "empty" in str(exc) or _has_zero_list_header(data):
-                self.muted = True
-                self.muted_at = self.last_read
-            log.debug("%s: framing error from %s: %s", server.name, self.remote, exc)
-            return
-        held = self.decoder.buffered
-        if held or self.partial:
-            server.account_partial(self, held)
-            if self.closed:
-                return
-        if not frames:
-            return
-        self.last_active = self.last_read
-        out: list[bytes] = []
-        for serial, payload in frames:
-            try:
-                answer = server.process(self, serial, payload)
-            except Exception:  # pragma: no cover - process() catches everything it knows of
-                log.exception("%s: unexpected failure handling a frame", server.name)
-                answer = None
-            if answer is not None:
-                out.append(answer)
-            if self.closed:
-                break  # too many bad tokens: the rest of this read is not processed
-        if server.on_batch_end is not None:
-            try:
-                server.on_batch_end()
-            except Exception:
-                log.exception("%s: batch-end hook failed", server.name)
-                out = []  # never acknowledge what may not have reached the store
-        if out and self.transport is not None and not self.closed:
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
-
-    # ---- async requests
-
-    def start_async(self, ctx: RpcContext, awaitable: Awaitable[HandlerResult]) -> None:
-        task = asyncio.ensure_future(self._run_async(ctx, awaitable))
-        self.tasks.add(task)
-        self.inflight += 1
-        if self.inflight >= self.server.max_inflight:
-            self._paused_inflight = True
-            self._update_reading()
-
-    async def _run_async(self, ctx: RpcContext, awaitable: Awaitable[HandlerResult]) -> None:
-        try:
-            answer = await self.server.finish_async(ctx, awaitable)
-            if answer is not None and self.transport is not None and not self.closed:
-                self.transport.write(answer)
-        finally:
-            self.inflight -= 1
-            task = asyncio.current_task()
-            if task is not None:
-                self.tasks.discard(task)  # type: ignore[arg-type]
-            if self._paused_inflight and self.inflight < self.server.max_inflight:
-                self._paused_inflight = False
-                self._update_reading()
-
-    def _update_reading(self) -> None:
-        if self.transport is None or self.closed:
-            return
-        want_pause = self._paused_write or self._paused_inflight
-        if want_pause and not self._reading_paused:
-            self._reading_paused = True
-            self.transport.pause_reading()
-        elif not want_pause and self._reading_paused:
-            self._reading_paused = False
-            self.transport.resume_reading()
-
-    def close(self, *, abort: bool = False) -> None:
-        """Close (answers already written still go out) or, with ``abort``, drop at once (bounds)."""
-        if self.transport is not None and not self.closed:
-            self.closed = True
-            self._release()
-            if abort:
-                self.transport.abort()
-            else:
-                self.transport.close()
-
-
-#: What a closed connection's decoder becomes: its buffer is freed at once, not at connection_lost.
-_SPENT_DECODER = codec.FrameDecoder(1)
-
-
-def _has_zero_list_header(data: bytes) -> bool:
-    """True when ``data`` holds a frame header (token, serial) with list size 0."""
-    token = codec.BEGIN_TOKEN.to_bytes(4, "big")
-    start = data.find(token)
-    while start >= 0:
-        if len(data) >= start + 12 and data[start + 8 : start + 12] == b"\x00\x00\x00\x00":
-            return True
-        start = data.find(token, start + 1)
-    return False
+__all__ = [
+    "BROKER_METHODS", "ENVELOPE_ALLOWANCE", "MASTER_METHODS", "PB_INVALID_END_TAG", "PB_INVALID_TAG",
+    "PB_INVALID_WIRE_TYPE", "PB_MALFORMED_VARINT", "PB_MISSING", "PB_NEGATIVE_SIZE", "PB_TRUNCATED",
+    "REQUEST_TYPES", "BatchEnd", "Handler", "HandlerResult", "RpcContext", "RpcException", "RpcServer",
+    "frame_limit_for", "java_parse_error", "parse_request_message", "rewrite_exception_name", "rpc_options",
+]

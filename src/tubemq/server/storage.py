@@ -14,6 +14,11 @@ Why this layout:
 * Crash safety: data is written before its index entry; on open the index is cut to whole entries
   and the tail entries whose record is missing or fails its CRC are dropped, then the data file is cut
   after the last valid record (torn tail).
+* A failed write (a full disk: ENOSPC) rolls the whole pending batch back: both files are cut back to
+  their last whole record, the offsets are reused, and the batch's :class:`WriteBatch` carries the
+  error, so the sends in it are answered 419 with the cause instead of being acknowledged. For
+  ``WRITE_RETRY_S`` after a failure sends are refused at once; then the next batch tries the disk again.
+  All disk writes and fsyncs go through one :class:`DiskWriter` (tests inject a full disk there).
 * Retention deletes whole non-active segments by age and/or total size; the min offset moves up.
 * The real broker keeps fresh messages in a memory cache (``MsgMemStore``) and moves them into its
   files when the cache is full or its flush timer fires (``cache_flush_interval_ms``, the real
@@ -22,6 +27,8 @@ Why this layout:
   ``cache_start`` is the first index offset that is "still in memory". Capacity follows the real
   defaults (``memCacheMsgSizeInMB`` 2 -> 1 MiB, ``memCacheMsgCntInK`` 10 -> 5120 messages, raised to
   the topic's minimum cache size; sizes in the real broker's record units, 52 + data length).
+
+The record and index formats, the segment files and the ``DiskWriter`` are in ``store_format.py``.
 
 Index entry (big-endian, 28 bytes): partitionId i32, data offset i64 (global), record size i32,
 keyCode i32 (Java hashCode of msgType or -1), append time ms i64.
@@ -33,29 +40,31 @@ import contextlib
 import logging
 import os
 import shutil
-import struct
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from google.protobuf.message import DecodeError as PbDecodeError
-
-from .. import codec
-from ..protocol import broker_pb
 from ..protocol import constants as C
-from . import wire
+from .store_format import (
+    ENTRY,
+    INDEX_ENTRY,
+    REAL_RECORD_HEADER,
+    RECORD_KEY,
+    DiskWriter,
+    WriteBatch,
+    _fsync_dir,
+    _Segment,
+    encode_record,
+    load_segments,
+    payload_length,
+    record_valid,
+)
 
 log = logging.getLogger("tubemq.server.storage")
 
-INDEX_ENTRY = struct.Struct(">iqiiq")
-ENTRY = C.INDEX_ENTRY_SIZE  # 28
-RECORD_KEY = 0x22  # field 4 (messages), wire type 2, of GetMessageResponseB2C
 #: Index entries scanned by one read at most when the caller gives no bound.
 MAX_SCAN_ENTRIES = 16384
-#: The real broker's stored record: a 52-byte header + the data (DataStoreUtils.STORE_DATA_HEADER_LEN).
-#: Capture s2 confirms it (currDataDlt 20257 = 7 records of 52 + data bytes, minus the first four).
-REAL_RECORD_HEADER = 52
 #: Memory cache defaults of the real broker: memCacheMsgSizeInMB = 2 and memCacheMsgCntInK = 10, which
 #: TopicMetadata turns into 2 * 1024 * 512 bytes and 10 * 512 messages; the size is raised to the
 #: topic's minimum cache size (max message size + 10240, plus (that % 4 + 1) * 512 KiB).
@@ -65,81 +74,16 @@ _MESSAGE_SIZE_ADJUST = 512 * 1024
 _MIN_MAX_MSG_SIZE = 1024 * 1024  # ClusterConfigHolder.calcMaxMsgSize clamps below at 1 MiB
 
 
+#: After a failed write, sends to the store are refused without touching the disk for this long.
+WRITE_RETRY_S = 0.2
+
+#: The writer of stores created without one (a test process may replace it before the server starts).
+default_writer = DiskWriter()
+
 def mem_cache_bytes(max_msg_size: int) -> int:
     """Memory cache capacity (real record units) of a topic whose messages may be ``max_msg_size`` long."""
     tmp = max(max_msg_size, _MIN_MAX_MSG_SIZE) + C.META_MAX_MESSAGE_HEADER_SIZE
     return max(MEM_CACHE_MSG_SIZE, tmp + (tmp % 4 + 1) * _MESSAGE_SIZE_ADJUST)
-
-
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def payload_length(record: bytes) -> int:
-    """Length of the payload inside one stored record (for the real-unit cache accounting)."""
-    _, pos = _read_varint(record, 1)  # skip the field-4 key and the TransferedMessage length
-    while pos < len(record):
-        key = record[pos]
-        value, pos = _read_varint(record, pos + 1)
-        if key == 0x1A:  # payLoadData
-            return value
-        if key & 7 == 2:
-            pos += value
-    raise ValueError("record without payload")
-
-
-def encode_record(message_id: int, checksum: int, payload: bytes, flag: int) -> bytes:
-    """One stored record: the TransferedMessage wrapped as a repeated field-4 entry."""
-    tm = wire.encode_transfered_message(message_id, checksum, payload, flag)
-    n = len(tm)
-    if n < 0x80:
-        return bytes((RECORD_KEY, n)) + tm
-    return wire.wrap_repeated(RECORD_KEY >> 3, (tm,))
-
-
-def record_valid(record: bytes) -> bool:
-    """True when ``record`` is a complete wrapped TransferedMessage whose CRC matches (§4.6)."""
-    if len(record) < 2 or record[0] != RECORD_KEY:
-        return False
-    n = 0
-    shift = 0
-    pos = 1
-    while pos < len(record) and pos < 6:
-        b = record[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            break
-    else:
-        return False
-    if pos + n != len(record):
-        return False
-    tm = broker_pb.TransferedMessage()
-    try:
-        tm.MergeFromString(record[pos:])
-    except PbDecodeError:
-        return False
-    return tm.IsInitialized() and codec.crc32(tm.payLoadData) == tm.checkSum
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platform without directory fds
-        return
-    try:
-        with contextlib.suppress(OSError):  # pragma: no cover - fs without directory fsync
-            os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -154,44 +98,21 @@ class ReadResult:
     last_msg_end: int = -1  # data offset after the last returned record (-1: none returned)
 
 
-class _Segment:
-    __slots__ = ("idx_base", "dat_base", "idx_len", "dat_len", "idx_path", "dat_path", "rfd_idx", "rfd_dat")
-
-    def __init__(self, directory: Path, idx_base: int, dat_base: int) -> None:
-        stem = f"{idx_base:020d}_{dat_base:020d}"
-        self.idx_base = idx_base
-        self.dat_base = dat_base
-        self.idx_path = directory / (stem + ".idx")
-        self.dat_path = directory / (stem + ".dat")
-        self.idx_len = 0
-        self.dat_len = 0
-        self.rfd_idx = -1
-        self.rfd_dat = -1
-
-    @property
-    def idx_end(self) -> int:
-        return self.idx_base + self.idx_len
-
-    def read_fds(self) -> tuple[int, int]:
-        if self.rfd_idx < 0:
-            self.rfd_idx = os.open(self.idx_path, os.O_RDONLY)
-            self.rfd_dat = os.open(self.dat_path, os.O_RDONLY)
-        return self.rfd_idx, self.rfd_dat
-
-    def close_read(self) -> None:
-        for fd in (self.rfd_idx, self.rfd_dat):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:  # pragma: no cover
-                    pass
-        self.rfd_idx = self.rfd_dat = -1
-
-
 class MessageStore:
     """All partitions of one (topic, store index): offsets, append, read, recovery, retention."""
 
-    def __init__(self, directory: Path, topic: str, store_index: int, segment_bytes: int) -> None:
+    def __init__(
+        self, directory: Path, topic: str, store_index: int, segment_bytes: int, writer: DiskWriter | None = None
+    ) -> None:
+        self.writer = default_writer if writer is None else writer
+        #: the appends not yet handed to the OS share this batch (replaced by each flush)
+        self.batch = WriteBatch()
+        #: the last write failure while it lasts (None once a write succeeded again)
+        self.write_error: OSError | None = None
+        self._retry_at = 0.0
+        self._tail_dirty = False  # a rollback could not cut the files back: do it before writing
+        #: (index offset the failed fsync should have made durable, error) until an fsync succeeds
+        self.sync_error: tuple[int, OSError] | None = None
         self.directory = directory
         self.topic = topic
         self.store_index = store_index
@@ -224,72 +145,12 @@ class MessageStore:
     # ---- open / recovery
 
     def _open(self) -> None:
-        stems: list[tuple[int, int]] = []
-        for p in self.directory.glob("*.idx"):
-            try:
-                a, b = p.stem.split("_")
-                stems.append((int(a), int(b)))
-            except ValueError:
-                log.warning("ignoring unexpected file %s", p)
-        stems.sort()
-        for idx_base, dat_base in stems:
-            seg = _Segment(self.directory, idx_base, dat_base)
-            if not seg.dat_path.exists():
-                seg.dat_path.touch()
-            seg.idx_len = seg.idx_path.stat().st_size
-            seg.dat_len = seg.dat_path.stat().st_size
-            self.segments.append(seg)
+        self.segments = load_segments(self.directory, f"{self.topic}/{self.store_index}")
         if not self.segments:
             self._new_segment(0, 0)
-        else:
-            self._recover_tail()
         active = self.segments[-1]
         self._wfd_idx = os.open(active.idx_path, os.O_WRONLY | os.O_APPEND)
         self._wfd_dat = os.open(active.dat_path, os.O_WRONLY | os.O_APPEND)
-
-    def _recover_tail(self) -> None:
-        """Cut a torn tail: partial index entries, entries without a valid record, unindexed data."""
-        while True:
-            seg = self.segments[-1]
-            whole = seg.idx_len - seg.idx_len % ENTRY
-            valid_end_idx = seg.idx_base
-            valid_end_dat = seg.dat_base
-            if whole:
-                with open(seg.idx_path, "rb") as fi, open(seg.dat_path, "rb") as fd:
-                    pos = whole - ENTRY
-                    while pos >= 0:
-                        fi.seek(pos)
-                        _pid, doff, size, _key, _t = INDEX_ENTRY.unpack(fi.read(ENTRY))
-                        rel = doff - seg.dat_base
-                        if 0 <= rel and size > 0 and rel + size <= seg.dat_len:
-                            fd.seek(rel)
-                            if record_valid(fd.read(size)):
-                                valid_end_idx = seg.idx_base + pos + ENTRY
-                                valid_end_dat = doff + size
-                                break
-                        log.warning(
-                            "%s/%d: dropping torn index entry at offset %d", self.topic, self.store_index, seg.idx_base + pos
-                        )
-                        pos -= ENTRY
-            new_idx = valid_end_idx - seg.idx_base
-            new_dat = valid_end_dat - seg.dat_base
-            if new_idx != seg.idx_len:
-                os.truncate(seg.idx_path, new_idx)
-                seg.idx_len = new_idx
-            if new_dat != seg.dat_len:
-                log.warning("%s/%d: truncating %d unindexed data bytes", self.topic, self.store_index, seg.dat_len - new_dat)
-                os.truncate(seg.dat_path, new_dat)
-                seg.dat_len = new_dat
-            if seg.idx_len == 0 and len(self.segments) > 1:
-                # an empty trailing segment: keep it only if the previous one is intact
-                prev = self.segments[-2]
-                if prev.idx_end == seg.idx_base and prev.dat_base + prev.dat_len == seg.dat_base:
-                    return
-                seg.idx_path.unlink(missing_ok=True)
-                seg.dat_path.unlink(missing_ok=True)
-                self.segments.pop()
-                continue
-            return
 
     def _new_segment(self, idx_base: int, dat_base: int) -> None:
         seg = _Segment(self.directory, idx_base, dat_base)
@@ -385,29 +246,111 @@ class MessageStore:
                 return seg.idx_end
         return self.max_offset
 
+    def refusal(self) -> OSError | None:
+        """The write error to answer a send with while the store is backing off after a failure."""
+        if self.write_error is not None and time.monotonic() < self._retry_at:
+            return self.write_error
+        return None
+
     def flush_pending(self) -> None:
-        """Hand buffered appends to the OS: data first, then the index entries that point at it."""
+        """Hand buffered appends to the OS: data first, then the index entries that point at it.
+
+        On failure the pending batch is rolled back (files cut back, offsets reused, the batch marked
+        with the error) and the OSError is raised."""
         if not self._pend_idx:
             return
         seg = self.segments[-1]
-        dat = self._pend_dat
-        idx = self._pend_idx
+        try:
+            if self._tail_dirty:
+                self._cut_back(seg)
+            self._write_all(self._wfd_dat, self._pend_dat)
+            self._write_all(self._wfd_idx, self._pend_idx)
+        except OSError as exc:
+            self._rollback(seg, exc)
+            raise
+        seg.dat_len += len(self._pend_dat)
+        seg.idx_len += len(self._pend_idx)
         self._pend_dat = bytearray()
         self._pend_idx = bytearray()
-        _write_all(self._wfd_dat, dat)
-        seg.dat_len += len(dat)
-        _write_all(self._wfd_idx, idx)
-        seg.idx_len += len(idx)
         self.written_offset = seg.idx_end
+        self.batch.written = True
+        self.batch = WriteBatch()
+        if self.write_error is not None:
+            log.warning("%s/%d: store writes succeed again", self.topic, self.store_index)
+            self.write_error = None
+
+    def _flush_for_read(self) -> None:
+        """Reads see what reached the OS; a failed flush was rolled back and its sends refused."""
+        with contextlib.suppress(OSError):
+            self.flush_pending()
+
+    def _write_all(self, fd: int, data: bytes | bytearray) -> None:
+        view = memoryview(data)
+        write = self.writer.write
+        while view:
+            n = write(fd, view)
+            view = view[n:]
+
+    def _cut_back(self, seg: _Segment) -> None:
+        """Cut both active files back to their last whole record (O_APPEND writes go to the end)."""
+        os.ftruncate(self._wfd_dat, seg.dat_len)
+        os.ftruncate(self._wfd_idx, seg.idx_len)
+        self._tail_dirty = False
+
+    def _rollback(self, seg: _Segment, exc: OSError) -> None:
+        """Drop the pending batch after a failed write and leave the files as before it."""
+        if self.write_error is None:
+            log.error("%s/%d: store write failed, refusing sends until it succeeds: %s", self.topic, self.store_index, exc)
+        self.write_error = exc
+        self._retry_at = time.monotonic() + WRITE_RETRY_S
+        try:
+            self._cut_back(seg)
+        except OSError as cut_exc:  # retried before the next write; recovery cuts it after a crash
+            self._tail_dirty = True
+            log.error("%s/%d: cutting back a failed write failed: %s", self.topic, self.store_index, cut_exc)
+        dat_start = seg.dat_base + seg.dat_len
+        offset = seg.idx_end
+        for _pid, doff, size, _key, _t in INDEX_ENTRY.iter_unpack(bytes(self._pend_idx)):
+            if offset >= self.cache_start and self._cache_count:
+                rel = doff - dat_start
+                with contextlib.suppress(ValueError, IndexError):
+                    self._cache_bytes -= REAL_RECORD_HEADER + payload_length(bytes(self._pend_dat[rel : rel + size]))
+                self._cache_count -= 1
+            offset += ENTRY
+        self._pend_dat = bytearray()
+        self._pend_idx = bytearray()
+        end = seg.idx_end
+        self.cache_start = min(self.cache_start, end)
+        if self._cache_count <= 0:
+            self._cache_count = self._cache_bytes = 0
+        self._cache_bytes = max(0, self._cache_bytes)
+        for last in (self._cache_last_pid, self._cache_last_key):
+            for k in [k for k, o in last.items() if o >= end]:
+                del last[k]
+        self.batch.error = exc
+        self.batch = WriteBatch()
 
     def _roll(self) -> None:
+        """Start a new active segment; its files are open before anything switches to it, so a failure
+        (a full disk, no fds) leaves the store writing where it was."""
         self.flush_pending()
-        self.retired_fds += [self._wfd_dat, self._wfd_idx]
         seg = self.segments[-1]
-        self._new_segment(seg.idx_end, seg.dat_base + seg.dat_len)
-        active = self.segments[-1]
-        self._wfd_idx = os.open(active.idx_path, os.O_WRONLY | os.O_APPEND)
-        self._wfd_dat = os.open(active.dat_path, os.O_WRONLY | os.O_APPEND)
+        new = _Segment(self.directory, seg.idx_end, seg.dat_base + seg.dat_len)
+        fds: list[int] = []
+        try:
+            for path in (new.idx_path, new.dat_path):
+                fds.append(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            for path in (new.idx_path, new.dat_path):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            raise
+        self.segments.append(new)
+        _fsync_dir(self.directory)
+        self.retired_fds += [self._wfd_dat, self._wfd_idx]
+        self._wfd_idx, self._wfd_dat = fds
 
     def sync_targets(self) -> tuple[list[int], int]:
         """(fds to fsync, index offset that will be durable afterwards); call flush_pending first."""
@@ -417,6 +360,7 @@ class MessageStore:
         """Called after a successful fsync of ``fds``: advance the durable offset, close retired fds."""
         if offset > self.synced_offset:
             self.synced_offset = offset
+        self.sync_error = None
         done = set(fds)
         keep = []
         for fd in self.retired_fds:
@@ -440,7 +384,7 @@ class MessageStore:
     ) -> ReadResult:
         """Records of ``partition_id`` (and of the filter ``keys``) from ``start``, up to ``max_bytes``
         (the record crossing the limit is included); scans at most ``max_entries`` index entries."""
-        self.flush_pending()
+        self._flush_for_read()
         end = self.segments[-1].idx_end if limit_offset is None else min(limit_offset, self.segments[-1].idx_end)
         end = min(end, start + max_entries * ENTRY)
         chunks: list[bytes] = []
@@ -499,7 +443,7 @@ class MessageStore:
 
     def entry_at(self, offset: int) -> tuple[int, int, int, int, int] | None:
         """The index entry at ``offset`` (partition, data offset, size, key, time) or None."""
-        self.flush_pending()
+        self._flush_for_read()
         for seg in self.segments:
             if seg.idx_base <= offset < seg.idx_end:
                 rfd_idx, _ = seg.read_fds()
@@ -511,7 +455,7 @@ class MessageStore:
         """The index offset of the first entry appended at or after ``timestamp_ms`` (``max_offset`` when
         none): the real store's ``getStartOffsetByTimeStamp``. A binary search over the append times,
         which only grow within a store, so it costs O(log n) preads (admin ``offsets_for_times``)."""
-        self.flush_pending()
+        self._flush_for_read()
         for seg in self.segments:
             count = seg.idx_len // ENTRY
             if count == 0 or self._segment_last_time(seg) < timestamp_ms:
@@ -573,23 +517,28 @@ class MessageStore:
             seg.close_read()
 
 
-def _write_all(fd: int, data: bytes | bytearray) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+SyncPlan = list[tuple[MessageStore, list[int], int]]
 
 
 class StoreManager:
     """The stores of all topics under ``<data_dir>/store``; fsync helpers for the flush policies."""
 
-    def __init__(self, data_dir: Path | str, segment_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self, data_dir: Path | str, segment_bytes: int = 64 * 1024 * 1024, writer: DiskWriter | None = None
+    ) -> None:
         self.root = Path(data_dir) / "store"
         self.root.mkdir(parents=True, exist_ok=True)
         self.segment_bytes = segment_bytes
+        self.writer = writer
         self.stores: dict[tuple[str, int], MessageStore] = {}
         self._dirty: set[MessageStore] = set()  # appended since the last flush_pending
         self._dirty_sync: set[MessageStore] = set()  # written to the OS since the last fsync plan
+
+    def set_writer(self, writer: DiskWriter) -> None:
+        """Route every store's disk writes through ``writer`` (tests: an injected full disk)."""
+        self.writer = writer
+        for store in self.stores.values():
+            store.writer = writer
 
     def get(self, topic: str, store_index: int, create: bool = True) -> MessageStore | None:
         key = (topic, store_index)
@@ -598,7 +547,7 @@ class StoreManager:
             path = self.root / topic / str(store_index)
             if not create and not path.exists():
                 return None
-            store = MessageStore(path, topic, store_index, self.segment_bytes)
+            store = MessageStore(path, topic, store_index, self.segment_bytes, self.writer)
             self.stores[key] = store
         return store
 
@@ -612,17 +561,23 @@ class StoreManager:
             if topic is None or name == topic:
                 store.flush_cache()
 
-    def flush_pending(self) -> None:
-        """Write every buffered append to the OS (called before acknowledgements go out)."""
+    def flush_pending(self) -> list[MessageStore]:
+        """Write every buffered append to the OS (called before acknowledgements go out); returns the
+        stores whose write failed (their pending batch was rolled back and carries the error)."""
         if not self._dirty:
-            return
+            return []
+        failed = []
         for store in self._dirty:
             if not store.closed:
-                store.flush_pending()
+                try:
+                    store.flush_pending()
+                except OSError:
+                    failed.append(store)
         self._dirty_sync |= self._dirty
         self._dirty = set()
+        return failed
 
-    def sync_plan(self) -> list[tuple[MessageStore, list[int], int]]:
+    def sync_plan(self) -> SyncPlan:
         """Flush pending appends and return what an fsync pass must cover (loop thread)."""
         self.flush_pending()
         dirty = self._dirty_sync
@@ -630,24 +585,33 @@ class StoreManager:
         return [(s, *s.sync_targets()) for s in dirty if not s.closed]
 
     @staticmethod
-    def run_sync(plan: list[tuple[MessageStore, list[int], int]]) -> list[tuple[MessageStore, list[int], int]]:
-        """fsync the planned fds (worker thread); returns the entries that succeeded."""
+    def run_sync(plan: SyncPlan) -> tuple[SyncPlan, list[tuple[MessageStore, int, OSError]]]:
+        """fsync the planned fds (worker thread); returns the entries that succeeded and the failures."""
         done = []
+        failed = []
         for store, fds, offset in plan:
             try:
                 for fd in fds:
-                    os.fsync(fd)
+                    store.writer.fsync(fd)
             except OSError as exc:
-                log.error("fsync of %s/%d failed: %s", store.topic, store.store_index, exc)
+                failed.append((store, offset, exc))
                 continue
             done.append((store, fds, offset))
-        return done
+        return done, failed
 
-    @staticmethod
-    def apply_synced(done: list[tuple[MessageStore, list[int], int]]) -> None:
+    def apply_synced(self, result: tuple[SyncPlan, list[tuple[MessageStore, int, OSError]]]) -> None:
+        """Loop thread, after run_sync: advance durable offsets; failed stores are retried next pass."""
+        done, failed = result
         for store, fds, offset in done:
             if not store.closed:
                 store.synced(offset, fds)
+        for store, offset, exc in failed:
+            if store.closed:
+                continue
+            if store.sync_error is None:
+                log.error("fsync of %s/%d failed: %s", store.topic, store.store_index, exc)
+            store.sync_error = (offset, exc)
+            self._dirty_sync.add(store)
 
     def sync_now(self) -> None:
         """Synchronous flush + fsync of everything (shutdown, tests)."""
@@ -678,3 +642,10 @@ class StoreManager:
         for store in self.stores.values():
             store.close()
         self.stores.clear()
+
+
+__all__ = [
+    "ENTRY", "INDEX_ENTRY", "MAX_SCAN_ENTRIES", "REAL_RECORD_HEADER", "RECORD_KEY", "WRITE_RETRY_S", "DiskWriter",
+    "MessageStore", "ReadResult", "StoreManager", "WriteBatch", "default_writer", "encode_record",
+    "mem_cache_bytes", "payload_length", "record_valid",
+]

@@ -1,6 +1,6 @@
 """PySpark data source for TubeMQ: ``spark.read/readStream.format("tubemq")``, ``df.write/writeStream``.
 
-Needs the ``spark`` extra (``pip install 'tubemq[spark]'``: pyspark >= 4.2, pyarrow). PySpark is
+Needs the ``spark`` extra (``pip install 'pyspark>=4.2' 'pyarrow>=15'``, or ``tubemq[spark]``). PySpark is
 imported only when a data source class is first used, so importing :mod:`tubemq.spark` (and the
 option/offset helpers) works without it; a missing or too old PySpark raises
 :class:`SparkUnavailableError` (an ``ImportError``) explaining how to install it.

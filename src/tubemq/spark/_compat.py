@@ -11,13 +11,14 @@ import importlib
 import importlib.util
 from typing import Any
 
+from .._extras import install_hint
 from ..errors import TubeMQError
 
 #: Oldest PySpark with the parts of the Python Data Source API we use (admission control, ReadLimit,
 #: SupportsTriggerAvailableNow, Arrow writers).
 MIN_PYSPARK = (4, 2)
 
-_INSTALL_HINT = "install the extra: pip install 'tubemq[spark]' (pyspark>=4.2, pyarrow>=15)"
+_INSTALL_HINT = install_hint("spark")
 
 
 class SparkUnavailableError(TubeMQError, ImportError):

@@ -19,29 +19,27 @@ Columns: ``body`` or ``value`` (BINARY or STRING, required), ``attributes`` (MAP
 ``stream_id`` (STRING) and ``dt`` (TIMESTAMP) -- the last three fill ``groupId``/``streamId``/``dt``
 when the map lacks them -- and ``topic``. Each container is sent like DataProxy sends one: its
 ``streamId`` is the TubeMQ stream id (``$msgType$``) and its ``dt`` the ``msgTime``.
+
+This module is the format (schemas, rows <-> records); sending the containers is
+:mod:`tubemq.spark.writer`'s, which imports this one (never the other way round).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import logging
-import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, InLongMsgError, TubeMQError
+from ..errors import ConfigError, InLongMsgError
 from ._compat import TubeMQSparkError
-from .schema import format_msg_time, struct_of, typed_columns
+from .schema import struct_of, typed_columns
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
     from ..codec import Message
-    from .options import WriteOptions
-    from .writer import TubeMQCommitMessage
 
-log = logging.getLogger("tubemq.spark.inlong")
 
 READ_COLUMNS = (
     ("body", "binary"),
@@ -84,7 +82,7 @@ def check_read_schema(schema: StructType) -> None:
                           "do not pass .schema(...)")
 
 
-def _dt_micros(value: str | None) -> int | None:
+def dt_micros(value: str | None) -> int | None:
     if value is None:
         return None
     value = value.strip()
@@ -121,7 +119,7 @@ class InLongArrowBuilder:
 
             kv = parse_attr(attr)
             hit = (list(kv.items()), kv.get("groupId", kv.get("bid")), kv.get("streamId", kv.get("tid")),
-                   _dt_micros(kv.get("dt")))
+                   dt_micros(kv.get("dt")))
             if len(self._attr_cache) >= 4096:
                 self._attr_cache.clear()
             self._attr_cache[attr] = hit
@@ -191,7 +189,7 @@ def check_write_schema(schema: StructType, topic_option: str | None) -> dict[str
     return used
 
 
-def _records(batch: pa.RecordBatch, used: dict[str, str], topic_option: str | None
+def inlong_records(batch: pa.RecordBatch, used: dict[str, str], topic_option: str | None
              ) -> Iterator[tuple[str | None, bytes | None, str]]:
     """(topic, body, attribute string) per row."""
     from ..inlongmsg import format_attr
@@ -219,89 +217,3 @@ def _records(batch: pa.RecordBatch, used: dict[str, str], topic_option: str | No
             d: _dt.datetime = dts[i] if dts[i].tzinfo else dts[i].replace(tzinfo=_dt.timezone.utc)
             kv.setdefault("dt", str(int(d.timestamp() * 1000)))
         yield topics[i], bodies[i], format_attr(kv)
-
-
-def write_batches(opts: WriteOptions, used: dict[str, str], write_id: str, batches: Iterator[Any]
-                  ) -> TubeMQCommitMessage:
-    """Pack the rows of ``batches`` into containers and send them; return after all are acknowledged."""
-    from .. import Producer
-    from ..inlongmsg import InLongMsgBuilder, parse_attr
-    from .writer import (
-        STAMP_BATCH,
-        STAMP_QUERY,
-        STAMP_SEQ,
-        STAMP_TASK,
-        TubeMQCommitMessage,
-        _Acks,
-        _task_identity,
-        close_quietly,
-    )
-
-    query, batch_id, task = _task_identity(write_id)
-    try:
-        producer = Producer(opts.master, **dict(opts.client_options))
-    except TubeMQError as exc:
-        raise TubeMQSparkError(f"opening a producer on master {opts.master} failed: {type(exc).__name__}: {exc}"
-                               ) from exc
-    acks = _Acks(task, max(1024, 2 * int(getattr(producer.config, "max_pending", 65536))))
-    open_: dict[tuple[str, str], InLongMsgBuilder] = {}
-    rows = size = sent = 0
-    topics: dict[str, int] = {}
-
-    def send(topic: str, attr: str, builder: InLongMsgBuilder) -> None:
-        nonlocal size, sent
-        data = builder.build()
-        kv = parse_attr(attr)
-        dt = _dt_micros(kv.get("dt"))
-        msg_time = None
-        if dt is not None:
-            msg_time = format_msg_time(_dt.datetime.fromtimestamp(dt / 1e6, _dt.timezone.utc), opts.msg_time_zone)
-        stamp = None
-        if opts.stamp_attributes:
-            stamp = {STAMP_QUERY: query, STAMP_BATCH: batch_id, STAMP_TASK: str(task), STAMP_SEQ: str(sent)}
-        try:
-            future = producer.send_async(topic, data, attributes=stamp, stream_id=kv.get("streamId") or None,
-                                         msg_time=msg_time)
-        except (TubeMQError, ValueError, TypeError) as exc:
-            raise TubeMQSparkError(f"sending an InLong container of Spark partition {task} to topic {topic!r} "
-                                   f"failed: {type(exc).__name__}: {exc}") from exc
-        acks.add(future)
-        size += len(data)
-        sent += 1
-
-    try:
-        for batch in batches:
-            for topic, body, attr in _records(batch, used, opts.topic):
-                if body is None:
-                    raise TubeMQSparkError(f"row {rows} of Spark partition {task} has a null body")
-                if not topic:
-                    raise TubeMQSparkError(f"row {rows} of Spark partition {task} has a null 'topic' and no "
-                                           "'topic' option is set")
-                key = (topic, attr)
-                builder = open_.get(key)
-                if builder is None:
-                    if len(open_) >= MAX_OPEN_CONTAINERS:
-                        old = next(iter(open_))
-                        send(*old, open_.pop(old))
-                    builder = open_[key] = InLongMsgBuilder(1, compress=opts.compress, capacity=opts.capacity)
-                if not builder.add(attr, body):
-                    send(topic, attr, open_.pop(key))
-                rows += 1
-                topics[topic] = topics.get(topic, 0) + 1
-            acks.harvest()
-        for (topic, attr), builder in list(open_.items()):
-            send(topic, attr, builder)
-        open_.clear()
-        deadline = time.monotonic() + opts.flush_timeout_ms / 1000.0
-        pending = producer.flush(timeout=opts.flush_timeout_ms / 1000.0)
-        acks.drain(deadline)
-        if pending or acks.acked != sent:
-            raise TubeMQSparkError(f"only {acks.acked} of {sent} InLong containers of Spark partition {task} "
-                                   f"were acknowledged within flushTimeoutMs={opts.flush_timeout_ms}")
-    except InLongMsgError as exc:  # snappy support missing
-        raise TubeMQSparkError(f"Spark partition {task}: {exc}") from exc
-    except ValueError as exc:  # an attribute map that cannot be an InLong attribute string
-        raise TubeMQSparkError(f"row {rows} of Spark partition {task}: {exc}") from exc
-    finally:
-        close_quietly(producer, log)
-    return TubeMQCommitMessage(partition=task, rows=rows, bytes=size, topics=topics)

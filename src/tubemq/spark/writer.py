@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import datetime as _dt
 import logging
 import time
 import uuid
@@ -28,10 +29,11 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from ..errors import TubeMQError
+from ..errors import InLongMsgError, TubeMQError
 from ._compat import TubeMQSparkError
+from .inlong import MAX_OPEN_CONTAINERS, dt_micros, inlong_records
 from .options import WriteOptions
-from .schema import rows_for_send
+from .schema import format_msg_time, rows_for_send
 
 log = logging.getLogger("tubemq.spark.writer")
 
@@ -124,9 +126,7 @@ def write_batches(
 ) -> TubeMQCommitMessage:
     """Send every row of ``batches``; return after all are acknowledged (executor side)."""
     if opts.value_format == "inlongmsg":
-        from .inlong import write_batches as write_inlong
-
-        return write_inlong(opts, used, write_id, batches)
+        return _write_inlong_batches(opts, used, write_id, batches)
     from .. import Producer
 
     query, batch_id, task = _task_identity(write_id)
@@ -240,3 +240,79 @@ class TubeMQStreamWriter(_TaskWriter, DataSourceStreamArrowWriter):
             batchId,
             _summary(messages),
         )
+
+
+def _write_inlong_batches(opts: WriteOptions, used: dict[str, str], write_id: str, batches: Iterator[Any]
+                          ) -> TubeMQCommitMessage:
+    """Pack the rows of ``batches`` into containers and send them; return after all are acknowledged."""
+    from .. import Producer
+    from ..inlongmsg import InLongMsgBuilder, parse_attr
+
+    query, batch_id, task = _task_identity(write_id)
+    try:
+        producer = Producer(opts.master, **dict(opts.client_options))
+    except TubeMQError as exc:
+        raise TubeMQSparkError(f"opening a producer on master {opts.master} failed: {type(exc).__name__}: {exc}"
+                               ) from exc
+    acks = _Acks(task, max(1024, 2 * int(getattr(producer.config, "max_pending", 65536))))
+    open_: dict[tuple[str, str], InLongMsgBuilder] = {}
+    rows = size = sent = 0
+    topics: dict[str, int] = {}
+
+    def send(topic: str, attr: str, builder: InLongMsgBuilder) -> None:
+        nonlocal size, sent
+        data = builder.build()
+        kv = parse_attr(attr)
+        dt = dt_micros(kv.get("dt"))
+        msg_time = None
+        if dt is not None:
+            msg_time = format_msg_time(_dt.datetime.fromtimestamp(dt / 1e6, _dt.timezone.utc), opts.msg_time_zone)
+        stamp = None
+        if opts.stamp_attributes:
+            stamp = {STAMP_QUERY: query, STAMP_BATCH: batch_id, STAMP_TASK: str(task), STAMP_SEQ: str(sent)}
+        try:
+            future = producer.send_async(topic, data, attributes=stamp, stream_id=kv.get("streamId") or None,
+                                         msg_time=msg_time)
+        except (TubeMQError, ValueError, TypeError) as exc:
+            raise TubeMQSparkError(f"sending an InLong container of Spark partition {task} to topic {topic!r} "
+                                   f"failed: {type(exc).__name__}: {exc}") from exc
+        acks.add(future)
+        size += len(data)
+        sent += 1
+
+    try:
+        for batch in batches:
+            for topic, body, attr in inlong_records(batch, used, opts.topic):
+                if body is None:
+                    raise TubeMQSparkError(f"row {rows} of Spark partition {task} has a null body")
+                if not topic:
+                    raise TubeMQSparkError(f"row {rows} of Spark partition {task} has a null 'topic' and no "
+                                           "'topic' option is set")
+                key = (topic, attr)
+                builder = open_.get(key)
+                if builder is None:
+                    if len(open_) >= MAX_OPEN_CONTAINERS:
+                        old = next(iter(open_))
+                        send(*old, open_.pop(old))
+                    builder = open_[key] = InLongMsgBuilder(1, compress=opts.compress, capacity=opts.capacity)
+                if not builder.add(attr, body):
+                    send(topic, attr, open_.pop(key))
+                rows += 1
+                topics[topic] = topics.get(topic, 0) + 1
+            acks.harvest()
+        for (topic, attr), builder in list(open_.items()):
+            send(topic, attr, builder)
+        open_.clear()
+        deadline = time.monotonic() + opts.flush_timeout_ms / 1000.0
+        pending = producer.flush(timeout=opts.flush_timeout_ms / 1000.0)
+        acks.drain(deadline)
+        if pending or acks.acked != sent:
+            raise TubeMQSparkError(f"only {acks.acked} of {sent} InLong containers of Spark partition {task} "
+                                   f"were acknowledged within flushTimeoutMs={opts.flush_timeout_ms}")
+    except InLongMsgError as exc:  # snappy support missing
+        raise TubeMQSparkError(f"Spark partition {task}: {exc}") from exc
+    except ValueError as exc:  # an attribute map that cannot be an InLong attribute string
+        raise TubeMQSparkError(f"row {rows} of Spark partition {task}: {exc}") from exc
+    finally:
+        close_quietly(producer, log)
+    return TubeMQCommitMessage(partition=task, rows=rows, bytes=size, topics=topics)

@@ -1,0 +1,219 @@
+"""A full disk in a real server process: typed fast failures, no wedge, every ack survives SIGKILL.
+
+Issue 22 items 1 and 2. The server runs in a child process; its disk is either the injected
+``FullDisk`` (tests/server/_diskfull.py, driven through a control file; runs everywhere) or a real
+tmpfs of a few MiB (needs root and mount; skipped with the reason elsewhere).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import tubemq
+from tubemq.consumer import BoundConsumer
+from tubemq.errors import ServerOverflowError
+from tubemq.server.meta import MetaStore
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+
+CHILD = Path(__file__).with_name("_diskfull.py")
+MASTER_RE = re.compile(r"master listening on ([\d.]+:\d+)")
+BROKER_RE = re.compile(r"broker \d+ listening on ([\d.]+:\d+)")
+PARTITIONS = 2
+PRODUCER = {"rpc_timeout_ms": 5000, "retries": 2, "retry_backoff_ms": 50}
+
+
+class Server:
+    """A server child process on ephemeral ports (through the FullDisk wrapper when ``control``)."""
+
+    def __init__(self, data_dir: Path, flush: str, control: Path | None = None) -> None:
+        args = ["--data-dir", str(data_dir), "--master-port", "0", "--broker-port", "0", "--admin-port", "0",
+                "--flush", flush, "--flush-interval-ms", "100", "--log-level", "INFO"]
+        cmd = [sys.executable, str(CHILD), str(control), *args] if control else [sys.executable, "-m", "tubemq.server", *args]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.log: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.master = self.broker = ""
+        deadline = time.monotonic() + 60
+        while not (self.master and self.broker) and time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.5)
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            self.log.append(line)
+            if m := MASTER_RE.search(line):
+                self.master = m.group(1)
+            if m := BROKER_RE.search(line):
+                self.broker = m.group(1)
+        if not (self.master and self.broker):
+            self.kill()
+            raise AssertionError("server did not start:\n" + "".join(self.log))
+
+    def _pump(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.put(line)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the server process (Linux /proc)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+
+def send_until(producer: tubemq.Producer, topic: str, prefix: bytes, count: int, acked: list[bytes],
+               give_up_s: float = 60.0) -> int:
+    """Send ``count`` acknowledged messages, retrying refused ones; returns how many were refused."""
+    refused = 0
+    deadline = time.monotonic() + give_up_s
+    i = 0
+    while i < count:
+        body = prefix + b"-%06d" % i
+        try:
+            producer.send(topic, body)
+        except ServerOverflowError:
+            refused += 1
+            assert time.monotonic() < deadline, f"the broker did not serve again: {refused} refused"
+            time.sleep(0.05)
+            continue
+        acked.append(body)
+        i += 1
+    return refused
+
+
+def read_back(master: str, topic: str) -> list[bytes]:
+    out: list[bytes] = []
+    with BoundConsumer(master, "g-diskfull", [topic], consume_from="earliest") as bc:
+        for p in bc.partitions():
+            out += [m.data for m in bc.read_range(p, 0, timeout=20.0)]
+    return out
+
+
+def check_all_there(data_dir: Path, topic: str, acked: list[bytes]) -> None:
+    server = Server(data_dir, "interval")
+    try:
+        got = read_back(server.master, topic)
+    finally:
+        server.kill()
+    missing = set(acked) - set(got)
+    print(f"{len(acked)} acknowledged, {len(got)} read back after SIGKILL + restart, {len(missing)} missing")
+    assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:3]}"
+    assert len(got) == len(set(got)) == len(acked)  # nothing refused was stored, nothing twice
+
+
+@pytest.mark.parametrize("flush", ["interval", "always"])
+def test_full_disk_then_sigkill_keeps_every_ack(tmp_path: Path, flush: str) -> None:
+    data_dir = tmp_path / "data"
+    control = tmp_path / "disk"
+    MetaStore(data_dir).create_topic("df", partitions=PARTITIONS)
+    server = Server(data_dir, flush, control)
+    acked: list[bytes] = []
+    try:
+        with tubemq.Producer(server.master, **PRODUCER) as p:
+            send_until(p, "df", b"before", 300, acked)
+            control.write_text("full")
+            errors = []
+            t0 = time.monotonic()
+            for i in range(30):
+                with pytest.raises(ServerOverflowError) as info:
+                    p.send("df", b"during-%d" % i)
+                errors.append(str(info.value))
+            print(f"flush={flush}: 30 sends refused in {time.monotonic() - t0:.2f} s; {errors[0]}")
+            assert all("No space left on device" in e for e in errors)
+            control.write_text("room")
+            refused = send_until(p, "df", b"after", 500, acked)
+            print(f"flush={flush}: {refused} sends refused after space returned")
+    finally:
+        server.kill()  # SIGKILL right after the last acknowledgement
+    check_all_there(data_dir, "df", acked)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc for the CPU time")
+def test_always_flush_does_not_wedge_after_full_disk(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    control = tmp_path / "disk"
+    MetaStore(data_dir).create_topic("dw", partitions=PARTITIONS)
+    server = Server(data_dir, "always", control)
+    acked: list[bytes] = []
+    try:
+        with tubemq.Producer(server.master, **PRODUCER) as p:
+            send_until(p, "dw", b"before", 50, acked)
+            control.write_text("full")
+            for i in range(20):
+                with pytest.raises(ServerOverflowError):
+                    p.send("dw", b"during-%d" % i)
+            for state in ("full", "room"):
+                control.write_text(state)
+                before = server.cpu_seconds()
+                time.sleep(3.0)
+                spent = server.cpu_seconds() - before
+                print(f"idle server CPU while the disk is {state}: {spent:.3f} s in a 3 s window")
+                assert spent < 1.5, f"the idle server burns CPU ({spent:.2f} s in 3 s): a busy loop"
+            send_until(p, "dw", b"after", 200, acked)
+        got = read_back(server.master, "dw")  # a new consumer registers and reads everything
+        assert sorted(got) == sorted(acked)
+    finally:
+        server.kill()
+    check_all_there(data_dir, "dw", acked)
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 6 MiB tmpfs (root with mount permission only)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root and mount(8)")
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_real_tmpfs_full_then_sigkill_keeps_every_ack(tmpfs: Path) -> None:
+    data_dir = tmpfs / "data"
+    MetaStore(data_dir).create_topic("tf", partitions=PARTITIONS)
+    filler = tmpfs / "filler"
+    filler.write_bytes(b"\0" * (2 * 1024 * 1024))  # freed later: "space returns"
+    server = Server(data_dir, "interval")
+    acked: list[bytes] = []
+    payload = b"x" * 1000
+    try:
+        with tubemq.Producer(server.master, **PRODUCER) as p:
+            first_error = ""
+            for i in range(20000):
+                try:
+                    p.send("tf", payload + b"-%06d" % i)
+                except ServerOverflowError as exc:
+                    first_error = str(exc)
+                    break
+                acked.append(payload + b"-%06d" % i)
+            print(f"tmpfs full after {len(acked)} acknowledged sends: {first_error}")
+            assert "No space left on device" in first_error
+            filler.unlink()
+            send_until(p, "tf", b"after", 500, acked)
+    finally:
+        server.kill()
+    check_all_there(data_dir, "tf", acked)
