@@ -126,6 +126,7 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None) -> None:
                             (paio.Producer, "send", _wrap_async_send),
                             (paio.Producer, "send_and_wait", _wrap_async_send),
                             (paio.Producer, "send_async", _wrap_async_future),
+                            (paio.Producer, "send_nowait", _wrap_future),
                             (ConsumerCore, "poll", _wrap_poll)):
         original = cls.__dict__[name]
         originals.append((cls, name, original))

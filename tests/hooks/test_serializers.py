@@ -114,3 +114,22 @@ def test_asyncio_json_round_trip_and_poison_message(cluster) -> None:
             assert b"not json" in seen
 
     asyncio.run(main())
+
+
+def test_aio_send_nowait(cluster) -> None:
+    cluster.create_topic("nowait", partitions=1)
+
+    async def main() -> None:
+        p = tubemq.aio.Producer(cluster.master_address, value_serializer="json", max_pending=2, **FAST)
+        with pytest.raises(tubemq.TubeMQError, match="started"):
+            p.send_nowait("nowait", {"n": 0})
+        async with p:
+            futs = [p.send_nowait("nowait", {"n": 1}), p.send_nowait("nowait", {"n": 2})]
+            with pytest.raises(tubemq.errors.TubeMQTimeoutError, match="buffer full"):
+                p.send_nowait("nowait", {"n": 3})  # max_pending=2: refused at once, nothing awaited
+            results = await asyncio.gather(*futs)
+            assert [r.topic for r in results] == ["nowait", "nowait"]
+            again = await p.send_nowait("nowait", 3)  # room again once answered
+            assert again.message_id > 0
+
+    asyncio.run(main())
