@@ -41,7 +41,7 @@ EXPECTED = [
     "tubemq.producer.sync.Producer",
     "tubemq.types.SendResult",
     "tubemq.consumer.sync.Consumer",
-    "tubemq.consumer.fetch.Batch | None",
+    "tubemq.types.Batch | None",
     "tubemq.consumer.bound.sync.BoundConsumer",
     "tubemq.config.ProducerConfig",
     "tubemq.config.ConsumerConfig",

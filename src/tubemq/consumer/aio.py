@@ -13,15 +13,17 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..admin.aio import AdminClient as AsyncAdminClient
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
 from ..errors import ClientClosedError, TubeMQError
 from ..net.loop import close_when_forgotten, with_operation
+from ..types import Batch
 from .core import ConsumerCore, Hook
-from .fetch import Batch
+from .positions import PartitionRef, partition_key
 
 log = logging.getLogger("tubemq.consumer")
 
@@ -52,14 +54,21 @@ class Consumer:
         on_partitions_assigned: Hook | None = None,
         on_partitions_revoked: Hook | None = None,
         on_error: Callable[[TubeMQError], Any] | None = None,
+        on_partitions_lost: Hook | None = None,
         **options: Unpack[ConsumerOptions],
     ) -> None:
         """``on_error(exc)`` is told when a broker stops answering (its partitions are released and
-        fetched again once it answers); it runs on the event loop, so it must return quickly."""
+        fetched again once it answers); it runs on the event loop, so it must return quickly.
+
+        ``on_partitions_lost(partitions)`` is told of partitions taken away without a clean revoke
+        (their broker died or stopped answering, or it no longer holds them for this consumer); without
+        it they go to ``on_partitions_revoked``, as in Kafka. Either way every partition the consumer
+        stops holding is reported once, and the master hears of the loss only after the hook returned."""
         self.config = ConsumerConfig.build(master, group, topics, consume_from=consume_from, config=config,
                                            **options)
         self._core = ConsumerCore(self.config, on_partitions_assigned=on_partitions_assigned,
-                                  on_partitions_revoked=on_partitions_revoked, on_error=on_error)
+                                  on_partitions_revoked=on_partitions_revoked, on_error=on_error,
+                                  on_partitions_lost=on_partitions_lost)
         self.client_id: str = self._core.client_id
         self._iter_batch: Batch | None = None
         self._iter_msgs: Iterator[Message] | None = None
@@ -119,7 +128,10 @@ class Consumer:
             raise
 
     async def confirm(self, batch: Batch, consumed: bool = True) -> bool:
-        """Commit (``consumed=True``) or roll back ``batch``; False if the partition moved meanwhile."""
+        """Commit (``consumed=True``) or roll back ``batch``. True only when the broker acknowledged
+        it (with ``confirm_in_local``: when it was taken locally, the commit riding on the next fetch);
+        False when the partition moved meanwhile or the outcome is unknown (broker gone, no answer in
+        time): the batch may then be delivered again."""
         if self._core.closing:
             return False
         return await self._core.confirm(batch, consumed)
@@ -251,12 +263,61 @@ class Consumer:
         finally:
             self._listener_thread = None
 
-    def pause(self) -> None:
-        """Stop fetching and stop calling the listener until :meth:`resume`."""
-        self._core.pause()
+    def pause(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
+        """Without arguments: stop fetching and stop calling the listener until :meth:`resume`. With
+        ``partitions`` (Partition objects or keys): stop fetching only those, until ``resume(partitions)``;
+        batches of them fetched before are still delivered."""
+        self._core.pause(partitions)
 
-    def resume(self) -> None:
-        self._core.resume()
+    def resume(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
+        """Undo :meth:`pause`: ``resume()`` the whole-consumer pause, ``resume(partitions)`` those."""
+        self._core.resume(partitions)
+
+    def paused_partitions(self) -> frozenset[str]:
+        """Keys of the partitions paused with ``pause(partitions)``."""
+        return self._core.paused_partitions()
+
+    # ------------------------------------------------------------------ positions
+    async def seek(self, partition: PartitionRef, offset: int) -> int:
+        """Consume an assigned ``partition`` from index ``offset`` on; returns the offset stored.
+
+        TubeMQ semantics (docs/guide/consumer-offsets.md): the broker clamps ``offset`` into the
+        partition's [min, max] and stores it as the group's offset at once (no separate commit). A batch
+        of the partition not confirmed yet is rolled back (its ``confirm`` answers False) and the
+        messages an iteration had not yielded yet are dropped. BadRequestError if it is not assigned.
+        """
+        await self._ensure_started()
+        moved = await self._core.seek(partition, offset)
+        self._cut_iteration({partition_key(partition)})
+        return moved
+
+    async def seek_to_beginning(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> dict[str, int]:
+        """:meth:`seek` to the min offset of each of ``partitions`` (default: all assigned ones);
+        returns partition key -> offset stored."""
+        await self._ensure_started()
+        moved = await self._core.seek_to_beginning(partitions)
+        self._cut_iteration(set(moved))
+        return moved
+
+    async def seek_to_end(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> dict[str, int]:
+        """:meth:`seek` to the max offset (past the last message) of each of ``partitions`` (default:
+        all assigned ones); returns partition key -> offset stored."""
+        await self._ensure_started()
+        moved = await self._core.seek_to_end(partitions)
+        self._cut_iteration(set(moved))
+        return moved
+
+    async def _ensure_started(self) -> None:
+        if self._core.closing:
+            raise ClientClosedError("consumer is closed")
+        if not self._core.started:
+            await self.start()
+
+    def _cut_iteration(self, keys: set[str]) -> None:
+        """The batch being iterated, if of a moved partition, yields nothing more (old position)."""
+        batch = self._iter_batch
+        if batch is not None and batch.partition.key in keys:
+            batch.messages.clear()
 
     @property
     def paused(self) -> bool:
@@ -297,9 +358,7 @@ class Consumer:
     async def offsets_for_times(self, topic: str, when: Any, *, admin_url: str) -> list[Any]:
         """First index offset at or after ``when`` per partition (``tubemq.admin``: the RPC protocol
         has no time lookup, the master's web API at ``admin_url`` has)."""
-        from ..admin.aio import AdminClient
-
-        admin = AdminClient(admin_url, timeout=self.config.rpc_timeout_ms / 1000.0)
+        admin = AsyncAdminClient(admin_url, timeout=self.config.rpc_timeout_ms / 1000.0)
         return list(await admin.offsets_for_times(topic, when))
 
     def __repr__(self) -> str:

@@ -1,5 +1,8 @@
-"""The asyncio consumer (server-side balancing): master session, rebalance worker, broker heartbeats,
-fetch loop, confirms and a clean shutdown. The sync and asyncio public classes are thin facades.
+"""The asyncio consumer (server-side balancing): ``ConsumerCore`` ties the master session
+(:mod:`.session`), the rebalance worker (:mod:`.rebalance`) over the partition table (:mod:`.partitions`),
+the broker calls and heartbeats (:mod:`.brokers`), the fetch loop (:mod:`.fetch`) and seeks
+(:mod:`.positions`) together, and owns confirms, lost-partition reports and a clean shutdown. The sync
+and asyncio public classes are thin facades.
 
 Request shapes follow the official Java client byte for byte where the captures show them
 (captures/s2_consumer_pull.json, s3_rebalance.json, s4_filter.json): register with ``requireBound``,
@@ -19,7 +22,11 @@ Deliberate differences from the Java client, each for robustness:
   (WARNING log, ``consumer.broker_unhealthy`` metric, ``on_error`` callback): its connection is closed
   and its partitions are released locally for the master to assign again, as Java does after a failed
   broker heartbeat; they are registered and fetched again once the broker answers;
-* ``close()`` is bounded by ``close_timeout_ms`` however many requests are outstanding.
+* ``close()`` is bounded by ``close_timeout_ms`` however many requests are outstanding;
+* a partition dropped without a revoke (broker death, 411/412/415) is reported to the application
+  (``on_partitions_lost``, else ``on_partitions_revoked``) *before* the master hears of it, so the
+  master cannot give it to another member while this one's hooks still count it as held;
+* ``confirm()`` answers True only for a commit the broker acknowledged (never for an unknown outcome).
 """
 
 from __future__ import annotations
@@ -29,392 +36,30 @@ import contextlib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from ..client import auth
 from ..client.identity import consumer_id
-from ..client.session import RUNTIME_VERSION, MasterSessionBase
-from ..codec import Partition, parse_partition
-from ..errors import (
-    ClientClosedError,
-    DecodeError,
-    NotRegisteredError,
-    ProtocolError,
-    TubeMQConnectionError,
-    TubeMQError,
-    TubeMQTimeoutError,
-)
+from ..codec import Partition
+from ..errors import BadRequestError, ClientClosedError, TubeMQConnectionError, TubeMQError
 from ..metrics import Metrics
 from ..net.health import SessionHealth
-from ..protocol import broker_pb, master_pb
-from ..protocol.constants import (
-    MAX_SUBSCRIBE_REPORT_INTERVAL_TIMES,
-    MSG_OPTYPE_REGISTER,
-    MSG_OPTYPE_UNREGISTER,
-    ErrorCode,
-    EventType,
-    Method,
-    ServiceType,
-)
+from ..protocol.constants import ErrorCode, EventType
+from ..types import Batch
+from .brokers import BrokerClient, BrokerHealth, BrokerHeartbeats
 from .config import ConsumerConfig
-from .fetch import Batch, DeliveryBuffer, Fetcher
+from .fetch import DeliveryBuffer, Fetcher
 from .flowctrl import FlowControl
-from .rebalance import (
-    EventQueue,
-    EventQueueFullError,
-    PartitionSlot,
-    PartitionState,
-    PartitionTable,
-    RebalanceEvent,
-    RebalanceWorker,
-    RegisterOutcome,
-    ReportQueue,
-)
+from .partitions import PartitionSlot, PartitionState, PartitionTable
+from .positions import PartitionRef, owned_slot, partition_key, partition_keys, reposition
+from .rebalance import EventQueue, RebalanceWorker, RegisterOutcome, ReportQueue
+from .session import ConsumerSession
 
 log = logging.getLogger("tubemq.consumer.core")
 
-__all__ = ["BrokerClient", "BrokerHealth", "BrokerHeartbeats", "ConsumerCore", "ConsumerSession", "Hook"]
+__all__ = ["AsyncHook", "ConsumerCore", "Hook"]
 
 Hook = Callable[[list[Partition]], Any]
-
-#: refusals that end a server-balanced consumer's start-up registration at once: the Java consumer
-#: (BaseMessageConsumer.startMasterAndBrokerThreads) singles out these two, the C++ consumer stops on them;
-#: every other code is retried (README "Refused registration")
-FATAL_REGISTER_CODES: frozenset[int] = frozenset({ErrorCode.CONSUME_GROUP_FORBIDDEN, ErrorCode.CONSUME_CONTENT_FORBIDDEN})
-#: codes that no amount of retrying fixes without a configuration change (§6.2): background
-#: re-registration stops asking every second at these
-CONFIG_REGISTER_CODES: frozenset[int] = frozenset({
-    *FATAL_REGISTER_CODES, ErrorCode.TOPIC_NOT_DEPLOYED,
-    *range(ErrorCode.CLIENT_INCONSISTENT_CONSUMETYPE, ErrorCode.CLIENT_DUPLICATE_INDEXID + 1),
-})
-BROKER_HB_FAILURES_BEFORE_DROP = 3
-#: consecutive failed requests to one broker (no answer in time, connection lost or unusable) after
-#: which it is marked unhealthy; a broker that answers, even with an error code, is alive
-BROKER_UNHEALTHY_AFTER = 2
-
-
-class BrokerHealth:
-    """Per-broker request outcomes -> healthy / unhealthy; ``on_unhealthy(address, reason)`` once per
-    transition. Fed by fetches and by every broker RPC of :class:`BrokerClient`."""
-
-    def __init__(self, on_unhealthy: Callable[[str, str], None]) -> None:
-        self.on_unhealthy = on_unhealthy
-        self._failures: dict[str, int] = {}
-        #: address -> (monotonic time it was marked, reason) for brokers unhealthy right now
-        self.unhealthy: dict[str, tuple[float, str]] = {}
-        self.marked = 0  # times a broker was marked unhealthy (metrics)
-
-    def ok(self, address: str) -> None:
-        self._failures.pop(address, None)
-        if self.unhealthy.pop(address, None) is not None:
-            log.warning("broker %s answers again: healthy", address)
-
-    def failed(self, address: str, exc: BaseException) -> None:
-        if not isinstance(exc, (TubeMQTimeoutError, TubeMQConnectionError, ProtocolError, OSError)):
-            return  # an answer (remote exception, error code): the broker is alive
-        n = self._failures.get(address, 0) + 1
-        self._failures[address] = n
-        if n >= BROKER_UNHEALTHY_AFTER and address not in self.unhealthy:
-            reason = f"{n} requests in a row failed, the last with: {exc}"
-            self.unhealthy[address] = (time.monotonic(), reason)
-            self.marked += 1
-            self.on_unhealthy(address, reason)
-
-    def record(self, address: str, exc: BaseException | None) -> None:
-        """One request outcome: ``exc`` None for an answer."""
-        if exc is None:
-            self.ok(address)
-        else:
-            self.failed(address, exc)
-
-
-class BrokerClient:
-    """Consumer RPCs to brokers (register / unregister / heartbeat / commit), shared by both consumers."""
-
-    def __init__(self, session: MasterSessionBase, config: ConsumerConfig, flow: FlowControl,
-                 health: BrokerHealth | None = None) -> None:
-        self.session = session
-        self.config = config
-        self.flow = flow
-        self.health = health
-
-    def auth_info(self, *, force: bool = False) -> broker_pb.AuthorizedInfo:
-        """visit token, plus (auth configured) the ``user ts nonce signature`` token on every
-        register/unregister/heartbeat. Java adds it only after a requireAuth (unregister: always), but
-        a broker with consume authentication refuses a blank token with 415 (§8.3) and a refused
-        register leaves no partition to heartbeat, so the requireAuth would never come."""
-        info = broker_pb.AuthorizedInfo(visitAuthorizedToken=self.session.visit_token)
-        cfg = self.config
-        if cfg.auth_enabled:
-            assert cfg.auth_user is not None and cfg.auth_password is not None
-            info.authAuthorizedToken = auth.broker_auth_token(cfg.auth_user, cfg.auth_password)
-        return info
-
-    async def call(self, address: str, method: int, body: bytes) -> bytes:
-        try:
-            conn = await self.session.pool.get(address)
-            data: bytes = await conn.call(ServiceType.BROKER_READ, method, body,
-                                          timeout_ms=self.config.rpc_timeout_ms)
-        except TubeMQError as exc:
-            if self.health is not None:
-                self.health.failed(address, exc)
-            raise
-        if self.health is not None:
-            self.health.ok(address)
-        return data
-
-    async def register(self, slot: PartitionSlot, read_status: int, offset: int | None = None) -> RegisterOutcome:
-        p = slot.partition
-        req = broker_pb.RegisterRequestC2B(
-            opType=MSG_OPTYPE_REGISTER, clientId=self.session.client_id, groupName=self.config.group,
-            topicName=p.topic, partitionId=p.partition_id, readStatus=read_status,
-            qryPriorityId=self.flow.qry_priority_id,
-        )
-        if slot.filters:
-            req.filterCondStr.extend(sorted(slot.filters))
-        if offset is not None and offset >= 0:
-            req.currOffset = offset
-        req.authInfo.CopyFrom(self.auth_info())
-        data = await self.call(p.address, Method.BROKER_CONSUMER_REGISTER, req.SerializeToString())
-        rsp = _parse(broker_pb.RegisterResponseB2C, data, p)
-        return RegisterOutcome(rsp.success, rsp.errCode, rsp.errMsg, rsp.currOffset,
-                               rsp.maxOffset if rsp.HasField("maxOffset") else -1)
-
-    async def unregister(self, slot: PartitionSlot, read_status: int) -> None:
-        p = slot.partition
-        req = broker_pb.RegisterRequestC2B(
-            opType=MSG_OPTYPE_UNREGISTER, clientId=self.session.client_id, groupName=self.config.group,
-            topicName=p.topic, partitionId=p.partition_id, readStatus=read_status,
-        )
-        req.authInfo.CopyFrom(self.auth_info(force=True))
-        data = await self.call(p.address, Method.BROKER_CONSUMER_REGISTER, req.SerializeToString())
-        rsp = _parse(broker_pb.RegisterResponseB2C, data, p)
-        if not rsp.success:
-            log.info("partition %s: unregister answered [%d] %s", p.key, rsp.errCode, rsp.errMsg)
-        else:
-            log.debug("partition %s unregistered (readStatus %d)", p.key, read_status)
-
-    async def commit(self, partition: Partition, consumed: bool) -> tuple[bool, int, str, int, int]:
-        """CommitOffsetRequestC2B -> (success, code, message, currOffset, maxOffset)."""
-        req = broker_pb.CommitOffsetRequestC2B(
-            clientId=self.session.client_id, topicName=partition.topic, partitionId=partition.partition_id,
-            groupName=self.config.group, lastPackConsumed=consumed,
-        )
-        data = await self.call(partition.address, Method.BROKER_CONSUMER_COMMIT, req.SerializeToString())
-        rsp = _parse(broker_pb.CommitOffsetResponseB2C, data, partition)
-        return (rsp.success, rsp.errCode, rsp.errMsg, rsp.currOffset,
-                rsp.maxOffset if rsp.HasField("maxOffset") else -1)
-
-    async def heartbeat(self, address: str, partitions: list[Partition]) -> Any:
-        req = broker_pb.HeartBeatRequestC2B(
-            clientId=self.session.client_id, groupName=self.config.group, readStatus=0,
-            partitionInfo=[str(p) for p in partitions], qryPriorityId=self.flow.qry_priority_id,
-        )
-        req.authInfo.CopyFrom(self.auth_info())
-        data = await self.call(address, Method.BROKER_CONSUMER_HEARTBEAT, req.SerializeToString())
-        return _parse(broker_pb.HeartBeatResponseB2C, data, None)
-
-
-def _parse(cls: Any, data: bytes, partition: Partition | None) -> Any:
-    try:
-        return cls.FromString(data)
-    except Exception as exc:  # protobuf DecodeError / missing required fields
-        where = f" for partition {partition}" if partition is not None else ""
-        raise DecodeError(f"bad {cls.__name__}{where}: {exc}") from exc
-
-
-class BrokerHeartbeats:
-    """Periodic HeartBeatRequestC2B per broker holding our partitions (§5.2.5), both consumer kinds."""
-
-    def __init__(self, table: PartitionTable, brokers: BrokerClient, session: MasterSessionBase,
-                 period: float, on_lost: Callable[[PartitionSlot], None]) -> None:
-        self.table = table
-        self.brokers = brokers
-        self.session = session
-        self.period = period
-        self.on_lost = on_lost
-        self._failures: dict[str, int] = {}  # consecutive failures per broker address
-        self.total_failures: dict[str, int] = {}  # for metrics: failures since start
-
-    async def run(self, closing: Callable[[], bool]) -> None:
-        while not closing():
-            await asyncio.sleep(self.period)
-            if closing():
-                return
-            await self.beat_all()
-
-    async def beat_all(self) -> None:
-        by_broker: dict[str, list[PartitionSlot]] = {}
-        for slot in self.table.registered():
-            by_broker.setdefault(slot.partition.address, []).append(slot)
-        if by_broker:
-            await asyncio.gather(*(self.beat(a, s) for a, s in by_broker.items()))
-
-    async def beat(self, address: str, slots: list[PartitionSlot]) -> None:
-        try:
-            rsp = await self.brokers.heartbeat(address, [s.partition for s in slots])
-        except TubeMQError as exc:
-            n = self._failures.get(address, 0) + 1
-            self._failures[address] = n
-            self.total_failures[address] = self.total_failures.get(address, 0) + 1
-            log.warning("broker %s heartbeat failed (%d in a row): %s", address, n, exc)
-            if n >= BROKER_HB_FAILURES_BEFORE_DROP:
-                self._failures[address] = 0
-                for slot in slots:
-                    self.table.drop(slot, f"broker {address} unreachable")
-                self.on_lost(slots[0])
-            return
-        self._failures[address] = 0
-        if self.table.closed:
-            return
-        if rsp.HasField("requireAuth"):
-            self.session.require_auth = self.session.require_auth or rsp.requireAuth
-        if not rsp.success:
-            log.warning("broker %s heartbeat answered [%d] %s", address, rsp.errCode, rsp.errMsg)
-            if rsp.errCode == ErrorCode.CERTIFICATE_FAILURE:
-                for slot in slots:
-                    self.table.drop(slot, "broker authentication failure")
-                self.on_lost(slots[0])
-            return
-        lost = False
-        for item in rsp.failureInfo:
-            code_s, _, pstr = item.partition(":")
-            try:
-                p = parse_partition(pstr)
-            except DecodeError:
-                log.warning("broker %s: unparsable failureInfo %r", address, item)
-                continue
-            failed = self.table.get(p.key)
-            if failed is not None and failed.registered and failed.state is not PartitionState.RELEASING:
-                self.table.drop(failed, f"broker heartbeat failure {code_s}")
-                lost = True
-        if lost:
-            self.on_lost(slots[0])
-
-
-class ConsumerSessionBase(MasterSessionBase):
-    """What the server-balanced and the client-balanced consumer sessions share: their core, its
-    consumer config, the register failures that end the consumer, a heartbeat counter."""
-
-    fatal_register_codes = FATAL_REGISTER_CODES
-    config_register_codes = CONFIG_REGISTER_CODES
-
-    def __init__(self, core: Any, client_id: str, metrics: Metrics) -> None:
-        super().__init__(core.config, client_id, metrics=metrics)
-        self.core = core
-        self.cfg: ConsumerConfig = core.config
-        self._hb_count = 0
-
-
-class ConsumerSession(ConsumerSessionBase):
-    """Register / heartbeat / close of a server-balanced consumer (RegisterRequestC2M etc., §3.4)."""
-
-    role = "consumer"
-    core: ConsumerCore
-    #: Java's consumer asks again at once after a refusal (no sleep on that path; it sleeps only after
-    #: an RPC exception), so a refused consumer fails within a few round trips
-    wait_after_refusal = False
-
-    def __init__(self, core: ConsumerCore, client_id: str, metrics: Metrics) -> None:
-        super().__init__(core, client_id, metrics)
-        self.session_time = int(time.time() * 1000)
-        self.not_allocated = True
-        #: bound consumption: whether the group was still unallocated when the first connect event
-        #: arrived (None = none yet); see ConsumerCore._bound_offset
-        self.bound_first_event: bool | None = None
-
-    async def _register_once(self) -> None:
-        core, cfg = self.core, self.cfg
-        req = master_pb.RegisterRequestC2M(
-            clientId=self.client_id, groupName=cfg.group, hostName=self.host_name,
-            topicList=sorted(cfg.topics), subscribeInfo=core.table.subscribe_infos(),
-            topicCondition=cfg.topic_conditions(), requireBound=False, sessionTime=self.session_time,
-            groupFlowCheckId=core.flow.group_id, defFlowCheckId=core.flow.def_id,
-            qryPriorityId=core.flow.qry_priority_id, jdkVersion=RUNTIME_VERSION,
-        )
-        if cfg.bound:  # Java createMasterRegisterRequest: these five only with requireBound
-            req.requireBound = True
-            req.sessionKey, req.selectBig, req.totalCount = cfg.session_key, cfg.select_big, cfg.source_count
-            req.requiredPartition = cfg.required_partition()
-            req.notAllocated = self.not_allocated
-        self.add_cert(req, force=True)
-        rsp = await self.call_master(Method.MASTER_CONSUMER_REGISTER, req, master_pb.RegisterResponseM2C)
-        self.check(rsp)
-        self._apply(rsp)
-        core.table.changed = False  # the register carried our subscription
-
-    async def _heartbeat_once(self) -> None:
-        core, cfg = self.core, self.cfg
-        report = core.reports.take()
-        self._hb_count += 1
-        do_report = (report is not None or core.table.changed
-                     or self._hb_count % MAX_SUBSCRIBE_REPORT_INTERVAL_TIMES == 0)
-        req = master_pb.HeartRequestC2M(
-            clientId=self.client_id, groupName=cfg.group, reportSubscribeInfo=do_report,
-            defFlowCheckId=core.flow.def_id, groupFlowCheckId=core.flow.group_id,
-            qryPriorityId=core.flow.qry_priority_id,
-        )
-        if do_report:
-            req.subscribeInfo.extend(core.table.subscribe_infos())
-            core.table.changed = False
-        if report is not None:
-            report.fill_proto(req.event)
-        self.add_cert(req, force=False)
-        try:
-            rsp = await self.call_master(Method.MASTER_CONSUMER_HEARTBEAT, req, master_pb.HeartResponseM2C)
-            self.check(rsp)
-        except BaseException:
-            if report is not None:
-                core.reports.put_back(report)
-            if do_report:
-                core.table.changed = True
-            raise
-        was_not_allocated = self.not_allocated
-        self._apply(rsp)
-        if rsp.HasField("requireAuth"):
-            self.require_auth = rsp.requireAuth
-        if rsp.HasField("event") and rsp.event.rebalanceId > 0:
-            ev = RebalanceEvent.from_proto(rsp.event)
-            log.info("consumer %s: received %s", self.client_id, ev.describe())
-            if self.bound_first_event is None and ev.op_type in (EventType.CONNECT, EventType.ONLY_CONNECT):
-                self.bound_first_event = was_not_allocated
-            try:
-                core.events.put(ev)
-            except EventQueueFullError as exc:
-                log.error("%s; re-registering to re-synchronise with the master", exc)
-                raise NotRegisteredError(ErrorCode.HB_NO_NODE, str(exc)) from exc
-        if len(core.reports):
-            self.trigger_heartbeat()
-
-    async def _close_once(self) -> None:
-        req = master_pb.CloseRequestC2M(clientId=self.client_id, groupName=self.cfg.group)
-        self.add_cert(req, force=True)
-        rsp = await self.call_master(Method.MASTER_CONSUMER_CLOSE, req, master_pb.CloseResponseM2C)
-        if not rsp.success:
-            log.info("consumer close answered [%d] %s", rsp.errCode, rsp.errMsg)
-
-    def _apply(self, rsp: Any) -> None:
-        self.core.flow.update(rsp)
-        if rsp.HasField("notAllocated"):
-            self.not_allocated = rsp.notAllocated
-        self.apply_authorized_info(rsp)
-
-    def on_reregister(self) -> None:
-        # Reports belong to the master session that forgot us; the new registration carries our
-        # current partitions (subscribeInfo), which is what those reports would have told it.
-        dropped = 0
-        while self.core.reports.take() is not None:
-            dropped += 1
-        if dropped:
-            log.info("consumer %s: %d event report(s) superseded by re-registration", self.client_id, dropped)
-
-    async def _sleep(self, seconds: float, wakeable: bool = False) -> None:
-        if wakeable:
-            if len(self.core.reports):
-                seconds = 0.0  # a processed event waits for its report: do not sleep on it
-            seconds = min(seconds, max(self.cfg.heartbeat_period_ms, self.cfg.heartbeat_fail_wait_ms) / 1000.0)
-        await super()._sleep(seconds, wakeable)
 
 
 async def _call_hook(fn: Hook, partitions: list[Partition]) -> None:
@@ -436,6 +81,7 @@ class ConsumerCore:
         on_partitions_revoked: Hook | None = None,
         kind: str | None = None,
         on_error: Callable[[TubeMQError], Any] | None = None,
+        on_partitions_lost: Hook | None = None,
     ) -> None:
         if not config.topics:
             raise TubeMQError("a consumer needs at least one topic")
@@ -456,11 +102,18 @@ class ConsumerCore:
         self.buffer = DeliveryBuffer(config.prefetch_batches)
         self.on_partitions_assigned = on_partitions_assigned
         self.on_partitions_revoked = on_partitions_revoked
+        self.on_partitions_lost = on_partitions_lost
+        #: partitions dropped without a revoke whose lost hook has not returned yet (key -> subscribeInfo):
+        #: still reported to the master as ours, so it cannot give them to another member before the
+        #: application heard they are gone (no two members hold a partition in the hooks' view)
+        self._lost_infos: dict[str, str] = {}
+        self._lost_batch: list[PartitionSlot] = []
+        self.table.on_drop = self._dropped
         self.fetcher = Fetcher(
             self.table, self.buffer, self._connection, client_id=self.client_id, group=config.group,
             flow=self.flow, concurrency=config.fetch_concurrency, rpc_timeout_ms=config.rpc_timeout_ms,
             verify_checksum=config.verify_checksum, client_filter=config.client_filter,
-            on_lost=self._on_lost, metrics=self.metrics, on_result=self.broker_health.record,
+            metrics=self.metrics, on_result=self.broker_health.record,
         )
         self.worker = RebalanceWorker(
             self.table, self, self.events, self.reports,
@@ -480,7 +133,7 @@ class ConsumerCore:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._discards: set[asyncio.Task[None]] = set()
         self.broker_heartbeats = BrokerHeartbeats(self.table, self.brokers, self.session,
-                                                  config.heartbeat_period_ms / 1000.0, self._on_lost)
+                                                  config.heartbeat_period_ms / 1000.0)
         self.batches = 0  # batches handed to the application (poll)
         self.confirms = 0
         self._register_metrics()
@@ -641,8 +294,10 @@ class ConsumerCore:
     async def confirm(self, batch: Batch, consumed: bool = True, *, local: bool | None = None) -> bool:
         """Finish ``batch``: consumed=True commits it, False rolls it back for re-delivery.
 
-        Returns False when the batch is stale (partition revoked or confirm timeout passed); its
-        messages will then be delivered again (to this or another member).
+        True means the broker acknowledged the commit (or, with ``confirm_in_local`` / ``local``, that
+        the confirm was taken locally: the commit rides on the partition's next fetch). False means the
+        batch is stale (partition revoked or lost, confirm timeout passed) or the commit's outcome is
+        unknown (broker gone, no answer in time): its messages may be delivered again.
         """
         if not isinstance(batch, Batch):
             raise TypeError(f"confirm() takes a Batch, got {type(batch).__name__}")
@@ -656,10 +311,14 @@ class ConsumerCore:
             try:
                 ok, code, msg, curr, mx = await self.brokers.commit(batch.partition, consumed)
             except TubeMQError as exc:
-                # unknown outcome: leave it to the next fetch (lastPackConsumed) to commit or roll back
+                # unknown outcome (issue 22 item 4): never True. Confirmed locally all the same, so
+                # that the partition moves on: the next fetch (lastPackConsumed) commits it if the
+                # broker still holds the partition; else the batch is delivered again
                 self.metrics.inc("consumer.commit_failures")
-                log.info("partition %s: commit failed (%s); the next fetch carries the confirm",
+                log.info("partition %s: commit failed (%s); outcome unknown, the next fetch carries it",
                          batch.partition.key, exc)
+                self.confirm_local(batch, consumed)
+                return False
             else:
                 if ok:
                     batch.next_offset = curr
@@ -672,7 +331,6 @@ class ConsumerCore:
                     log.info("partition %s: commit answered [%d] %s", batch.partition.key, code, msg)
                     if code in (ErrorCode.UNAUTHORIZED, ErrorCode.HB_NO_NODE, ErrorCode.DUPLICATE_PARTITION):
                         self.table.drop(slot, f"commit [{code}] {msg}")
-                        self._on_lost(slot)
                         return False
         return self.confirm_local(batch, consumed)
 
@@ -700,17 +358,61 @@ class ConsumerCore:
         self.batches -= 1
         self.buffer.put_back(batch)
 
-    def pause(self) -> None:
-        """Stop fetching (batches already fetched can still be polled)."""
-        self.table.pause()
+    def pause(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
+        """Stop fetching: the whole consumer, or only ``partitions`` (batches already fetched can
+        still be polled). A paused partition stays paused, also across a reassignment, until resumed."""
+        if partitions is None:
+            self.table.pause()
+        else:
+            self.table.pause_keys(partition_keys(partitions))
 
-    def resume(self) -> None:
-        if not self.closing:
+    def resume(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
+        """Undo :meth:`pause`: ``resume()`` the whole-consumer pause, ``resume(partitions)`` those."""
+        if self.closing:
+            return
+        if partitions is None:
             self.table.resume()
+        else:
+            self.table.resume_keys(partition_keys(partitions))
 
     @property
     def paused(self) -> bool:
         return self.table.paused
+
+    def paused_partitions(self) -> frozenset[str]:
+        """Keys of the partitions paused one by one (not the whole-consumer pause)."""
+        return self.table.paused_keys
+
+    # ------------------------------------------------------------------ positions
+    async def seek(self, partition: PartitionRef, offset: int) -> int:
+        """Move the group's offset of an assigned partition to ``offset`` (clamped by the broker
+        into [min, max]); returns the offset now stored. See :mod:`.positions`."""
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise BadRequestError(ErrorCode.BAD_REQUEST, f"seek offset must be an int >= 0, got {offset!r}")
+        return await self._seek_one(partition_key(partition), offset, False)
+
+    async def seek_to_beginning(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> dict[str, int]:
+        """Move each partition (default: every assigned one) to its min offset; key -> offset stored."""
+        return await self._seek_many(partitions, 0, False)
+
+    async def seek_to_end(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> dict[str, int]:
+        """Move each partition (default: every assigned one) to its max offset; key -> offset stored."""
+        return await self._seek_many(partitions, None, True)
+
+    async def _seek_many(self, partitions: Iterable[PartitionRef] | PartitionRef | None, offset: int | None,
+                         to_end: bool) -> dict[str, int]:
+        keys = [s.key for s in self.table.registered()] if partitions is None else partition_keys(partitions)
+        for key in keys:
+            owned_slot(self.table, key)  # all assigned, or nothing moves
+        done = await asyncio.gather(*(self._seek_one(k, offset, to_end) for k in keys))
+        return dict(zip(keys, done, strict=True))
+
+    async def _seek_one(self, key: str, offset: int | None, to_end: bool) -> int:
+        if self.closing:
+            raise ClientClosedError("consumer is closed")
+        slot = owned_slot(self.table, key)
+        return await reposition(self.table, self.brokers, slot, offset=offset, to_end=to_end,
+                                timeout=self.config.rpc_timeout_ms / 1000.0 * 2)
 
     def assignment(self) -> list[Partition]:
         """Partitions currently registered by this consumer."""
@@ -743,9 +445,52 @@ class ConsumerCore:
     async def _connection(self, address: str) -> Any:
         return await self.session.pool.get(address)
 
-    def _on_lost(self, slot: PartitionSlot) -> None:
+    # ------------------------------------------------------------------ lost partitions
+    def subscribe_infos(self) -> list[str]:
+        """What the session reports as ours: the registered partitions, plus the lost ones whose
+        ``on_partitions_lost`` hook is still running."""
+        infos = self.table.subscribe_infos()
+        if self._lost_infos:
+            infos.extend(i for k, i in self._lost_infos.items() if k not in self.table)
+        return infos
+
+    def _dropped(self, slot: PartitionSlot) -> None:
+        """The table dropped a registered partition without a revoke (broker death or unhealthy,
+        411/412/415 from a fetch, a heartbeat or a commit): report it, in one hook call per loop turn."""
         self.metrics.inc("consumer.partitions_lost")
-        self.session.trigger_heartbeat()  # tell the master soon (reportSubscribeInfo)
+        if self.closing:
+            return
+        if not self._lost_batch:
+            asyncio.get_running_loop().call_soon(self._flush_lost)
+        self._lost_batch.append(slot)
+        self._lost_infos[slot.key] = slot.subscribe_info
+
+    def _flush_lost(self) -> None:
+        slots, self._lost_batch = self._lost_batch, []
+        task = asyncio.get_running_loop().create_task(self._report_lost(slots))
+        self._discards.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._discards.discard)
+
+    async def _report_lost(self, slots: list[PartitionSlot]) -> None:
+        """``on_partitions_lost`` (``on_partitions_revoked`` when none was given, as Kafka does), then
+        tell the master: only now does the report leave those partitions out."""
+        hook = self.on_partitions_lost or self.on_partitions_revoked
+        try:
+            if hook is not None and not self.closing:
+                await asyncio.wait_for(_call_hook(hook, [s.partition for s in slots]),
+                                       self.config.hook_timeout_ms / 1000.0)
+        except asyncio.TimeoutError:
+            log.error("on_partitions_lost did not return within %.1f s; reporting the loss anyway",
+                      self.config.hook_timeout_ms / 1000.0)
+        except Exception:
+            log.exception("on_partitions_lost raised; reporting the loss anyway")
+        finally:
+            for slot in slots:
+                if self._lost_infos.get(slot.key) == slot.subscribe_info:
+                    del self._lost_infos[slot.key]
+            if not self.closing:
+                self.table.changed = True
+                self.session.trigger_heartbeat()  # tell the master soon (reportSubscribeInfo)
 
     def _broker_unhealthy(self, address: str, reason: str) -> None:
         """Java, after a failed broker heartbeat: release that broker's partitions locally (no RPC: it
@@ -759,10 +504,7 @@ class ConsumerCore:
         self.last_error = err
         log.warning("%s", err)
         for slot in slots:
-            self.table.drop(slot, f"broker {address} unhealthy")
-        if slots:
-            self.metrics.inc("consumer.partitions_lost", len(slots) - 1)
-            self._on_lost(slots[0])
+            self.table.drop(slot, f"broker {address} unhealthy")  # reported through _dropped
         task = asyncio.get_running_loop().create_task(self.session.pool.discard(address))
         self._discards.add(task)  # the loop keeps only a weak reference to a task
         task.add_done_callback(self._discards.discard)

@@ -17,20 +17,22 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any, overload
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .. import codec
-from ..codec import Message, Partition
+from ..codec import Partition
 from ..errors import ClientClosedError, DecodeError, RemoteError, TubeMQError
 from ..metrics import Histogram
 from ..protocol import broker_pb
 from ..protocol.constants import ErrorCode, Method, ServiceType
+from ..types import Batch
 from .flowctrl import FlowControl
-from .rebalance import PartitionSlot, PartitionTable
+from .partitions import PartitionSlot, PartitionTable
 
 log = logging.getLogger("tubemq.consumer.fetch")
 
+#: ``Batch`` lives in :mod:`tubemq.types`; still importable from here for older imports
 __all__ = ["Batch", "DeliveryBuffer", "Fetcher", "get_message_request"]
 
 #: wait (seconds) before the next fetch of a partition after these answers (§5.2.7)
@@ -44,84 +46,6 @@ _OTHER_ERROR_WAIT = 0.3
 _MAX_CACHED_REQUESTS = 4096
 #: the broker no longer holds the partition for us: drop it locally (the master learns from the report)
 _LOST_CODES = frozenset({ErrorCode.HB_NO_NODE, ErrorCode.DUPLICATE_PARTITION, ErrorCode.CERTIFICATE_FAILURE})
-
-
-class Batch(Sequence[Message]):
-    """The messages of one getMessage answer for one partition (a read-only sequence of them).
-
-    ``start_offset`` is the broker offset the read started at, ``max_offset`` the partition's max
-    offset at that time; ``next_offset`` is the committed offset after a confirm that went to the
-    broker (−1 when the commit rides on the next fetch). Iterating yields :class:`~tubemq.Message`.
-    """
-
-    __slots__ = (
-        "partition",
-        "messages",
-        "start_offset",
-        "max_offset",
-        "next_offset",
-        "fetched_at",
-        "delivered",
-        "held",
-        "confirmed",
-        "release_delay",
-        "_slot",
-        "_booking",
-    )
-
-    def __init__(
-        self,
-        partition: Partition,
-        messages: list[Message],
-        start_offset: int,
-        max_offset: int,
-        *,
-        slot: PartitionSlot | None = None,
-        booking: int = 0,
-        release_delay: float = 0.0,
-    ) -> None:
-        self.partition = partition
-        self.messages = messages
-        self.start_offset = start_offset
-        self.max_offset = max_offset
-        self.next_offset = -1
-        self.fetched_at = time.monotonic()
-        self.delivered = False
-        #: polled ahead for a blocking iterator and not yet taken by it: exempt from the confirm timeout
-        self.held = False
-        self.confirmed = False
-        self.release_delay = release_delay
-        self._slot = slot
-        self._booking = booking
-
-    @property
-    def topic(self) -> str:
-        return self.partition.topic
-
-    def __iter__(self) -> Iterator[Message]:
-        return iter(self.messages)
-
-    def __len__(self) -> int:
-        return len(self.messages)
-
-    @overload
-    def __getitem__(self, index: int) -> Message: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Message]: ...
-
-    def __getitem__(self, index: int | slice) -> Message | list[Message]:
-        """``batch[0]``, ``batch[-1]``, ``batch[2:5]`` (a list): a batch reads like the list it wraps."""
-        return self.messages[index]
-
-    def __bool__(self) -> bool:
-        return True  # an (unusual) empty batch is still a batch to confirm
-
-    def __repr__(self) -> str:
-        return (
-            f"Batch(partition={self.partition.key!r}, messages={len(self.messages)}, "
-            f"start_offset={self.start_offset}, max_offset={self.max_offset}, confirmed={self.confirmed})"
-        )
 
 
 def get_message_request(client_id: str, group: str, partition: Partition, last_consumed: bool,

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._bridge import Dispatcher, Facade, blocking, to_thread
 from .._bridge.feed import BatchFeed
+from ..admin import AdminClient
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
 from ..errors import TubeMQError
 from . import aio
 from .core import ConsumerCore, Hook
 from .fetch import Batch
+from .positions import PartitionRef
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -48,11 +50,12 @@ class Consumer(Facade[aio.Consumer]):
                  consume_from: str | None = None, config: ConsumerConfig | None = None,
                  on_partitions_assigned: Hook | None = None, on_partitions_revoked: Hook | None = None,
                  on_error: Callable[[TubeMQError], Any] | None = None,
-                 **options: Unpack[ConsumerOptions]) -> None:
+                 on_partitions_lost: Hook | None = None, **options: Unpack[ConsumerOptions]) -> None:
         assigned, revoked = to_thread(on_partitions_assigned), to_thread(on_partitions_revoked)
+        lost = to_thread(on_partitions_lost)
         self._open(lambda: aio.Consumer(master, group, topics, consume_from=consume_from, config=config,
                                         on_partitions_assigned=assigned, on_partitions_revoked=revoked,
-                                        on_error=on_error, **options),
+                                        on_error=on_error, on_partitions_lost=lost, **options),
                    aio.Consumer.close)
         self.config: ConsumerConfig = self._aio.config
 
@@ -126,12 +129,13 @@ class Consumer(Facade[aio.Consumer]):
             runner.stop()
             raise
 
-    def pause(self) -> None:
-        """Stop fetching and stop calling the listener until :meth:`resume`."""
-        self._portal.call(self._aio.pause)
+    def pause(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
+        """Stop fetching and stop calling the listener until :meth:`resume`; with ``partitions``,
+        stop fetching only those (see :meth:`tubemq.aio.Consumer.pause`)."""
+        self._portal.call(self._aio.pause, partitions)
 
-    def resume(self) -> None:
-        self._portal.call(self._aio.resume)
+    def resume(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
+        self._portal.call(self._aio.resume, partitions)
 
     @property
     def paused(self) -> bool:
@@ -151,10 +155,16 @@ class Consumer(Facade[aio.Consumer]):
 
     def offsets_for_times(self, topic: str, when: Any, *, admin_url: str) -> list[Any]:
         """First index offset at or after ``when`` per partition, through the web API at ``admin_url``."""
-        from ..admin import AdminClient
-
         return list(AdminClient(admin_url, timeout=self.config.rpc_timeout_ms / 1000.0).offsets_for_times(topic, when))
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<tubemq.Consumer {self.config.group} {sorted(self.config.topics)} {state}>"
+
+    # ------------------------------------------------------------------ positions (consumer engineer's block)
+    seek = blocking(aio.Consumer.seek)
+    seek_to_beginning = blocking(aio.Consumer.seek_to_beginning)
+    seek_to_end = blocking(aio.Consumer.seek_to_end)
+
+    def paused_partitions(self) -> frozenset[str]:
+        return self._portal.call(self._aio.paused_partitions)

@@ -14,7 +14,7 @@ from typing import Any
 from ...codec import Message, Partition
 from ...config import ConsumerConfig
 from ...net.loop import close_when_forgotten
-from ..fetch import Batch
+from ...types import Batch
 from .core import BoundCore
 from .session import DEFAULT_FETCH_TIMEOUT, PartitionPosition, PartitionRef
 
@@ -93,7 +93,7 @@ class AsyncBoundConsumer:
     async def fetch(self, partition: PartitionRef, timeout: float = DEFAULT_FETCH_TIMEOUT) -> Batch | None:
         return await self._core.fetch(partition, timeout)
 
-    async def confirm(self, batch: Batch, consumed: bool = True) -> int:
+    async def confirm(self, batch: Batch, consumed: bool = True) -> bool:
         return await self._core.confirm(batch, consumed)
 
     def read_range(self, partition: PartitionRef, start: int, end: int | None = None, *,

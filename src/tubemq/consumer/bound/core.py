@@ -31,14 +31,16 @@ from ...net.health import SessionHealth
 from ...net.loop import with_operation
 from ...protocol import master_pb
 from ...protocol.constants import META_VALUE_UNDEFINED, ErrorCode, Method
-from ..core import BrokerClient, BrokerHeartbeats
-from ..fetch import Batch, DeliveryBuffer, Fetcher
+from ...types import Batch
+from ..brokers import BrokerClient, BrokerHeartbeats
+from ..fetch import DeliveryBuffer, Fetcher
 from ..flowctrl import FlowControl
-from ..rebalance import PartitionSlot, PartitionState, PartitionTable
+from ..partitions import PartitionSlot, PartitionState, PartitionTable
 from .session import (
     DEFAULT_FETCH_TIMEOUT,
     MAX_EMPTY_READS,
     BoundSession,
+    CommittedOffset,
     PartitionPosition,
     PartitionRef,
     check_v2,
@@ -361,14 +363,20 @@ class BoundCore:
                 wait = 0.3
             await asyncio.sleep(min(wait, remaining))
 
-    async def confirm(self, batch: Batch, consumed: bool = True) -> int:
-        """Commit (or roll back) ``batch`` at the broker; returns the partition's committed offset."""
+    async def confirm(self, batch: Batch, consumed: bool = True) -> bool:
+        """Commit (or roll back) ``batch`` at the broker: True once the broker acknowledged it, like
+        ``Consumer.confirm``; the committed offset is then ``batch.next_offset``. Refusals, a stale batch
+        and an unknown outcome (no answer) raise typed errors.
+
+        Deprecated for one release: the value returned is a :class:`CommittedOffset`, truthy and equal
+        to the committed offset as before; using it as a number warns."""
         self._check()
         slot = batch._slot
         if slot is None or not self.table.is_current(slot, batch._booking):
             raise BadRequestError(ErrorCode.BAD_REQUEST, f"{batch!r} is no longer current (re-fetched or detached)")
         async with self._lock(batch.partition.key):
-            return await self._confirm(slot, batch, consumed)
+            offset = await self._confirm(slot, batch, consumed)
+        return CommittedOffset(offset)  # type: ignore[return-value]  # a bool from the next release
 
     async def _confirm(self, slot: PartitionSlot, batch: Batch, consumed: bool) -> int:
         ok, code, msg, curr, mx = await self.brokers.commit(batch.partition, consumed)

@@ -18,21 +18,19 @@ batch at the first message stored at or after ``end`` by probing the partition a
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...client.session import RUNTIME_VERSION
 from ...codec import Partition
 from ...errors import error_for_code
 from ...protocol import master_pb
 from ...protocol.constants import MAX_SUBSCRIBE_REPORT_INTERVAL_TIMES, META_VALUE_UNDEFINED, ErrorCode, Method
-from ..core import ConsumerSessionBase
+from ..session import ConsumerSessionBase, SessionOwner
 
-if TYPE_CHECKING:
-    from .core import BoundCore
-
-__all__ = ["DEFAULT_FETCH_TIMEOUT", "MAX_EMPTY_READS", "BoundSession", "PartitionPosition", "PartitionRef",
-           "check_v2"]
+__all__ = ["DEFAULT_FETCH_TIMEOUT", "MAX_EMPTY_READS", "BoundSession", "CommittedOffset", "BoundSessionOwner", "PartitionPosition",
+           "PartitionRef", "check_v2"]
 
 DEFAULT_FETCH_TIMEOUT = 1.0
 #: consecutive empty successful reads (siblings' index entries only) a single fetch() walks over
@@ -60,11 +58,27 @@ def check_v2(rsp: Any) -> None:
         raise error_for_code(rsp.errCode, rsp.errMsg)
 
 
+class BoundSessionOwner(SessionOwner, Protocol):
+    """What the client-balance session needs of its consumer (``BoundCore``): the ids it reports, the
+    topic meta it keeps. A protocol, so that the engine imports the session and never the reverse."""
+
+    source_count: int
+    node_id: int
+    meta_id: int
+    meta_applied_at: int
+
+    def part_sub_info(self) -> list[str]: ...
+
+    def apply_meta(self, meta_id: int, items: list[str]) -> None: ...
+
+    def resolve_meta(self) -> None: ...
+
+
 class BoundSession(ConsumerSessionBase):
     """Client-balance session with the master: V2 register (20), V2 heartbeat (21), close (6)."""
 
     role = "bound consumer"
-    core: BoundCore
+    core: BoundSessionOwner
     #: Java's client-balance consumer (SimpleClientBalanceConsumer.startMasterAndBrokerThreads) retries
     #: every refusal, 450 included, 1 s apart
     fatal_register_codes: frozenset[int] = frozenset()
@@ -136,3 +150,37 @@ class BoundSession(ConsumerSessionBase):
 
 
 PartitionRef = Partition | str
+
+
+class CommittedOffset(int):
+    """What :meth:`BoundConsumer.confirm` returns for one release: truthy like the ``True`` it is
+    becoming (the broker acknowledged the commit, the same meaning as ``Consumer.confirm``), and equal
+    to the committed offset it used to return. Using it as a number warns (DeprecationWarning): read
+    ``batch.next_offset`` instead."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return True
+
+    __hash__ = int.__hash__
+
+
+def _deprecated_int(name: str) -> Any:
+    base = getattr(int, name)
+
+    def method(self: CommittedOffset, *args: Any) -> Any:
+        warnings.warn("BoundConsumer.confirm() returns a bool from the next release (True: the broker "
+                      "acknowledged the commit, as Consumer.confirm); read the committed offset from "
+                      "batch.next_offset", DeprecationWarning, stacklevel=2)
+        return base(self, *args)
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__add__", "__radd__", "__sub__",
+              "__rsub__", "__mul__", "__rmul__", "__floordiv__", "__mod__", "__int__", "__index__", "__float__",
+              "__format__"):
+    setattr(CommittedOffset, _name, _deprecated_int(_name))
+del _name
