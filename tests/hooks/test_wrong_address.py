@@ -98,3 +98,12 @@ def test_plaintext_client_against_a_tls_master(tmp_path: Path, cert: tuple[str, 
         # and the right settings work against the same server
         with tubemq.Producer(cl.master_address, tls=True, tls_ca=crt, **CLIENT) as p:
             assert p.client_id
+
+
+def test_cli_http_master_is_a_usage_error() -> None:
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "tubemq", "produce", "--master", "http://127.0.0.1:8080/webapi.htm",
+                        "--topic", "t"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0
+    assert "web (admin API) address" in r.stderr and "Traceback" not in r.stderr
