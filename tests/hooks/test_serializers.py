@@ -133,3 +133,24 @@ def test_aio_send_nowait(cluster) -> None:
             assert again.message_id > 0
 
     asyncio.run(main())
+
+
+def test_bound_consumer_deserializes_and_rolls_back(cluster) -> None:
+    cluster.create_topic("serbound", partitions=1)
+    with tubemq.Producer(cluster.master_address, value_serializer="json", **FAST) as p:
+        p.send("serbound", {"n": 1})
+    with tubemq.BoundConsumer(cluster.master_address, "gserbound", ["serbound"], consume_from="earliest",
+                              value_deserializer="json", heartbeat_period_ms=300, rpc_timeout_ms=5000) as bc:
+        part = bc.partitions()[0]
+        batch = bc.fetch(part, timeout=10.0)
+        assert batch is not None and [m.data for m in batch] == [{"n": 1}]
+    with tubemq.Producer(cluster.master_address, **FAST) as p:
+        p.send("serbound", b"\xff not json")
+    with tubemq.BoundConsumer(cluster.master_address, "gserbound2", ["serbound"], consume_from="earliest",
+                              value_deserializer=lambda b: b.decode("ascii"),
+                              heartbeat_period_ms=300, rpc_timeout_ms=5000) as bc:
+        part = bc.partitions()[0]
+        with pytest.raises(SerializationError) as err:
+            for _ in range(20):
+                bc.fetch(part, timeout=1.0)
+        assert isinstance(err.value.__cause__, UnicodeDecodeError)
