@@ -138,6 +138,16 @@ def test_inlongmsg_asyncio(tube: Any) -> None:
 
 
 needs_spark = pytest.mark.skipif(java_missing() is not None, reason=str(java_missing()))
+#: the first Spark example test pays for the module fixture (both examples in one child process, bounded by
+#: its own subprocess timeout): pytest-timeout's default 300 s is not enough on a loaded 2-core machine
+SPARK_EXAMPLES_TIMEOUT_S = 900 + 60
+
+
+def spark_example(test: Any) -> Any:
+    """The marks of a Spark example's test: ``spark``, its timeout, skipped without Java."""
+    for mark in (needs_spark, pytest.mark.timeout(SPARK_EXAMPLES_TIMEOUT_S), pytest.mark.spark):
+        test = mark(test)
+    return test
 
 #: Runs example scripts one after the other in ONE Python process, each exactly as ``python SCRIPT ARGS``
 #: would (``__main__``, its own argv, its directory first on sys.path, the environment restored between
@@ -207,7 +217,7 @@ def spark_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         env = dict(os.environ, PYTHONUNBUFFERED="1", SPARK_LOCAL_IP="127.0.0.1")
         todo = json.dumps([(str(EXAMPLES / script), args) for script, args in plan])
         r = subprocess.run([sys.executable, "-c", _SEQUENTIAL, todo], capture_output=True, text=True,
-                           timeout=300 + 300 * len(plan), env=env)
+                           timeout=300 + 300 * len(plan), env=env)  # <= SPARK_EXAMPLES_TIMEOUT_S
         runs.stderr = r.stderr
         rest = r.stdout
         for script, _ in plan:
@@ -219,8 +229,7 @@ def spark_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         yield runs
 
 
-@pytest.mark.spark
-@needs_spark
+@spark_example
 def test_spark_batch_ingest(spark_runs: SparkRuns) -> None:
     out = spark_runs.output("spark_batch_ingest.py")
     assert "wrote 200 rows to ex_spark_batch; the topic now holds 200 rows from this job" in out
@@ -229,8 +238,7 @@ def test_spark_batch_ingest(spark_runs: SparkRuns) -> None:
     assert all(m.stream_id == "spark-ingest" and m.attributes.get("source") == "orders.jsonl" for m in msgs)
 
 
-@pytest.mark.spark
-@needs_spark
+@spark_example
 def test_spark_streaming_parquet(spark_runs: SparkRuns) -> None:
     out = spark_runs.output("spark_streaming_parquet.py")
     assert "now holds 300 rows from ex_spark_stream" in out

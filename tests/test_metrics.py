@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import wait_for
 
 import tubemq
 import tubemq.aio
@@ -61,17 +62,6 @@ def assert_documented(snap: dict[str, Any]) -> None:
     for key in ("time", "uptime_s", "counters", "gauges", "latency", "master", "brokers", "address",
                 "registered", "broker_id", "count", "mean_ms", "p50_ms", "p99_ms", "p999_ms", "max_ms"):
         assert f'"{key}"' in text, key
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 15.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what or cond}")
-        time.sleep(0.02)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -7,11 +7,11 @@ import logging
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import drain
 
 import tubemq
 import tubemq.client.auth as client_auth
@@ -119,13 +119,7 @@ def test_no_password_or_token_in_debug_logs(tmp_path: Path, monkeypatch: pytest.
                 p.metrics()
             with tubemq.Consumer(c.master_address, group="g_secret", topics=["secret"], consume_from="earliest",
                                  msg_not_found_wait_ms=20, **creds, **FAST) as cons:
-                got, deadline = 0, time.monotonic() + 30
-                while got < 20 and time.monotonic() < deadline:
-                    batch = cons.poll(0.2)
-                    if batch is not None:
-                        got += len(batch)
-                        cons.confirm(batch)
-                assert got == 20
+                assert len(drain(cons, 20, timeout=30)) == 20
                 tokens |= {cons._core.session.auth_token, str(cons._core.session.visit_token)}
                 cons.metrics()
             with pytest.raises(AuthenticationError) as ei:  # a refused login logs its retries

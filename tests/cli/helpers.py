@@ -6,12 +6,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
+from _support import wait_for  # noqa: F401 - re-exported: the CLI tests import it from here
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,17 +37,6 @@ def run_cli(
         env=env or cli_env(),
         cwd=cwd,
     )
-
-
-def wait_for(cond: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 #: Windows has no SIGINT/SIGTERM/SIGKILL for a child process: ``send_signal(SIGINT)`` raises, CTRL_C_EVENT

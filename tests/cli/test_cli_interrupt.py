@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import tubemq
 from tubemq.cli.common import temporary_server_process
 
 from .helpers import cli_env, wait_for
@@ -96,6 +97,15 @@ def test_second_ctrl_c_abandons_at_once_against_a_frozen_server(options: list[st
 
 
 
+def _stored(master: str, topic: str) -> int:
+    """How many messages the topic holds (read from offset 0 by a bound consumer of its own)."""
+    bound = tubemq.BoundConsumer(master, "stored_probe", [topic], pool="private")
+    try:
+        return sum(1 for part in bound.partitions(topic) for _ in bound.read_range(part, 0, timeout=5.0))
+    finally:
+        bound.close()
+
+
 def test_drain_timeout_against_a_frozen_server_reports_unknown() -> None:
     """No Ctrl-C: the input ends, the wait for acknowledgements ends at --drain-timeout, and what is
     left is unknown, not failed (closing the producer fails those futures locally)."""
@@ -116,7 +126,8 @@ def test_drain_timeout_against_a_frozen_server_reports_unknown() -> None:
         try:
             proc.stdin.write(b"".join(b"early-%d\n" % i for i in range(10)))
             proc.stdin.flush()
-            time.sleep(3.0)  # registered and (very likely) acknowledged; the assertions hold either way
+            # registered (it sent them) and acknowledged before the server freezes: an outcome, not a sleep
+            wait_for(lambda: _stored(server.master, "frozen_drain") >= 10, 90, what="the 10 early messages stored")
             os.kill(server.process.pid, signal.SIGSTOP)
             proc.stdin.write(b"".join(b"late-%d\n" % i for i in range(100)))  # small: never blocks
             proc.stdin.close()  # end of input: drain for 1 s, then report

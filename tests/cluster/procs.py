@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from _support import kill_signal
+
 from tubemq.cli.common import start_on_free_ports
 
 from .helpers import START_TIMEOUT_S, admin_call, env, stop, wait_port
@@ -112,9 +114,10 @@ class ProcCluster:
         """Start a broker (again, after a kill: on the same port)."""
         self._start(self.brokers[bid])
 
-    def kill(self, p: Proc, sig: int = signal.SIGKILL) -> None:
+    def kill(self, p: Proc, sig: int | None = None) -> None:
+        """Stop a process: SIGKILL by default (tests that call it are marked ``needs_sigkill``)."""
         if p.popen is not None:
-            stop(p.popen, sig)
+            stop(p.popen, kill_signal() if sig is None else sig)
         if p.log is not None:
             p.log.close()
             p.log = None

@@ -14,6 +14,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from _support import needs_sigkill, waited
+
 import tubemq
 
 from .helpers import admin_call
@@ -59,15 +61,7 @@ def produce(producer: Any, tag: str, n: int, brokers: Counter[int] | None = None
     return acked
 
 
-def wait_for(pred: Any, timeout: float, what: str) -> float:
-    t0 = time.monotonic()
-    while not pred():
-        if time.monotonic() - t0 > timeout:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-    return time.monotonic() - t0
-
-
+@needs_sigkill
 def test_group_of_three_survives_a_broker_kill(tmp_path: Path) -> None:
     with ProcCluster(tmp_path, brokers=3) as c:
         c.create_topic("grp", 2)
@@ -100,15 +94,15 @@ def test_group_of_three_survives_a_broker_kill(tmp_path: Path) -> None:
                 d = admin_call(c.admin_urls[0], "admin_query_consume_group_detail", consumeGroup="g3")
                 return sorted(m["parCount"] for m in d.get("data", [])) == [2, 2, 2]
 
-            t_balanced = wait_for(balanced, 60, "the group of 3 to hold 2 partitions each")
+            t_balanced = waited(balanced, 60, "the group of 3 to hold 2 partitions each")
             a1 = produce(producer, "a", PER_PHASE)
             seen = lambda want: want <= {d for _, _, d, _ in list(got)}  # noqa: E731
-            t_first = wait_for(lambda: seen(a1), 60, "the first phase to be consumed")
+            t_first = waited(lambda: seen(a1), 60, "the first phase to be consumed")
             consumers_used = {i for _, i, _, _ in got}
             t_kill = c.kill_broker(2)
             c.wait_brokers(lambda b: not b["online"], 1)
             a2 = produce(producer, "b", PER_PHASE)
-            t_down = wait_for(lambda: seen(a2), 60, "consumption while broker 2 is down")
+            t_down = waited(lambda: seen(a2), 60, "consumption while broker 2 is down")
             c.start_broker(2)
             t_restart = time.monotonic()
             c.wait_brokers(lambda b: b["online"], 3)
@@ -120,7 +114,7 @@ def test_group_of_three_survives_a_broker_kill(tmp_path: Path) -> None:
                 time.sleep(0.1)
             producer_back = time.monotonic() - t_restart
             a3 |= produce(producer, "c", PER_PHASE, used)
-            wait_for(lambda: seen(a3) and seen(a1 | a2), 90, "everything after broker 2's restart")
+            waited(lambda: seen(a3) and seen(a1 | a2), 90, "everything after broker 2's restart")
             b2_during = Counter(r for _, _, d, r in list(got) if d in a2)
             back = min((t for t, _, d, b in list(got) if b == 2 and t > t_restart), default=float("nan"))
         stop.set()

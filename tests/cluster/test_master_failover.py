@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _support import needs_sigkill
+
 import tubemq
 
 from .helpers import admin_call
@@ -65,6 +67,7 @@ def _consume(consumer: tubemq.Consumer, want: int | set[bytes], limit_s: float =
     return got
 
 
+@needs_sigkill
 def test_standby_master_takes_over(tmp_path: Path) -> None:
     with ProcCluster(tmp_path, brokers=2, masters=2) as c:
         c.create_topic("ha", 1)  # once, on the active master
@@ -99,6 +102,7 @@ def test_standby_master_takes_over(tmp_path: Path) -> None:
         assert got == [b"after"]
 
 
+@needs_sigkill
 def test_nothing_acknowledged_lost_and_the_group_resumes_at_its_offset(tmp_path: Path) -> None:
     """A producer sends throughout the kill; the group confirms 300 messages before it and a new member
     of the same group, on the new active master, reads exactly what follows them."""
@@ -156,6 +160,7 @@ def test_nothing_acknowledged_lost_and_the_group_resumes_at_its_offset(tmp_path:
         assert not set(rest) & set(first), "the group did not resume at its committed offset"
 
 
+@needs_sigkill
 def test_a_restarted_old_master_joins_as_standby(tmp_path: Path) -> None:
     with ProcCluster(tmp_path, brokers=1, masters=2) as c:
         c.create_topic("one", 1)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _support import kill_signal, needs_sigkill
 
 from .helpers import env, free_ports
 
@@ -98,6 +98,7 @@ def _lines(path: Path) -> list[int]:
 
 
 @pytest.mark.timeout(SCRIPT_LIMIT_S + 60)
+@needs_sigkill
 def test_the_cluster_guide_failover_recipe_runs(tmp_path: Path) -> None:
     recipe = _recipe()
     ports = dict(zip(RECIPE_PORTS, map(str, free_ports(len(RECIPE_PORTS))), strict=True))
@@ -140,7 +141,7 @@ def test_the_cluster_guide_failover_recipe_runs(tmp_path: Path) -> None:
             timed_out = True
         finally:
             try:
-                os.killpg(proc.pid, signal.SIGKILL)
+                os.killpg(proc.pid, kill_signal())
             except ProcessLookupError:
                 pass
             proc.wait()

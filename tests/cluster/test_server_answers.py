@@ -5,7 +5,10 @@ getMessage. Checked end to end over TCP: the producer's retry and re-route, the 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,14 +19,21 @@ from tubemq.server import EmbeddedCluster
 from tubemq.server.testing import FAST_TIMERS
 
 
-def test_419_is_retried_after_the_backoff(tmp_path: Path) -> None:
+@contextmanager
+def two_overflows(tmp_path: Path, **producer_options: Any) -> Iterator[tuple[Any, tubemq.Producer]]:
+    """A cluster with topic "ovf" and a warmed-up producer; the broker answers the next two sends 419."""
     with EmbeddedCluster(tmp_path, **FAST_TIMERS) as cluster:
         cluster.create_topic("ovf", partitions=1)
-        with tubemq.Producer(cluster.master_address, retries=2, retry_backoff_ms=150) as producer:
+        with tubemq.Producer(cluster.master_address, **producer_options) as producer:
             producer.send("ovf", b"warm-up")
             cluster.inject_fault(ErrorCode.SERVER_RECEIVE_OVERFLOW, count=2)
-            result = producer.send("ovf", b"after two 419s")
-            retried = producer.metrics()["counters"]["producer.retried"]
+            yield cluster, producer
+
+
+def test_419_is_retried_after_the_backoff(tmp_path: Path) -> None:
+    with two_overflows(tmp_path, retries=2, retry_backoff_ms=150) as (cluster, producer):
+        result = producer.send("ovf", b"after two 419s")
+        retried = producer.metrics()["counters"]["producer.retried"]
         log = cluster.fault_log()
     waits = [r.next_call_after_s for r in log]
     print(f"\n419 x2: acknowledged at offset {result.append_offset}, retried {retried}, resent after {waits}")
@@ -33,15 +43,11 @@ def test_419_is_retried_after_the_backoff(tmp_path: Path) -> None:
 
 
 def test_419_beyond_the_retries_is_a_typed_error(tmp_path: Path) -> None:
-    with EmbeddedCluster(tmp_path, **FAST_TIMERS) as cluster:
-        cluster.create_topic("ovf", partitions=1)
-        with tubemq.Producer(cluster.master_address, retries=1, retry_backoff_ms=10) as producer:
-            producer.send("ovf", b"warm-up")
-            cluster.inject_fault(ErrorCode.SERVER_RECEIVE_OVERFLOW, count=2)
-            with pytest.raises(ServerOverflowError) as info:
-                producer.send("ovf", b"refused twice")
-            assert info.value.code == 419 and "overflow" in str(info.value)
-            assert producer.send("ovf", b"fine again").append_offset > 0
+    with two_overflows(tmp_path, retries=1, retry_backoff_ms=10) as (_, producer):
+        with pytest.raises(ServerOverflowError) as info:
+            producer.send("ovf", b"refused twice")
+        assert info.value.code == 419 and "overflow" in str(info.value)
+        assert producer.send("ovf", b"fine again").append_offset > 0
 
 
 def test_419_resend_may_reroute_to_another_broker(tmp_path: Path) -> None:

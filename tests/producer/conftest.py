@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import wait_for
 
 from tubemq import codec
 from tubemq.net.connection import Connection
@@ -67,18 +68,6 @@ def read_stored(broker_address: str, topic: str, partition_ids: Iterable[int], l
         return await asyncio.wait_for(main(), 60)
 
     return asyncio.run(guarded())
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
-    """Poll ``cond`` until truthy (bounded); returns its value or fails the test."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout} s")
-        time.sleep(interval)
 
 
 @pytest.fixture

@@ -9,13 +9,14 @@ acknowledged message is read back after the restart. The outage and recovery tim
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from _support import kill_signal, needs_sigkill
 
 import tubemq
 from tubemq.cli.admin import AdminClient
@@ -52,7 +53,7 @@ class ServerProcess:
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
+            self.proc.send_signal(kill_signal())
             self.proc.wait(30)
 
     def stop(self) -> None:
@@ -75,6 +76,7 @@ class ServerProcess:
         AdminClient(f"http://127.0.0.1:{self.ports[2]}/webapi.htm", timeout=30.0).create_topic(topic, partitions=1)
 
 
+@needs_sigkill
 def test_sends_queued_during_a_server_restart_wait_for_the_broker(tmp_path: Path, stored: Any) -> None:
     server = ServerProcess(tmp_path / "data")
     server.start()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -21,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from _support import kill_signal
 
 import tubemq
 from tubemq.cli.admin import AdminClient
@@ -72,7 +73,7 @@ class ServerProcess:
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
+            self.proc.send_signal(kill_signal())
             self.proc.wait(30)
 
     def stop(self) -> None:
@@ -262,7 +263,7 @@ def consumer_churn(master: str, topic: str, seconds: float, *, members: int = 3,
             elif kill_processes and r < 0.40:
                 if procs:
                     p = procs.pop(0)
-                    p.send_signal(signal.SIGKILL)
+                    p.send_signal(kill_signal())
                     p.wait(10)
                     _collect(p, delivered, dlock)
                     res.kills += 1
@@ -272,7 +273,7 @@ def consumer_churn(master: str, topic: str, seconds: float, *, members: int = 3,
         # drain: the survivors get everything that was acknowledged (killed members' partitions come
         # back after the broker expires them)
         for p in procs:
-            p.send_signal(signal.SIGKILL)
+            p.send_signal(kill_signal())
             p.wait(10)
             _collect(p, delivered, dlock)
             res.kills += 1

@@ -17,7 +17,8 @@ import tubemq
 from tubemq.errors import ConnectionLostError, FrameError, NotTubeMQPortError
 from tubemq.net.connection import Connection
 
-OPTIONS: dict[str, Any] = {"rpc_timeout_ms": 3000, "pool": "private"}
+#: a long RPC timeout, so "it did not wait for one" is told apart with a generous limit on a loaded machine
+OPTIONS: dict[str, Any] = {"rpc_timeout_ms": 30000, "pool": "private"}
 
 
 def _admin_address(cluster: Any) -> str:
@@ -37,7 +38,8 @@ def test_admin_http_port_gives_a_quick_frame_error(cluster: Any, make: Any) -> N
     took = time.monotonic() - t0
     assert isinstance(info.value, NotTubeMQPortError)
     assert address in str(info.value) and "this looks like an HTTP port" in str(info.value)
-    assert took < 2.5, f"took {took:.1f} s (one RPC timeout is 3 s: it must not wait for one)"
+    print(f"refused after {took:.2f} s")
+    assert took < 15, f"took {took:.1f} s (one RPC timeout is 30 s: it must not wait for one)"
 
 
 def test_http_answer_detected_on_the_first_bytes() -> None:
@@ -78,18 +80,20 @@ def test_plaintext_client_at_a_tls_port_is_told_tls(tmp_path: Path) -> None:
         ctx.load_cert_chain(cert, key)
 
         async def serve(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            await asyncio.sleep(5)
+            await asyncio.sleep(60)
 
         srv = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=ctx)
         address = f"127.0.0.1:{srv.sockets[0].getsockname()[1]}"
         conn = await Connection.open(address)
         t0 = time.monotonic()
         with pytest.raises(ConnectionLostError, match="TLS"):
-            await conn.call(1, 1, b"", timeout_ms=3000)
-        assert time.monotonic() - t0 < 2.5
+            await conn.call(1, 1, b"", timeout_ms=30000)
+        took = time.monotonic() - t0
+        print(f"told TLS after {took:.2f} s")
+        assert took < 15  # at once, not after the 30 s RPC timeout (a generous limit for loaded machines)
         srv.close()
 
-    asyncio.run(asyncio.wait_for(body(), 10))
+    asyncio.run(asyncio.wait_for(body(), 60))
 
 
 @pytest.mark.parametrize("record", [b"\x15\x03\x03\x00\x02\x02\x0a", b"\x16\x03\x03\x00\x04\x0e\x00\x00\x00"],

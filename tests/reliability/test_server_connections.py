@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import needs_proc_fs
 
 import tubemq
 from tubemq import codec
@@ -118,6 +119,7 @@ def _hold_partial_frame(address: str, total: int) -> tuple[socket.socket, int, b
     return s, sent, _closed_by_peer(s, 2)
 
 
+@needs_proc_fs
 def test_partial_frames_are_bounded_per_connection(tmp_path: Path) -> None:
     """12 connections each holding a half-sent 4 MB frame: 27.7 MB of RSS each before the fix."""
     with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_TIMERS) as cl:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import wait_for
 from google.protobuf.message import Message
 
 from tubemq import codec
@@ -94,18 +95,6 @@ class Rpc:
 
     def close(self) -> None:
         self.sock.close()
-
-
-def wait_for(cond: Any, timeout: float = 15.0, step: Any = None) -> None:
-    """Poll ``cond`` (optionally running ``step`` first) until true, bounded in time."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if step is not None:
-            step()
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 class RawConsumer:

@@ -8,19 +8,11 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
+from _support.spark import read_df
 
 import tubemq
 
 pytestmark = pytest.mark.spark
-
-
-def read_df(spark: Any, master: str, topic: str, schema: str | None = None, **options: str) -> Any:
-    reader = spark.read.format("tubemq").option("tubemq.master", master).option("subscribe", topic)
-    if schema is not None:
-        reader = reader.schema(schema)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
 
 
 def test_batch_write_then_read_100k(spark: Any, tube: Any, topic_name: str) -> None:

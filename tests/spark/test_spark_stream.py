@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.spark import read_df
 
 import tubemq
 
@@ -151,15 +152,7 @@ def test_streaming_write_from_file_source(spark: Any, tube: Any, topic_name: str
         query.stop()
     assert query.exception() is None
 
-    back = (
-        spark.read.format("tubemq")
-        .option("tubemq.master", tube.master_address)
-        .option("subscribe", topic_name)
-        .option("includeAttributes", "true")
-        .option("msgTimeZone", "UTC")
-        .load()
-        .collect()
-    )
+    back = read_df(spark, tube.master_address, topic_name, includeAttributes="true", msgTimeZone="UTC").collect()
     assert sorted(bytes(r["value"]).decode() for r in back) == sorted(expected)
     # the test session's time zone is UTC, so Spark hands back naive UTC datetimes
     assert {r["timestamp"] for r in back} == {datetime.datetime(2024, 5, 6, 7, 8)}
