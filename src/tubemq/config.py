@@ -282,7 +282,7 @@ def _convert(cls: type, params: Mapping[str, str]) -> dict[str, Any]:
                 out[key] = low in _TRUE
             elif isinstance(default, int) or ann == "int":
                 out[key] = int(raw)
-            elif isinstance(default, float) or ann == "float":
+            elif isinstance(default, float) or ann in ("float", "float | None"):
                 out[key] = float(raw)
             else:
                 out[key] = raw

@@ -40,3 +40,10 @@ def test_deprecated_alias_through_the_client_drives_the_callback(cluster) -> Non
                 break
             time.sleep(0.05)
     assert snapshots and "counters" in snapshots[-1]
+
+
+def test_dsn_takes_both_interval_spellings() -> None:
+    assert ProducerConfig.from_dsn("tubemq://127.0.0.1:8715?stats_interval_ms=200").stats_interval_ms == 200
+    with pytest.warns(DeprecationWarning):
+        cfg = ProducerConfig.from_dsn("tubemq://127.0.0.1:8715?stats_interval_s=0.5")
+    assert cfg.stats_interval_ms == 500
