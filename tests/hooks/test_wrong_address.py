@@ -107,3 +107,33 @@ def test_cli_http_master_is_a_usage_error() -> None:
                         "--topic", "t"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert r.returncode != 0
     assert "web (admin API) address" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_master_that_answered_once_is_not_judged_by_its_silence() -> None:
+    """After one answer from an address, a later silent connection to it is a plain timeout (retried:
+    a paused master), not a NotTubeMQPortError."""
+    import asyncio
+
+    from tubemq.errors import TubeMQTimeoutError
+    from tubemq.net.invoker import MasterInvoker
+    from tubemq.net.pool import ConnectionPool
+    from tubemq.protocol import master_pb
+
+    async def main() -> None:
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(16)
+        address = f"127.0.0.1:{srv.getsockname()[1]}"
+        pool = ConnectionPool(connect_timeout=0.5)
+        inv = MasterInvoker([address], pool, timeout_ms=3000)
+        inv.first_answer_s = 0.5
+        req = master_pb.CloseRequestP2M(clientId="c")
+        with pytest.raises(NotTubeMQPortError):
+            await inv.call(3, req, master_pb.CloseResponseM2P)
+        inv._answered.add(address)  # as if it had answered before
+        with pytest.raises(TubeMQTimeoutError):
+            await inv.call(3, req, master_pb.CloseResponseM2P)
+        await pool.close()
+        srv.close()
+
+    asyncio.run(main())

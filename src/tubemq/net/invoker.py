@@ -66,6 +66,9 @@ class MasterInvoker:
         self.timeout_ms = timeout_ms
         #: the first answer on a fresh master connection is awaited this long at most (see _first_call)
         self.first_answer_s = max(5.0, 2 * float(getattr(pool, "connect_timeout", 3.0)))
+        #: masters that answered once: a later silence is a paused or overloaded master (retried as
+        #: any timeout), not a wrong address
+        self._answered: set[str] = set()
         self._index = 0
 
     @property
@@ -84,8 +87,10 @@ class MasterInvoker:
             address = self.current_address
             try:
                 conn = await self.pool.get(address)
-                if conn.bytes_received == 0:
-                    return await self._first_call(conn, method, body)
+                if conn.bytes_received == 0 and address not in self._answered:
+                    data = await self._first_call(conn, method, body)
+                    self._answered.add(address)
+                    return data
                 return await conn.call(ServiceType.MASTER, method, body, timeout_ms=self.timeout_ms)
             except StandbyError as exc:
                 log.info("master %s is a standby, trying the next one", address)
@@ -118,9 +123,10 @@ class MasterInvoker:
             last = None
 
     async def _first_call(self, conn: Any, method: int, body: bytes) -> bytes:
-        """The first request on a fresh connection, its answer awaited at most ``first_answer_s``: a
-        peer that accepted the TCP connection and never sends a byte is not a TubeMQ master (a silent
-        port would otherwise hold every attempt for the whole RPC timeout)."""
+        """The first request to a master that never answered yet, its answer awaited at most
+        ``first_answer_s``: a peer that accepted the TCP connection and never sends a byte is not a
+        TubeMQ master (a silent port would otherwise hold every attempt for the whole RPC timeout).
+        A master that answered before keeps the full timeout and the usual retries."""
         wait_ms = min(self.timeout_ms, int(self.first_answer_s * 1000))
         timeout_ms = self.timeout_ms
 
