@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .admin import ERR_BAD_REQUEST, _AdminError, _bool_param, _int_param, _param
+from .admin_params import ERR_BAD_REQUEST, _AdminError, _bool_param, _int_param, _param
 from .offset_history import OffsetHistory
 
 if TYPE_CHECKING:
