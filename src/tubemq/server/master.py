@@ -61,8 +61,6 @@ from .groups import (
 from .master_base import MAX_META_FORCE_UPDATE_MS, OK_MSG, MasterBase, _now_ms, _rejected, _reported_sub_ids
 from .rpc import Handler, RpcContext
 
-__all__ = ["MAX_META_FORCE_UPDATE_MS", "OK_MSG", "Master"]
-
 log = logging.getLogger("tubemq.server.master")
 
 
