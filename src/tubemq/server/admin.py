@@ -49,6 +49,7 @@ from .admin_params import (
     ERR_BAD_REQUEST,
     ERR_UNAUTHORIZED,
     MB,
+    Handler,
     _AdminError,
     _bool_param,
     _fail,
@@ -86,7 +87,7 @@ class AdminApi:
         self._delete = delete_topic or meta.delete_topic
         self._broker_confs: BrokerConfs | None = None
         #: calls added by the embedding server (e.g. the broker registration of server/registration.py)
-        self.extra_methods: dict[tuple[str, str], Callable[[dict[str, str]], dict[str, Any]]] = {}
+        self.extra_methods: dict[tuple[str, str], Handler] = {}
         #: the web port answering a broker's web API (admin_offsets.py), 0 = none (set by the server)
         self.broker_web_port: Callable[[int], int] = lambda broker_id: 0
 
@@ -103,14 +104,20 @@ class AdminApi:
         except _AdminError as exc:
             return _fail(exc.code, exc.message)
 
-    def _methods(self) -> dict[tuple[str, str], Callable[[dict[str, str]], dict[str, Any]]]:
+    def _methods(self) -> dict[tuple[str, str], Handler]:
         return {
             ("op_modify", "admin_add_new_topic_record"): self._add_topic,
             ("op_modify", "admin_delete_topic_info"): self._delete_topic,
             ("op_modify", "admin_remove_topic_info"): self._remove_topic,
             ("op_query", "admin_query_topic_info"): self._query_topics,
             ("op_query", "admin_query_consume_group_detail"): self._group_detail,
-            **self._ops_methods(),
+            ("op_modify", "admin_add_broker_configure"): self._add_broker_conf,
+            ("op_modify", "admin_online_broker_configure"): self._online_broker_conf,
+            ("op_modify", "admin_reload_broker_configure"): self._reload_broker_conf,
+            ("op_query", "admin_query_broker_configure"): self._query_broker_conf,
+            ("op_query", "admin_query_broker_run_status"): self._query_broker_run_status,
+            ("op_modify", "admin_update_topic_control_info"): self._update_topic_ctrl,
+            ("op_query", "admin_query_topic_control_info"): self._query_topic_ctrl,
             **self.extra_methods,
         }
 
@@ -244,17 +251,6 @@ class AdminApi:
 
 
     # ---- broker configure and topic control (issue 15.3): what deployment tooling calls
-
-    def _ops_methods(self) -> dict[tuple[str, str], Callable[[dict[str, str]], dict[str, Any]]]:
-        return {
-            ("op_modify", "admin_add_broker_configure"): self._add_broker_conf,
-            ("op_modify", "admin_online_broker_configure"): self._online_broker_conf,
-            ("op_modify", "admin_reload_broker_configure"): self._reload_broker_conf,
-            ("op_query", "admin_query_broker_configure"): self._query_broker_conf,
-            ("op_query", "admin_query_broker_run_status"): self._query_broker_run_status,
-            ("op_modify", "admin_update_topic_control_info"): self._update_topic_ctrl,
-            ("op_query", "admin_query_topic_control_info"): self._query_topic_ctrl,
-        }
 
     @property
     def broker_confs(self) -> BrokerConfs:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 ERR_BAD_REQUEST = 400
 ERR_UNAUTHORIZED = 401
 ERR_NOT_FOUND = 404
 MB = 1024 * 1024
+
+#: One admin API method: request parameters -> the JSON answer.
+Handler = Callable[[dict[str, str]], dict[str, Any]]
 
 
 class _AdminError(Exception):
