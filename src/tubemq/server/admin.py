@@ -53,6 +53,7 @@ from .admin_params import (
     _AdminError,
     _bool_param,
     _fail,
+    _int_items,
     _int_param,
     _ok,
     _param,
@@ -135,16 +136,7 @@ class AdminApi:
         if text is None:
             return None
         ids: list[int] = []
-        for item in text.split(","):
-            item = item.strip()
-            if not item:
-                continue
-            try:
-                bid = int(item)
-            except ValueError:
-                raise _AdminError(
-                    ERR_BAD_REQUEST, f"Parameter brokerId must be integers, got {text!r}"
-                ) from None
+        for bid in _int_items("brokerId", text):
             if bid not in self.meta.brokers:
                 raise _AdminError(ERR_BAD_REQUEST, f"Broker {bid} is not configured on this master")
             ids.append(bid)
@@ -305,15 +297,7 @@ class AdminApi:
 
     def _broker_id_set(self, params: dict[str, str]) -> list[int]:
         text = _param(params, "brokerId", required=True) or ""
-        ids: list[int] = []
-        for item in text.split(","):
-            item = item.strip()
-            if not item:
-                continue
-            try:
-                ids.append(int(item))
-            except ValueError:
-                raise _AdminError(ERR_BAD_REQUEST, f"Parameter brokerId must be integers, got {text!r}") from None
+        ids = list(_int_items("brokerId", text))
         if not ids:
             raise _AdminError(ERR_BAD_REQUEST, "Parameter brokerId is required and must not be blank!")
         return list(dict.fromkeys(ids))

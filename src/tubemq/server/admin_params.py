@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 ERR_BAD_REQUEST = 400
@@ -54,6 +54,19 @@ def _int_param(params: dict[str, str], name: str, default: int, lo: int, hi: int
     if not lo <= value <= hi:
         raise _AdminError(ERR_BAD_REQUEST, f"Parameter {name} must be within [{lo}, {hi}], got {value}")
     return value
+
+
+def _int_items(name: str, text: str) -> Iterator[int]:
+    """The integers of a comma-separated parameter, blanks skipped; lazily, so callers check each in order."""
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            raise _AdminError(ERR_BAD_REQUEST, f"Parameter {name} must be integers, got {text!r}") from None
+        yield value
 
 
 def _bool_param(params: dict[str, str], name: str, default: bool) -> bool:
