@@ -266,7 +266,8 @@ class Consumer:
     def pause(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
         """Without arguments: stop fetching and stop calling the listener until :meth:`resume`. With
         ``partitions`` (Partition objects or keys): stop fetching only those, until ``resume(partitions)``;
-        batches of them fetched before are still delivered."""
+        a batch of them fetched before the pause is rolled back, not delivered, and fetched again after
+        the resume."""
         self._core.pause(partitions)
 
     def resume(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
