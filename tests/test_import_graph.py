@@ -27,7 +27,7 @@ PACKAGE_DIR = Path(tubemq.__file__).resolve().parent
 
 #: (rank, layer, module prefixes); the longest matching prefix names a module's layer.
 LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
-    (0, "base", ("tubemq.errors", "tubemq._version", "tubemq._endpoints", "tubemq._lazy", "tubemq.metrics",
+    (0, "base", ("tubemq.errors", "tubemq.serializers", "tubemq._options", "tubemq._version", "tubemq._endpoints", "tubemq._lazy", "tubemq.metrics",
                  "tubemq.protocol.constants", "tubemq.protocol.wire_fields")),
     # tubemq.types is the one home of the data types the codec and the clients build (DESIGN.md), so it
     # sits with the codec, below every client that returns them
@@ -40,7 +40,7 @@ LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
     (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq._bridge", "tubemq.admin",
                    "tubemq.config")),
     (4, "server", ("tubemq.server",)),
-    (5, "public", ("tubemq", "tubemq.aio")),
+    (5, "public", ("tubemq", "tubemq.aio", "tubemq.otel")),
     (6, "top", ("tubemq.spark", "tubemq.cli", "tubemq.__main__", "tubemq.pytest_plugin")),
 ]
 #: Layers of one rank that must not import each other.

@@ -298,7 +298,7 @@ def test_stats_callback_for_sync_and_asyncio_producer_and_consumer(cluster: Any)
     def enough(name: str, key: str) -> bool:
         return sum(1 for s, _ in got[name] if s["counters"].get(key, 0) > 0) >= 2
 
-    stats = {"stats_interval_s": 0.05}
+    stats = {"stats_interval_ms": 50}
     with tubemq.Producer(cluster.master_address, stats_callback=collector("p"), **stats, **FAST) as p:
         p.send("sc", b"from sync")
         wait_for(lambda: enough("p", "producer.acknowledged"), what="sync producer stats")
@@ -349,7 +349,7 @@ def test_a_raising_stats_callback_is_logged_and_reporting_goes_on(cluster: Any,
         raise RuntimeError("callback bug")
 
     with caplog.at_level("ERROR", logger="tubemq"):
-        with tubemq.Producer(cluster.master_address, stats_interval_s=0.03, stats_callback=bad, **FAST) as p:
+        with tubemq.Producer(cluster.master_address, stats_interval_ms=30, stats_callback=bad, **FAST) as p:
             wait_for(lambda: len(calls) >= 3, what="three calls despite the errors")
             assert p.send("scr", b"still fine").message_id > 0
     assert any("stats_callback" in r.getMessage() and r.exc_info for r in caplog.records)

@@ -15,7 +15,7 @@ from ._version import __version__
 logging.getLogger("tubemq").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
-    from . import aio, codec, errors, server
+    from . import aio, codec, errors, serializers, server
     from .codec import BrokerInfo, Message, Partition
     from .config import ClientConfig, ConsumerConfig, ProducerConfig
     from .consumer import Batch, BoundConsumer, Consumer
@@ -39,6 +39,7 @@ _LAZY = {
     "codec": "tubemq.codec",
     "aio": "tubemq.aio",
     "server": "tubemq.server",
+    "serializers": "tubemq.serializers",
 }
 
 
@@ -54,5 +55,6 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "BoundConsumer", "BrokerInfo", "Batch", "ClientConfig", "Consumer", "ConsumerConfig", "Message", "Partition",
-    "Producer", "ProducerConfig", "SendResult", "TubeMQError", "__version__", "aio", "codec", "errors", "server",
+    "Producer", "ProducerConfig", "SendResult", "TubeMQError", "__version__", "aio", "codec", "errors", "serializers",
+    "server",
 ]

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 import ssl
+import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ._codec_py import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_TOTAL_PARTITIONS
+from ._options import ClientOptions, ConsumerOptions, ProducerOptions
 from .errors import ConfigError, TubeMQConnectionError
 from .protocol.constants import (
     ARRAY_SEP,
@@ -58,6 +61,9 @@ def parse_dsn(dsn: str) -> tuple[list[str], dict[str, str]]:
     text = dsn.strip()
     if "://" in text:
         parts = urlsplit(text)
+        if parts.scheme in ("http", "https"):
+            raise ConfigError("master", f"{text!r} is a web (admin API) address: the master's RPC address is "
+                              f"host:port (usually port 8715), or tubemq://host:port")
         if parts.scheme not in ("tubemq", "tubemqs"):
             raise ConfigError("master", f"DSN scheme must be tubemq:// (got {parts.scheme!r})")
         hosts = unquote(parts.netloc)
@@ -101,7 +107,8 @@ class ClientConfig:
     ``max_inflight``: requests awaiting an answer per connection before senders wait.
     ``tls*``: TLS to master and brokers (PEM files); ``auth_user``/``auth_password``: §8 auth
     (the password is never shown in ``repr``). ``local_address``: the IPv4 reported as hostName.
-    ``stats_interval_s`` / ``stats_callback``: call ``stats_callback(metrics_snapshot)`` periodically.
+    ``stats_interval_ms`` / ``stats_callback``: call ``stats_callback(metrics_snapshot)`` every that many
+    milliseconds (0 = never). ``stats_interval_s`` is its deprecated alias in seconds (DeprecationWarning).
     ``max_partitions`` / ``max_total_partitions``: the most partitions one topic / one master answer may
     expand to (topicInfo strings name broker x partitions x stores, so a hostile or broken master could
     ask for millions); an answer over a cap is refused with a DecodeError before anything is built.
@@ -130,9 +137,11 @@ class ClientConfig:
     auth_password: str | None = field(default=None, repr=False)
     #: IPv4 address reported to the master as this client's host (default: detected).
     local_address: str | None = None
-    #: Call ``stats_callback(client.metrics())`` this often; 0 = never.
-    stats_interval_s: float = 0.0
-    #: Callable that receives the metrics snapshots of ``stats_interval_s``.
+    #: Call ``stats_callback(client.metrics())`` this often (ms); 0 = never.
+    stats_interval_ms: int = 0
+    #: deprecated alias of ``stats_interval_ms`` in seconds; None once converted
+    stats_interval_s: float | None = field(default=None, repr=False, compare=False)
+    #: Callable that receives the metrics snapshots of ``stats_interval_ms``.
     stats_callback: Callable[[dict[str, Any]], Any] | None = field(default=None, repr=False, compare=False)
     max_partitions: int = DEFAULT_MAX_PARTITIONS
     max_total_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS
@@ -164,8 +173,16 @@ class ClientConfig:
             raise ConfigError("auth_user", "auth_user and auth_password go together")
         if self.auth_user is not None and not self.auth_user.strip():
             raise ConfigError("auth_user", "must not be blank")
-        if not isinstance(self.stats_interval_s, (int, float)) or self.stats_interval_s < 0:
-            raise ConfigError("stats_interval_s", "must be a number >= 0 (0 disables the callback)")
+        if self.stats_interval_s is not None:
+            value = self.stats_interval_s
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 86400:
+                raise ConfigError("stats_interval_s", "must be a number of seconds in [0, 86400] (0 disables "
+                                  "the callback); use stats_interval_ms")
+            warnings.warn("stats_interval_s is deprecated: use stats_interval_ms (milliseconds)",
+                          DeprecationWarning, stacklevel=_caller_level())
+            self.stats_interval_ms = int(round(value * 1000))
+            self.stats_interval_s = None
+        _int_range("stats_interval_ms", self.stats_interval_ms, 0, 86400000)
         if self.stats_callback is not None and not callable(self.stats_callback):
             raise ConfigError("stats_callback", "must be callable")
         if self.local_address is not None:
@@ -219,6 +236,39 @@ class ClientConfig:
         return cls(master=master if master is not None else "", **options)  # type: ignore[arg-type]
 
 
+#: ``(topic, data, key) -> (data, key)``: a producer's serializers applied to one message
+SerializeHook = Callable[[str, Any, Any], "tuple[Any, Any]"]
+
+
+def _serialize_hook(value_serializer: Any, key_serializer: Any) -> SerializeHook | None:
+    """One callable for the producer's send path, or None (no serializer: nothing is called)."""
+    from .serializers import apply, resolve
+
+    value_fn = resolve("value_serializer", value_serializer, "serialize")
+    key_fn = resolve("key_serializer", key_serializer, "serialize")
+    if value_fn is None and key_fn is None:
+        return None
+
+    def hook(topic: str, data: Any, key: Any) -> tuple[Any, Any]:
+        if value_fn is not None:
+            data = apply(value_fn, data, "value_serializer", topic)
+        if key_fn is not None and key is not None:
+            key = apply(key_fn, key, "key_serializer", topic)
+        return data, key
+
+    return hook
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside the tubemq package."""
+    level = 2
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "tubemq":
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
 def _int_range(name: str, value: Any, lo: int, hi: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(name, f"must be an int, got {value!r}")
@@ -244,7 +294,7 @@ def _convert(cls: type, params: Mapping[str, str]) -> dict[str, Any]:
                 out[key] = low in _TRUE
             elif isinstance(default, int) or ann == "int":
                 out[key] = int(raw)
-            elif isinstance(default, float) or ann == "float":
+            elif isinstance(default, float) or ann in ("float", "float | None"):
                 out[key] = float(raw)
             else:
                 out[key] = raw
@@ -267,6 +317,9 @@ class ProducerConfig(ClientConfig):
     ``retry_backoff_ms``: pause before such a resend. ``unavailable_ms``: how long a broker that
     answered 503 is skipped (Java 50000). ``broker_failure_threshold`` / ``broker_shield_ms``:
     a broker with that many consecutive send failures or timeouts is skipped for that long.
+    ``value_serializer`` / ``key_serializer``: turn a message value / routing key into bytes before it
+    is sent (a callable, ``"json"``, ``"str"``, or a :class:`tubemq.serializers.Codec`); the key is
+    never sent, a serialized key only chooses the partition (docs/guide/serializers.md).
     """
 
     max_pending: int = 65536
@@ -277,9 +330,12 @@ class ProducerConfig(ClientConfig):
     broker_failure_threshold: int = 5
     broker_shield_ms: int = 30000
     partitioner: str | Callable[..., Any] = "round_robin"
+    value_serializer: Any = field(default=None, compare=False)
+    key_serializer: Any = field(default=None, compare=False)
 
     def validate(self) -> None:
         super().validate()
+        self.serialize_hook: SerializeHook | None = _serialize_hook(self.value_serializer, self.key_serializer)
         _int_range("max_pending", self.max_pending, 1, 1 << 24)
         _int_range("max_block_ms", self.max_block_ms, 0, 3600000)
         _int_range("retries", self.retries, 0, 100)
@@ -398,6 +454,9 @@ class ConsumerConfig(ClientConfig):
     #: are unregistered and the master told within it, and what has not answered by then is
     #: abandoned (the broker and master then expire this consumer, as after a crash)
     close_timeout_ms: int = 1000
+    #: ``bytes -> object`` applied to each message's data before it is handed out (a callable,
+    #: ``"json"``, ``"str"`` or a :class:`tubemq.serializers.Codec`); see docs/guide/serializers.md
+    value_deserializer: Any = field(default=None, compare=False)
     # server-side bound consumption (Java completeSubscribe(sessionKey, sourceCount, isSelectBig,
     # partOffsetMap)); see docs/guide/bound-consumption.md
     bound_offsets: Any = None
@@ -458,6 +517,11 @@ class ConsumerConfig(ClientConfig):
                 raise ConfigError(name, "must be a bool")
         if self.bound_offsets is not None:
             self._validate_bound()
+        from .serializers import resolve
+
+        #: the resolved ``value_deserializer`` (None: data stays bytes)
+        self.deserialize: Callable[[bytes], Any] | None = resolve("value_deserializer", self.value_deserializer,
+                                                                   "deserialize")
 
     def _validate_bound(self) -> None:
         """The Java client's completeSubscribe checks, plus types; keys normalised to partition keys."""
@@ -498,7 +562,8 @@ class ConsumerConfig(ClientConfig):
         return [f"{t}#{','.join(sorted(f))}" for t, f in sorted(self.topics.items()) if f]
 
 
-__all__ = ["CONSUME_FROM", "ClientConfig", "ConsumerConfig", "ProducerConfig", "normalize_topics", "parse_dsn"]
+__all__ = ["CONSUME_FROM", "ClientConfig", "ClientOptions", "ConsumerConfig", "ConsumerOptions", "ProducerConfig",
+           "ProducerOptions", "normalize_topics", "parse_dsn"]
 
 
 def _partition_key(ref: Any) -> str:

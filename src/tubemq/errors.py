@@ -371,6 +371,7 @@ __all__ = [
     "PartitionOccupiedError",
     "ProtocolError",
     "RemoteError",
+    "SerializationError",
     "ServerBindError",
     "ServerError",
     "ServerOverflowError",
@@ -391,6 +392,19 @@ __all__ = [
 class NotTubeMQPortError(FrameError):
     """The peer speaks another protocol (an HTTP server, a TLS port for a plaintext client): the
     address is wrong, so retrying it cannot help."""
+
+
+class SerializationError(TubeMQError):
+    """A ``value_serializer`` / ``key_serializer`` / ``value_deserializer`` failed (the cause is chained).
+
+    ``.topic`` names the message's topic; on the consumer side ``.message`` is the undecoded message
+    (its batch was rolled back, so nothing is lost).
+    """
+
+    def __init__(self, text: str, *, topic: str = "", message: object = None) -> None:
+        super().__init__(text)
+        self.topic = topic
+        self.message = message
 
 
 class ServerBindError(TubeMQError, OSError):

@@ -238,3 +238,28 @@ def test_partition_state_left_the_public_exports() -> None:
     assert state.OWNED.value == "owned"
     assert tubemq.Batch is tubemq.consumer.Batch is tubemq.types.Batch
     assert tubemq.Batch.__module__ == "tubemq.types"
+
+
+def test_a_batch_fetched_before_its_partition_is_paused_is_not_delivered(cluster: Any) -> None:
+    """Kafka's poll returns nothing of a paused partition, even what was fetched before the pause: the
+    batch is rolled back and comes again, once, after the resume."""
+    cluster.create_topic("pb", partitions=2)
+    produce(cluster, "pb", [b"p0-a", b"p1-a"], partitions=2)
+
+    async def main() -> None:
+        async with tubemq.aio.Consumer(cluster.master_address, **opts("g_pb", ["pb"])) as c:
+            buffered = c._core.buffer._items  # both partitions' batches fetched, none polled yet
+            deadline = time.monotonic() + 30
+            while {b.partition.partition_id for b in buffered} != {0, 1} and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert {b.partition.partition_id for b in buffered} == {0, 1}
+            c.pause(["1:pb:0"])
+            first = await next_batch(c)
+            assert [bytes(m.data) for m in first] == [b"p1-a"]
+            assert await c.confirm(first)
+            assert await c.poll(0.8) is None  # the p0 batch was rolled back, not handed out
+            c.resume(["1:pb:0"])
+            assert await collect(c, 1) == [b"p0-a"]
+            assert await c.poll(0.8) is None  # and it came once
+
+    run(main())

@@ -260,7 +260,7 @@ def test_send_async_future_can_fail_typed_and_is_concurrent_future(cluster) -> N
 def test_metrics_and_stats_callback(cluster, poll) -> None:
     cluster.create_topic("demo", partitions=1)
     snapshots: list[dict] = []
-    with tubemq.Producer(cluster.master_address, stats_interval_s=0.05, stats_callback=snapshots.append,
+    with tubemq.Producer(cluster.master_address, stats_interval_ms=50, stats_callback=snapshots.append,
                          **FAST) as p:
         for _ in range(20):
             p.send("demo", b"x")
@@ -286,7 +286,7 @@ def test_blocking_send_from_a_loop_callback_is_refused(cluster, poll) -> None:
             except TubeMQError as exc:
                 errors.append(exc)
 
-    with tubemq.Producer(cluster.master_address, stats_interval_s=0.05, stats_callback=callback, **FAST) as p:
+    with tubemq.Producer(cluster.master_address, stats_interval_ms=50, stats_callback=callback, **FAST) as p:
         holder["p"] = p
         poll(lambda: errors, timeout=10)  # refused at once instead of deadlocking the loop
         assert p.send_async("demo", b"x").result(timeout=30).message_id > 0

@@ -11,7 +11,8 @@ import pytest
 from tubemq import codec
 from tubemq.errors import ConfigError
 from tubemq.server.meta import MetaStore
-from tubemq.server.storage import StoreManager, encode_record, record_valid
+from tubemq.server.storage import encode_record, record_valid
+from tubemq.server.store_manager import StoreManager
 
 
 def rec(i: int, data: bytes | None = None) -> bytes:

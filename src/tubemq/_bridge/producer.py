@@ -84,6 +84,7 @@ class ProducerBridge:
         self._connect_timeout = c.connect_timeout_ms / 1000.0
         self._rpc_timeout = c.rpc_timeout_ms / 1000.0
         self._backoff = c.retry_backoff_ms / 1000.0
+        self._serialize = c.serialize_hook  # value_serializer / key_serializer, None without them
         #: how long a blocking send waits at most: every attempt's timeout and backoff, plus a connect
         self.max_wait = (c.rpc_timeout_ms * (c.retries + 2) + c.retry_backoff_ms * c.retries
                          + c.connect_timeout_ms) / 1000.0
@@ -106,7 +107,7 @@ class ProducerBridge:
                    msg_time: Any, key: Any, callback: SendCallback | None) -> SendFuture[SendResult]:
         if self.core.closed:
             raise ClientClosedError("producer is closed")
-        job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
+        job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done, self._serialize)
         if callback is not None:
             job.cb = check_callback(callback)
         fut: SendFuture[SendResult] = SendFuture()
@@ -194,7 +195,7 @@ class ProducerBridge:
                               "a callback?): use send_async() there")
         if core.closed:
             raise ClientClosedError("producer is closed")
-        job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
+        job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done, self._serialize)
         wait = self.max_wait if timeout is None else max(timeout, 0.0)
         now = _monotonic()
         deadline = now + wait

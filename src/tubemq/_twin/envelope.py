@@ -39,13 +39,19 @@ def encode_request(
     return encode_frame(serial, _request_payload(service_type, method, body, timeout_ms, protocol_ver))
 
 
-def decode_request(payload: Any) -> Request:
-    """Server side: the three delimited messages of a request (trailing bytes ignored, §1.4)."""
+def _three_delimited(payload: Any) -> tuple[Any, Any, Any]:
+    """The connection header, RPC header and body of a request or response frame (§1.4)."""
     buf = memoryview(payload).cast("B")
     end = len(buf)
     conn, pos = _read_delimited(buf, 0, end)
     header, pos = _read_delimited(buf, pos, end)
     body, pos = _read_delimited(buf, pos, end)
+    return conn, header, body
+
+
+def decode_request(payload: Any) -> Request:
+    """Server side: the three delimited messages of a request (trailing bytes ignored, §1.4)."""
+    conn, header, body = _three_delimited(payload)
     flag = None
     for f, wt, v in _iter_fields(conn, 0, len(conn)):
         if f == F.CONN_FLAG and wt == F.WT_VARINT:
@@ -102,11 +108,7 @@ def encode_error_response(
 
 def decode_response(payload: Any) -> Response:
     """Client side: the three delimited messages of a response (trailing bytes ignored)."""
-    buf = memoryview(payload).cast("B")
-    end = len(buf)
-    conn, pos = _read_delimited(buf, 0, end)
-    header, pos = _read_delimited(buf, pos, end)
-    body, pos = _read_delimited(buf, pos, end)
+    conn, header, body = _three_delimited(payload)
     flag = 0
     for f, wt, v in _iter_fields(conn, 0, len(conn)):
         if f == F.CONN_FLAG and wt == F.WT_VARINT:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import DecodeError
@@ -83,6 +83,35 @@ class PartitionBudget:
         )
 
 
+def _known_items(
+    items: str, width: int, what: str, text: str, width_context: str, brokers: Mapping[int, BrokerInfo]
+) -> Iterator[tuple[BrokerInfo, list[int]]]:
+    """The ``bid:n:...`` items of one topic entry as ints, with their broker; unknown brokers skipped.
+
+    One reader for topicInfo and topicMetaInfo items, so both reject malformed numbers alike.
+    """
+    for item in items.split(","):
+        if not item:
+            continue
+        fields = item.split(":")
+        if len(fields) != width:
+            raise DecodeError(f"bad {what} item {item!r}{width_context}")
+        try:
+            numbers = [int(x) for x in fields]
+        except ValueError as exc:
+            raise DecodeError(f"bad {what} item {item!r} in {text!r}") from exc
+        broker = brokers.get(numbers[0])
+        if broker is not None:
+            yield broker, numbers
+
+
+def _store_partitions(broker: BrokerInfo, bid: int, topic: str, stores: int, parts: int) -> Iterator[Partition]:
+    """The partitions ``stores`` x ``parts`` of one topic on one broker (none when ``parts`` <= 0)."""
+    for s in range(stores if parts > 0 else 0):
+        for i in range(parts):
+            yield Partition(bid, broker.host, broker.port, topic, s * META_STORE_INS_BASE + i)
+
+
 def topic_info_entry(
     text: str,
     brokers: Mapping[int, BrokerInfo],
@@ -104,23 +133,9 @@ def topic_info_entry(
         size = None
     count = 0
     start = len(partitions)
-    for item in segs[1].split(","):
-        if not item:
-            continue
-        fields = item.split(":")
-        if len(fields) != 3:
-            raise DecodeError(f"bad topicInfo item {item!r} in {text!r}")
-        try:
-            bid, parts, stores = int(fields[0]), int(fields[1]), int(fields[2])
-        except ValueError as exc:
-            raise DecodeError(f"bad topicInfo item {item!r} in {text!r}") from exc
-        broker = brokers.get(bid)
-        if broker is None:
-            continue
+    for broker, (bid, parts, stores) in _known_items(segs[1], 3, "topicInfo", text, f" in {text!r}", brokers):
         count += budget.check(topic, parts, stores, count, start, partitions)
-        for s in range(stores if parts > 0 else 0):
-            for i in range(parts):
-                partitions.append(Partition(bid, broker.host, broker.port, topic, s * META_STORE_INS_BASE + i))
+        partitions.extend(_store_partitions(broker, bid, topic, stores, parts))
     if size is not None:
         sizes[topic] = size
 
@@ -165,24 +180,9 @@ def parse_topic_meta_info(
         topic = segs[0]
         count = 0
         start = len(result)
-        for item in segs[1].split(","):
-            if not item:
-                continue
-            fields = item.split(":")
-            if len(fields) != 4:
-                raise DecodeError(f"bad topicMetaInfo item {item!r}")
-            try:
-                bid, stores, parts, status = (int(x) for x in fields)
-            except ValueError as exc:
-                raise DecodeError(f"bad topicMetaInfo item {item!r} in {text!r}") from exc
-            broker = brokers.get(bid)
-            if broker is None:
-                continue
+        for broker, (bid, stores, parts, status) in _known_items(segs[1], 4, "topicMetaInfo", text, "", brokers):
             count += budget.check(topic, parts, stores, count, start, result)
-            for s in range(stores if parts > 0 else 0):
-                for i in range(parts):
-                    p = Partition(bid, broker.host, broker.port, topic, s * META_STORE_INS_BASE + i)
-                    result.append((p, status == 1))
+            result.extend((p, status == 1) for p in _store_partitions(broker, bid, topic, stores, parts))
     return result
 
 

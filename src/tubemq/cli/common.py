@@ -65,6 +65,9 @@ def note(message: str) -> None:
 def split_addresses(master: str) -> list[str]:
     """'h1:p1,h2:p2' (or a tubemq:// DSN) -> ['h1:p1', 'h2:p2'] with usage errors for bad entries."""
     text = master.strip()
+    if text.lower().startswith(("http://", "https://")):
+        raise CliError(f"--master {text} is a web (admin API) address: the master's RPC address is HOST:PORT "
+                       "(usually port 8715); give a web address as --admin-url", EXIT_USAGE)
     for scheme in ("tubemq://", "tubemqs://"):
         if text.startswith(scheme):
             text = text[len(scheme) :].split("?", 1)[0].split("/", 1)[0]

@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ..metrics import Metrics
 from ..net.invoker import MasterInvoker
-from ..net.pool import ConnectionPool
+from ..net.pool import ConnectionPool, jittered
 from ..protocol import master_pb
 from ..protocol.constants import (
     DEFAULT_BROKER_PORT,
@@ -159,7 +159,7 @@ class MasterSessionBase:
             await self._release_pool()
             raise
         self._hb_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
-        if self.config.stats_interval_s > 0 and self.config.stats_callback is not None:
+        if self.config.stats_interval_ms > 0 and self.config.stats_callback is not None:
             self._stats_task = asyncio.get_running_loop().create_task(self._stats_loop())
 
     async def close(self, *, timeout: float | None = None) -> None:
@@ -240,7 +240,7 @@ class MasterSessionBase:
                 if max_attempts is None:
                     exc_wait = min(REGISTER_WAIT_CAP_S, exc_wait * 1.5)
             self.metrics.inc("master.register_failures")
-            await self._sleep(wait)
+            await self._sleep(jittered(wait))  # many clients refused together do not retry together
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -354,7 +354,7 @@ class MasterSessionBase:
         cb = self.config.stats_callback
         assert cb is not None
         while not self.closed:
-            await asyncio.sleep(self.config.stats_interval_s)
+            await asyncio.sleep(self.config.stats_interval_ms / 1000.0)
             try:
                 cb(self.metrics.snapshot())
             except Exception:  # user callback errors are theirs, never ours

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..admin.aio import AdminClient as AsyncAdminClient
 from ..codec import Message, Partition
@@ -55,7 +55,7 @@ class Consumer:
         on_partitions_revoked: Hook | None = None,
         on_error: Callable[[TubeMQError], Any] | None = None,
         on_partitions_lost: Hook | None = None,
-        **options: Any,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         """``on_error(exc)`` is told when a broker stops answering (its partitions are released and
         fetched again once it answers); it runs on the event loop, so it must return quickly.
@@ -266,7 +266,8 @@ class Consumer:
     def pause(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
         """Without arguments: stop fetching and stop calling the listener until :meth:`resume`. With
         ``partitions`` (Partition objects or keys): stop fetching only those, until ``resume(partitions)``;
-        batches of them fetched before are still delivered."""
+        a batch of them fetched before the pause is rolled back, not delivered, and fetched again after
+        the resume."""
         self._core.pause(partitions)
 
     def resume(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
@@ -367,3 +368,8 @@ class Consumer:
 
 
 from .bound.aio import AsyncBoundConsumer as BoundConsumer  # noqa: E402 - re-export at the end: bound imports core
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..config import ConsumerOptions

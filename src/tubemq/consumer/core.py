@@ -266,17 +266,41 @@ class ConsumerCore:
         """The next batch, or None when nothing arrived within ``timeout`` seconds."""
         if self.closing:
             raise ClientClosedError("consumer is closed")
-        batch = await self.buffer.take(timeout, self._is_current)
+        batch = await self.buffer.take(timeout, self._deliverable)
         if batch is not None:
             if self.closing:
                 return None
             batch.delivered = True
             self.batches += 1
+            if self.config.deserialize is not None:
+                self._deserialize(batch)
         return batch
+
+    def _deserialize(self, batch: Batch) -> None:
+        """``value_deserializer`` on a batch being handed out; on failure it is rolled back and the
+        SerializationError raised to the caller of poll / the iterator."""
+        from ..serializers import deserialize_messages
+
+        try:
+            deserialize_messages(batch.messages, self.config.deserialize)  # type: ignore[arg-type]
+        except Exception:
+            self.confirm_local(batch, False)
+            raise
 
     def _is_current(self, batch: Batch) -> bool:
         slot = batch._slot
         return slot is not None and self.table.is_current(slot, batch._booking)
+
+    def _deliverable(self, batch: Batch) -> bool:
+        """Current, and not of a partition paused since it was fetched: such a batch is rolled back
+        (fetched again from the same offset after resume), as Kafka's poll returns nothing of a paused
+        partition."""
+        if not self._is_current(batch):
+            return False
+        if batch.partition.key in self.table.paused_keys_view:
+            self.confirm_local(batch, False)
+            return False
+        return True
 
     async def confirm(self, batch: Batch, consumed: bool = True, *, local: bool | None = None) -> bool:
         """Finish ``batch``: consumed=True commits it, False rolls it back for re-delivery.
@@ -346,8 +370,10 @@ class ConsumerCore:
         self.buffer.put_back(batch)
 
     def pause(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
-        """Stop fetching: the whole consumer, or only ``partitions`` (batches already fetched can
-        still be polled). A paused partition stays paused, also across a reassignment, until resumed."""
+        """Stop fetching: the whole consumer, or only ``partitions``. A batch of a paused partition
+        fetched before the pause is not handed out: it is rolled back and fetched again after
+        :meth:`resume` (the whole-consumer pause lets fetched batches be polled). A paused partition
+        stays paused, also across a reassignment, until resumed."""
         if partitions is None:
             self.table.pause()
         else:

@@ -312,6 +312,11 @@ class PartitionTable:
     def paused_keys(self) -> frozenset[str]:
         return frozenset(self._paused_keys)
 
+    @property
+    def paused_keys_view(self) -> set[str]:
+        """The paused keys themselves (no copy: the delivery path checks every batch against them)."""
+        return self._paused_keys
+
     # ---- fetch results and confirms
     def fetch_done(
         self, slot: PartitionSlot, booking: int, *, batch: Any = None, consumed: bool = False, delay: float = 0.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._bridge import Dispatcher, Facade, blocking, to_thread
 from .._bridge.feed import BatchFeed
@@ -23,6 +23,11 @@ from . import aio
 from .core import ConsumerCore, Hook
 from .fetch import Batch
 from .positions import PartitionRef
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..config import ConsumerOptions
 
 __all__ = ["Consumer"]
 
@@ -45,7 +50,7 @@ class Consumer(Facade[aio.Consumer]):
                  consume_from: str | None = None, config: ConsumerConfig | None = None,
                  on_partitions_assigned: Hook | None = None, on_partitions_revoked: Hook | None = None,
                  on_error: Callable[[TubeMQError], Any] | None = None,
-                 on_partitions_lost: Hook | None = None, **options: Any) -> None:
+                 on_partitions_lost: Hook | None = None, **options: Unpack[ConsumerOptions]) -> None:
         assigned, revoked = to_thread(on_partitions_assigned), to_thread(on_partitions_revoked)
         lost = to_thread(on_partitions_lost)
         self._open(lambda: aio.Consumer(master, group, topics, consume_from=consume_from, config=config,

@@ -16,6 +16,7 @@ import asyncio
 import collections
 import itertools
 import logging
+import socket
 import ssl as _ssl
 import time
 from collections.abc import Callable
@@ -81,7 +82,56 @@ def foreign_protocol(address: str, first: bytes) -> NotTubeMQPortError | None:
             f"{address}: the peer answered with a TLS record ({kind}): it expects TLS; "
             f"connect with tls=True (and its CA) or use its plaintext port"
         )
+    if first[:1] == b"<" or first[:1] == b"{":
+        # an HTTP server that took our frame for an HTTP/0.9 request answers with a bare body
+        return NotTubeMQPortError(
+            f"{address}: the peer answered {first[:32]!r}: an HTML/JSON body, so an HTTP port, not a "
+            f"TubeMQ RPC port (the admin API? the master's RPC port is usually 8715)"
+        )
     return None
+
+
+async def _open_tls(conn: Connection, loop: asyncio.AbstractEventLoop, host: str, port: int,
+                    connect_timeout: float, kwargs: dict[str, Any]) -> None:
+    """TCP connect, then the TLS handshake, each within ``connect_timeout``: a handshake that gets no
+    answer (or a reset) after a TCP connect that worked is a plaintext port, said as such instead of
+    "connect timed out" (and not retried: NotTubeMQPortError)."""
+    address = conn.address
+    try:
+        infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), connect_timeout)
+        family, kind, proto, _, addr = infos[0]
+        sock = socket.socket(family, kind, proto)
+    except asyncio.TimeoutError as exc:
+        raise TubeMQConnectionError(f"resolving {address} timed out after {connect_timeout:g} s") from exc
+    except (OSError, IndexError) as exc:
+        raise TubeMQConnectionError(f"connect to {address} failed: {exc}") from exc
+    try:
+        sock.setblocking(False)
+        try:
+            await asyncio.wait_for(loop.sock_connect(sock, addr), connect_timeout)
+        except asyncio.TimeoutError as exc:
+            raise TubeMQConnectionError(f"connect to {address} timed out after {connect_timeout:g} s") from exc
+        except OSError as exc:
+            raise TubeMQConnectionError(f"connect to {address} failed: {exc}") from exc
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: _Protocol(conn), sock=sock, ssl_handshake_timeout=connect_timeout,
+                                       **kwargs),
+                connect_timeout + 0.5,
+            )
+        except (asyncio.TimeoutError, ConnectionError, _ssl.SSLError, OSError) as exc:
+            if isinstance(exc, _ssl.SSLCertVerificationError):
+                raise TubeMQConnectionError(f"TLS to {address}: certificate not trusted: {exc}") from exc
+            silent = isinstance(exc, (asyncio.TimeoutError, ConnectionAbortedError))  # asyncio's handshake timeout
+            what = (f"got no answer in {connect_timeout:g} s" if silent
+                    else f"failed ({type(exc).__name__}: {exc})")
+            raise NotTubeMQPortError(
+                f"{address}: the TCP connect worked but the TLS handshake {what}: the peer does not speak "
+                f"TLS there (a plaintext TubeMQ port? connect with tls=False, or use its TLS port)"
+            ) from exc
+    except BaseException:
+        sock.close()
+        raise
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -220,6 +270,9 @@ class Connection:
         if ssl is not None:
             kwargs["ssl"] = ssl
             kwargs["server_hostname"] = server_hostname if server_hostname is not None else host
+        if ssl is not None:
+            await _open_tls(conn, loop, host, port, connect_timeout, kwargs)
+            return conn
         try:
             await asyncio.wait_for(
                 loop.create_connection(lambda: _Protocol(conn), host, port, **kwargs), connect_timeout

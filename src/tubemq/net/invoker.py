@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
+from ..codec import encode_request
 from ..errors import (
     DecodeError,
     NotTubeMQPortError,
@@ -27,6 +28,9 @@ from .pool import ConnectionPool
 log = logging.getLogger("tubemq.net.invoker")
 
 M = TypeVar("M")
+
+#: what a TubeMQ broker answers a master RPC with ("No service 1 found on the server")
+NO_SERVICE = f"No service {int(ServiceType.MASTER)} found"
 
 
 def normalize_master_list(addresses: str | Iterable[str]) -> list[str]:
@@ -60,6 +64,11 @@ class MasterInvoker:
         self.addresses = normalize_master_list(addresses)
         self.pool = pool
         self.timeout_ms = timeout_ms
+        #: the first answer on a fresh master connection is awaited this long at most (see _first_call)
+        self.first_answer_s = max(5.0, 2 * float(getattr(pool, "connect_timeout", 3.0)))
+        #: masters that answered once: a later silence is a paused or overloaded master (retried as
+        #: any timeout), not a wrong address
+        self._answered: set[str] = set()
         self._index = 0
 
     @property
@@ -78,11 +87,24 @@ class MasterInvoker:
             address = self.current_address
             try:
                 conn = await self.pool.get(address)
+                if conn.bytes_received == 0 and address not in self._answered:
+                    data = await self._first_call(conn, method, body)
+                    self._answered.add(address)
+                    return data
                 return await conn.call(ServiceType.MASTER, method, body, timeout_ms=self.timeout_ms)
             except StandbyError as exc:
                 log.info("master %s is a standby, trying the next one", address)
                 last = exc
             except RemoteError as exc:
+                if NO_SERVICE in exc.message:
+                    last = NotTubeMQPortError(
+                        f"{address} is a TubeMQ broker port, not a master (it answered {exc.message!r}): "
+                        f"give the master's RPC address (usually port 8715)")
+                    last.__cause__ = exc
+                    log.info("%s", last)
+                    await self.pool.discard(address)
+                    self.rotate()
+                    continue
                 if not exc.is_fatal:
                     raise
                 log.warning("master %s answered FATAL (%s), trying the next one", address, exc)
@@ -99,6 +121,27 @@ class MasterInvoker:
             # the traceback keeps this frame: without this, exception -> frame -> exception is a cycle
             # that holds the failed connection (and its buffers) until the cycle collector runs
             last = None
+
+    async def _first_call(self, conn: Any, method: int, body: bytes) -> bytes:
+        """The first request to a master that never answered yet, its answer awaited at most
+        ``first_answer_s``: a peer that accepted the TCP connection and never sends a byte is not a
+        TubeMQ master (a silent port would otherwise hold every attempt for the whole RPC timeout).
+        A master that answered before keeps the full timeout and the usual retries."""
+        wait_ms = min(self.timeout_ms, int(self.first_answer_s * 1000))
+        timeout_ms = self.timeout_ms
+
+        def build(serial: int) -> bytes:  # the request still carries the configured timeout (as Java's)
+            return encode_request(serial, ServiceType.MASTER, method, body, timeout_ms=timeout_ms)
+
+        try:
+            return await conn.call_frame(build, timeout_ms=wait_ms)  # type: ignore[no-any-return]
+        except TubeMQTimeoutError as exc:
+            if conn.bytes_received or wait_ms >= self.timeout_ms:
+                raise
+            raise NotTubeMQPortError(
+                f"{conn.address} accepted the connection but sent nothing in {wait_ms / 1000:g} s: not a "
+                f"TubeMQ master RPC port? (a TLS port needs tls=True; or a firewall, or another service)"
+            ) from exc
 
     async def call(self, method: int, request: Any, response_cls: type[M]) -> M:
         """Serialise ``request`` (a protobuf message), call with fail-over, parse ``response_cls``."""

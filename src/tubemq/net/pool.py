@@ -8,7 +8,8 @@ for a private pool instead (``pool="private"``), and TLS clients always get thei
 SSL settings are theirs).
 
 Health tracking: consecutive connect failures per address give an exponential back-off
-(``base * 2**n``, capped); :meth:`get` fails fast while an address is backing off so callers (the
+(``base * 2**n``, capped, with "equal jitter": a random wait in [d/2, d], so clients that lost the
+same broker at the same moment do not all reconnect in the same instant); :meth:`get` fails fast while an address is backing off so callers (the
 master fail-over, the producer's broker choice) move on instead of hanging. Idle connections (no
 read for ``idle_timeout`` seconds, nothing in flight) are closed like Java's 300 s read-idle rule and
 reopened lazily on the next :meth:`get`.
@@ -18,17 +19,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import ssl as _ssl
 import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import TubeMQConnectionError
+from ..errors import NotTubeMQPortError, TubeMQConnectionError
 from ..protocol.constants import CONNECT_READ_IDLE_MS
 from .connection import DEFAULT_MAX_FRAME_SIZE, DEFAULT_MAX_INFLIGHT, Connection
 
 log = logging.getLogger("tubemq.net.pool")
+
+
+def jittered(delay: float, rand: Any = random.random) -> float:
+    """``delay`` spread over [delay/2, delay] ("equal jitter"): never longer than the un-jittered wait
+    (callers' bounds hold), never shorter than half of it (no hammering), and reconnects of many
+    clients that failed together are spread out."""
+    return delay * (0.5 + 0.5 * rand())
 
 
 @dataclass
@@ -154,11 +163,12 @@ class ConnectionPool:
             h.failures += 1
             h.connect_failures += 1
             h.last_error = str(exc)
-            h.retry_at = time.monotonic() + min(self.backoff_max, self.backoff_base * 2 ** (h.failures - 1))
+            h.retry_at = time.monotonic() + jittered(min(self.backoff_max, self.backoff_base * 2 ** (h.failures - 1)))
             log.info("connect to %s failed (%d in a row): %s", address, h.failures, exc)
             self._opening.pop(address, None)
             if not fut.done():
-                err = exc if isinstance(exc, TubeMQConnectionError) else TubeMQConnectionError(f"{address}: {exc}")
+                err = (exc if isinstance(exc, (TubeMQConnectionError, NotTubeMQPortError))
+                       else TubeMQConnectionError(f"{address}: {exc}"))
                 fut.set_exception(err)
                 fut.exception()  # mark retrieved: nobody may be waiting any more
                 del err
@@ -233,7 +243,7 @@ class ConnectionPool:
         h = self.health(address)
         h.failures += 1
         h.last_error = error
-        h.retry_at = time.monotonic() + min(self.backoff_max, self.backoff_base * 2 ** (h.failures - 1))
+        h.retry_at = time.monotonic() + jittered(min(self.backoff_max, self.backoff_base * 2 ** (h.failures - 1)))
 
     async def discard(self, address: str) -> None:
         """Close the connection to ``address`` (e.g. after a StandbyException)."""

@@ -13,30 +13,38 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import ProducerConfig
-from ..errors import ClientClosedError, TubeMQError
+from ..errors import ClientClosedError, TubeMQError, TubeMQTimeoutError
 from ..net.loop import close_when_forgotten, with_operation
 from ..types import SendResult
 from .buffer import SendBuffer
 from .core import ProducerCore
 from .message import Job, SendCallback, check_callback, make_job, run_callback
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..config import ProducerOptions
+
 
 class Producer:
     """``async with tubemq.aio.Producer("h:8715") as p: await p.send("topic", b"data")``.
 
-    ``send`` waits for the broker's answer; ``send_async`` returns the answer's future at once (the
-    reverse of aiokafka's ``send``/``send_and_wait``; ``send_and_wait`` is an alias of ``send``).
+    ``send`` waits for the broker's answer (as the blocking ``tubemq.Producer.send`` does; aiokafka's
+    ``send_and_wait``, an alias here); ``send_async`` returns the answer's future, waiting only for
+    buffer room (aiokafka's ``send``); ``send_nowait`` returns it without awaiting anything.
+    docs/guide/serializers.md, "Porting from aiokafka", says why ``send`` keeps waiting.
     """
 
     def __init__(self, master: str | Iterable[str] | None = None, *, config: ProducerConfig | None = None,
-                 **options: Any) -> None:
+                 **options: Unpack[ProducerOptions]) -> None:
         if config is None:
             config = ProducerConfig.from_options(master, options)  # type: ignore[arg-type]
         elif master is not None or options:
-            config = dataclasses.replace(config, **dict(options, **({"master": master} if master is not None else {})))
+            changes: dict[str, Any] = dict(options, **({"master": master} if master is not None else {}))
+            config = dataclasses.replace(config, **changes)
         self.config = config
         self._core = ProducerCore(config)
         self.client_id: str = self._core.client_id
@@ -109,12 +117,38 @@ class Producer:
         """
         return await self._queue(topic, data, attributes, stream_id, msg_time, key, callback, False)
 
+    def send_nowait(self, topic: str, data: bytes, *, attributes: Mapping[str, Any] | None = None,
+                    stream_id: str | None = None, msg_time: Any = None, key: Any = None,
+                    callback: SendCallback | None = None) -> asyncio.Future[SendResult]:
+        """Queue a message without awaiting anything; returns the answer's future.
+
+        aiokafka's ``fut = await producer.send(...)`` in a plain call: for code that queues from
+        synchronous callbacks on the loop. Needs a started producer (``await start()`` or ``async
+        with``); a full buffer (``max_pending``) raises TubeMQTimeoutError at once instead of waiting.
+        Call it on the producer's event loop.
+        """
+        core = self._core
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+        if not core.started:
+            raise TubeMQError("send_nowait() needs a started producer: await producer.start() (or async with) first")
+        job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done, self.config.serialize_hook)
+        if callback is not None:
+            job.cb = check_callback(callback)
+        if not self._buffer.try_take():
+            raise TubeMQTimeoutError(f"send buffer full: {self.config.max_pending} messages outstanding "
+                                     "(send_nowait does not wait; use await send_async() to wait for room)")
+        fut: asyncio.Future[SendResult] = core.loop.create_future()
+        job.fut = fut
+        core.accept(job)
+        return fut
+
     async def _queue(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None, stream_id: str | None,
                      msg_time: Any, key: Any, callback: SendCallback | None, now: bool) -> asyncio.Future[SendResult]:
         core = self._core
         if self._closed or not core.started:
             await self._ensure_started()
-        job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done)
+        job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done, self.config.serialize_hook)
         if callback is not None:
             job.cb = check_callback(callback)
         job.now = now

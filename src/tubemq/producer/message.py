@@ -161,8 +161,15 @@ def prepare_message(
 
 
 def make_job(topic: Any, data: Any, attributes: Mapping[str, Any] | None, stream_id: str | None,
-             msg_time: Any, key: Any, done: Done | None) -> Job:
-    """Validate and encode a message into a job (any thread)."""
+             msg_time: Any, key: Any, done: Done | None,
+             serialize: Callable[[str, Any, Any], tuple[Any, Any]] | None = None) -> Job:
+    """Validate and encode a message into a job (any thread).
+
+    ``serialize``: the producer's ``value_serializer`` / ``key_serializer`` (``ProducerConfig.serialize_hook``),
+    applied first, so a serializer's bytes go through the same checks as any body.
+    """
+    if serialize is not None:
+        data, key = serialize(topic.strip() if isinstance(topic, str) else str(topic), data, key)
     if (type(data) is bytes and type(topic) is str and attributes is None and stream_id is None
             and msg_time is None and 0 < len(data) <= MAX_MAX_MSG_SIZE):
         name = topic.strip()  # the common case, checked as prepare_message would (a plain body, no attributes)

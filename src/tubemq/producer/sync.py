@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._bridge import Facade, ProducerBridge, blocking
 from ..config import ProducerConfig
 from ..types import SendResult
 from . import aio
 from .message import SendCallback
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..config import ProducerOptions
 
 
 class Producer(Facade[aio.Producer]):
@@ -30,7 +35,7 @@ class Producer(Facade[aio.Producer]):
     """
 
     def __init__(self, master: str | Iterable[str] | None = None, *, config: ProducerConfig | None = None,
-                 **options: Any) -> None:
+                 **options: Unpack[ProducerOptions]) -> None:
         self._open(lambda: aio.Producer(master, config=config, **options), _close_now)
         self.config: ProducerConfig = self._aio.config
         self._bridge = ProducerBridge(self._aio, self._portal.lt)

@@ -15,8 +15,12 @@ __all__ = ["EmbeddedCluster", "EmbeddedServer", "ServerConfig", "TopicConf", "ru
 
 
 def __getattr__(name: str) -> Any:
-    # cluster.py pulls in the master and broker; import it only when asked for
-    if name in ("EmbeddedCluster", "EmbeddedServer", "run_foreground"):
+    # cluster.py pulls in the master and broker; import them only when asked for
+    if name == "EmbeddedCluster":
+        from . import embedded_cluster
+
+        return embedded_cluster.EmbeddedCluster
+    if name in ("EmbeddedServer", "run_foreground"):
         from . import cluster
 
         return getattr(cluster, name)

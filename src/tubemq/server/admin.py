@@ -17,121 +17,54 @@ client costs one bounded coroutine.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hmac
 import ipaddress
-import json
 import logging
-import time
-import urllib.parse
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from tubemq.codec import DEFAULT_MAX_PARTITIONS
 from tubemq.errors import ConfigError
 from tubemq.protocol.constants import DEFAULT_MAX_MSG_SIZE
 
-from .auth import FailureThrottle
+from .admin_brokers import (
+    _PUB_SUB,
+    DEFAULT_BROKER_PORT,
+    DEFAULT_BROKER_TLS_PORT,
+    DEFAULT_BROKER_WEB_PORT,
+    ERR_ILLEGAL_STATUS,
+    ERR_NOT_EXIST,
+    ERR_UNCHANGED,
+    ONLINE_STATUSES,
+    STATUS_DRAFT,
+    STATUS_ONLINE,
+    BrokerConfs,
+    _broker_record,
+    _broker_result,
+    _manage_status,
+    _topic_result,
+)
+from .admin_http import AdminServer
+from .admin_params import (
+    ERR_BAD_REQUEST,
+    ERR_UNAUTHORIZED,
+    MB,
+    Handler,
+    _AdminError,
+    _bool_param,
+    _fail,
+    _int_items,
+    _int_param,
+    _ok,
+    _param,
+    _topic_names,
+)
 from .config import ServerConfig
 from .meta import MetaStore, TopicConf
 
+__all__ = ["AdminApi", "AdminServer", "BrokerConfs"]
+
 log = logging.getLogger("tubemq.server.admin")
-
-MAX_HEADER_BYTES = 64 * 1024
-MAX_BODY_BYTES = 1024 * 1024
-#: The request line and headers must arrive within this many seconds of the connection...
-HEADER_DEADLINE_S = 5.0
-#: ...and the body within this many seconds of the headers (issue 11.9: half-sent requests held a
-#: slot for 30 s each, so 64 of them refused everyone).
-BODY_DEADLINE_S = 5.0
-#: Connections served at once; at the cap the one that has been sending its request longest is
-#: dropped for the newcomer, and when every slot is answering, the newcomer gets a 503.
-MAX_ADMIN_CONNECTIONS = 64
-
-ERR_BAD_REQUEST = 400
-ERR_UNAUTHORIZED = 401
-ERR_NOT_FOUND = 404
-MB = 1024 * 1024
-
-
-class _AdminError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def _ok(**extra: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"result": True, "errCode": 0, "errMsg": "OK"}
-    out.update(extra)
-    return out
-
-
-def _fail(code: int, message: str) -> dict[str, Any]:
-    return {"result": False, "errCode": code, "errMsg": message, "data": []}
-
-
-def _param(
-    params: dict[str, str], name: str, default: str | None = None, *, required: bool = False
-) -> str | None:
-    value = params.get(name)
-    if value is None or not value.strip():
-        if required:
-            raise _AdminError(ERR_BAD_REQUEST, f"Parameter {name} is required and must not be blank!")
-        return default
-    return value.strip()
-
-
-def _int_param(params: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
-    text = _param(params, name)
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise _AdminError(ERR_BAD_REQUEST, f"Parameter {name} must be an integer, got {text!r}") from None
-    if not lo <= value <= hi:
-        raise _AdminError(ERR_BAD_REQUEST, f"Parameter {name} must be within [{lo}, {hi}], got {value}")
-    return value
-
-
-def _bool_param(params: dict[str, str], name: str, default: bool) -> bool:
-    text = _param(params, name)
-    if text is None:
-        return default
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise _AdminError(ERR_BAD_REQUEST, f"Parameter {name} must be true or false, got {text!r}")
-
-
-def _topic_names(params: dict[str, str], *, required: bool) -> list[str]:
-    text = _param(params, "topicName", required=required)
-    if text is None:
-        return []
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
-def _json_params(text: str) -> dict[str, str]:
-    """Parameters from a JSON object body: scalars only (a nested or deep body is a 400, never a crash)."""
-    try:
-        obj = json.loads(text)
-    except (ValueError, RecursionError):
-        raise _AdminError(ERR_BAD_REQUEST, "request body is not a JSON object of parameters") from None
-    if not isinstance(obj, dict):
-        raise _AdminError(ERR_BAD_REQUEST, "request body is not a JSON object of parameters")
-    out: dict[str, str] = {}
-    for k, v in obj.items():
-        if isinstance(v, bool):
-            out[k] = str(v).lower()
-        elif isinstance(v, (str, int, float)):
-            out[k] = str(v)
-        elif v is not None:
-            raise _AdminError(ERR_BAD_REQUEST, f"Parameter {k} must be a string, number or boolean")
-    return out
 
 
 class AdminApi:
@@ -155,7 +88,7 @@ class AdminApi:
         self._delete = delete_topic or meta.delete_topic
         self._broker_confs: BrokerConfs | None = None
         #: calls added by the embedding server (e.g. the broker registration of server/registration.py)
-        self.extra_methods: dict[tuple[str, str], Callable[[dict[str, str]], dict[str, Any]]] = {}
+        self.extra_methods: dict[tuple[str, str], Handler] = {}
         #: the web port answering a broker's web API (admin_offsets.py), 0 = none (set by the server)
         self.broker_web_port: Callable[[int], int] = lambda broker_id: 0
 
@@ -172,14 +105,20 @@ class AdminApi:
         except _AdminError as exc:
             return _fail(exc.code, exc.message)
 
-    def _methods(self) -> dict[tuple[str, str], Callable[[dict[str, str]], dict[str, Any]]]:
+    def _methods(self) -> dict[tuple[str, str], Handler]:
         return {
             ("op_modify", "admin_add_new_topic_record"): self._add_topic,
             ("op_modify", "admin_delete_topic_info"): self._delete_topic,
             ("op_modify", "admin_remove_topic_info"): self._remove_topic,
             ("op_query", "admin_query_topic_info"): self._query_topics,
             ("op_query", "admin_query_consume_group_detail"): self._group_detail,
-            **self._ops_methods(),
+            ("op_modify", "admin_add_broker_configure"): self._add_broker_conf,
+            ("op_modify", "admin_online_broker_configure"): self._online_broker_conf,
+            ("op_modify", "admin_reload_broker_configure"): self._reload_broker_conf,
+            ("op_query", "admin_query_broker_configure"): self._query_broker_conf,
+            ("op_query", "admin_query_broker_run_status"): self._query_broker_run_status,
+            ("op_modify", "admin_update_topic_control_info"): self._update_topic_ctrl,
+            ("op_query", "admin_query_topic_control_info"): self._query_topic_ctrl,
             **self.extra_methods,
         }
 
@@ -197,16 +136,7 @@ class AdminApi:
         if text is None:
             return None
         ids: list[int] = []
-        for item in text.split(","):
-            item = item.strip()
-            if not item:
-                continue
-            try:
-                bid = int(item)
-            except ValueError:
-                raise _AdminError(
-                    ERR_BAD_REQUEST, f"Parameter brokerId must be integers, got {text!r}"
-                ) from None
+        for bid in _int_items("brokerId", text):
             if bid not in self.meta.brokers:
                 raise _AdminError(ERR_BAD_REQUEST, f"Broker {bid} is not configured on this master")
             ids.append(bid)
@@ -314,17 +244,6 @@ class AdminApi:
 
     # ---- broker configure and topic control (issue 15.3): what deployment tooling calls
 
-    def _ops_methods(self) -> dict[tuple[str, str], Callable[[dict[str, str]], dict[str, Any]]]:
-        return {
-            ("op_modify", "admin_add_broker_configure"): self._add_broker_conf,
-            ("op_modify", "admin_online_broker_configure"): self._online_broker_conf,
-            ("op_modify", "admin_reload_broker_configure"): self._reload_broker_conf,
-            ("op_query", "admin_query_broker_configure"): self._query_broker_conf,
-            ("op_query", "admin_query_broker_run_status"): self._query_broker_run_status,
-            ("op_modify", "admin_update_topic_control_info"): self._update_topic_ctrl,
-            ("op_query", "admin_query_topic_control_info"): self._query_topic_ctrl,
-        }
-
     @property
     def broker_confs(self) -> BrokerConfs:
         if self._broker_confs is None:
@@ -378,15 +297,7 @@ class AdminApi:
 
     def _broker_id_set(self, params: dict[str, str]) -> list[int]:
         text = _param(params, "brokerId", required=True) or ""
-        ids: list[int] = []
-        for item in text.split(","):
-            item = item.strip()
-            if not item:
-                continue
-            try:
-                ids.append(int(item))
-            except ValueError:
-                raise _AdminError(ERR_BAD_REQUEST, f"Parameter brokerId must be integers, got {text!r}") from None
+        ids = list(_int_items("brokerId", text))
         if not ids:
             raise _AdminError(ERR_BAD_REQUEST, "Parameter brokerId is required and must not be blank!")
         return list(dict.fromkeys(ids))
@@ -495,245 +406,3 @@ class AdminApi:
             if not wanted or t.name in wanted
         ]
         return _ok(data=data, count=len(data))
-
-
-STATUS_DRAFT = "draft"
-STATUS_ONLINE = "online"
-#: ManageStatus descriptions -> (accept publish, accept subscribe)
-_PUB_SUB = {
-    "draft": (False, False),
-    "online": (True, True),
-    "only-read": (False, True),
-    "only-write": (True, False),
-    "offline": (False, False),
-}
-ONLINE_STATUSES = frozenset({"online", "only-read", "only-write"})
-#: The real master's defaults for a broker record (ClusterSettingEntity) and DataOpErrCode values.
-DEFAULT_BROKER_PORT = 8123
-DEFAULT_BROKER_TLS_PORT = 8124
-DEFAULT_BROKER_WEB_PORT = 8081
-ERR_NOT_EXIST = 401
-ERR_UNCHANGED = 403
-ERR_ILLEGAL_STATUS = 406
-
-
-def _manage_status(params: dict[str, str], default: str) -> str:
-    text = _param(params, "manageStatus") or _param(params, "mSts")
-    if text is None:
-        return default
-    for status in _PUB_SUB:
-        if status == text.lower():
-            return status
-    raise _AdminError(
-        ERR_BAD_REQUEST, f"Illegal manageStatus parameter value :unknown broker manage status name {text}"
-    )
-
-
-def _broker_record(
-    bid: int, ip: str, port: int, tls_port: int, web_port: int, status: str, *, region_id: int = 0, group_id: int = 0
-) -> dict[str, Any]:
-    return {
-        "brokerId": bid,
-        "brokerIp": ip,
-        "brokerPort": port,
-        "brokerTLSPort": tls_port,
-        "brokerWebPort": web_port,
-        "regionId": region_id,
-        "groupId": group_id,
-        "manageStatus": status,
-        "createUser": "",
-        "modifyUser": "",
-    }
-
-
-def _broker_result(bid: int, ip: str, code: int = 200, info: str = "Ok!") -> dict[str, Any]:
-    """One entry of the real master's per-broker answer (WebBrokerConfHandler.buildRetInfo)."""
-    return {"brokerId": bid, "brokerIp": ip, "success": code == 200, "errCode": code, "errInfo": info}
-
-
-def _topic_result(name: str, code: int = 200, info: str = "Ok!") -> dict[str, Any]:
-    return {"topicName": name, "success": code == 200, "errCode": code, "errInfo": info}
-
-
-class BrokerConfs:
-    """Broker configure records added through the admin API, kept in ``admin_brokers.json``."""
-
-    FILE = "admin_brokers.json"
-    MAX_RECORDS = 10000
-
-    def __init__(self, data_dir: Path) -> None:
-        self.path = Path(data_dir) / self.FILE
-        self.records: dict[int, dict[str, Any]] = {}
-        try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable %s: %s", self.path, exc)
-            return
-        if isinstance(raw, list):
-            for rec in raw[: self.MAX_RECORDS]:
-                if isinstance(rec, dict) and isinstance(rec.get("brokerId"), int):
-                    self.records[rec["brokerId"]] = rec
-
-    def put(self, rec: dict[str, Any]) -> None:
-        if rec["brokerId"] not in self.records and len(self.records) >= self.MAX_RECORDS:
-            raise _AdminError(ERR_BAD_REQUEST, f"too many broker configure records (at most {self.MAX_RECORDS})")
-        self.records[rec["brokerId"]] = dict(rec)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(list(self.records.values())), encoding="utf-8")
-        tmp.replace(self.path)
-
-
-class AdminServer:
-    """HTTP listener for ``AdminApi`` on ``config.host:config.admin_port`` (0 = ephemeral)."""
-
-    def __init__(self, api: AdminApi, host: str, port: int) -> None:
-        self.api = api
-        self.host = host
-        self.port = port
-        self._server: asyncio.base_events.Server | None = None
-        #: task -> monotonic time its request started (0.0 once it is being answered)
-        self._conns: dict[asyncio.Task[None], float] = {}
-        #: a source that keeps sending wrong admin tokens waits before each request (issue 22 item 7)
-        self.throttle = FailureThrottle()
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}/webapi.htm"
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_HEADER_BYTES)
-        self.port = self._server.sockets[0].getsockname()[1]
-        log.info("admin API listening on %s", self.url)
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for t in list(self._conns):
-            t.cancel()
-        for t in list(self._conns):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        if self._server is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
-            self._server = None
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is None:  # pragma: no cover - always inside a task
-            writer.close()
-            return
-        if len(self._conns) >= MAX_ADMIN_CONNECTIONS and not self._evict_slowest_reader():
-            log.warning("admin API: %d requests in progress, answering 503", len(self._conns))
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._respond(writer, 503, _fail(503, "too many admin requests")), 2)
-            await self._close(writer)
-            return
-        self._conns[task] = time.monotonic()
-        try:
-            peer = writer.get_extra_info("peername")
-            source = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
-            status, body = await self._read_and_handle(reader, task, source)
-            await asyncio.wait_for(self._respond(writer, status, body), HEADER_DEADLINE_S)
-        except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass  # slow, vanished or evicted client: nothing to answer
-        except (asyncio.LimitOverrunError, ValueError):  # header line over the stream limit
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(
-                    self._respond(writer, 431, _fail(ERR_BAD_REQUEST, "request header too large")), 2
-                )
-        except Exception:  # never let one request kill the listener
-            log.exception("admin request failed")
-        finally:
-            self._conns.pop(task, None)
-            await self._close(writer)
-
-    def _evict_slowest_reader(self) -> bool:
-        """Cancel the connection that has been sending its request longest (not one being answered)."""
-        readers = [(t, since) for t, since in self._conns.items() if since > 0]
-        if not readers:
-            return False
-        task, since = min(readers, key=lambda item: item[1])
-        log.warning("admin API: connection limit reached, dropping a request unfinished after %.1f s",
-                    time.monotonic() - since)
-        self._conns.pop(task, None)
-        task.cancel()
-        return True
-
-    @staticmethod
-    async def _close(writer: asyncio.StreamWriter) -> None:
-        writer.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(writer.wait_closed(), 2)
-
-    async def _read_and_handle(
-        self, reader: asyncio.StreamReader, task: asyncio.Task[None], source: str = "?"
-    ) -> tuple[int, dict[str, Any]]:
-        first = await asyncio.wait_for(reader.readexactly(1), HEADER_DEADLINE_S)
-        if not (b"A" <= first <= b"Z" or b"a" <= first <= b"z"):
-            # not an HTTP method (e.g. a TubeMQ RPC frame: a client pointed at this port): say so at
-            # once, as Jetty does, instead of waiting for a header end that never comes
-            return 400, _fail(ERR_BAD_REQUEST, "not an HTTP request")
-        head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEADER_DEADLINE_S)
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-            return 400, _fail(ERR_BAD_REQUEST, "bad request line")
-        verb, target = parts[0].upper(), parts[1]
-        headers = {}
-        for line in lines[1:]:
-            if ":" in line:
-                k, _, v = line.partition(":")
-                headers[k.strip().lower()] = v.strip()
-        if verb not in ("GET", "POST"):
-            return 405, _fail(ERR_BAD_REQUEST, f"method {verb} not allowed")
-        split = urllib.parse.urlsplit(target)
-        if not split.path.rstrip("/").endswith("webapi.htm"):
-            return 404, _fail(ERR_NOT_FOUND, f"no such path {split.path}")
-        params = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
-        if verb == "POST":
-            try:
-                length = int(headers.get("content-length", "0"))
-            except ValueError:
-                return 400, _fail(ERR_BAD_REQUEST, "bad Content-Length")
-            if length < 0 or length > MAX_BODY_BYTES:
-                return 413, _fail(ERR_BAD_REQUEST, "request body too large")
-            body = await asyncio.wait_for(reader.readexactly(length), BODY_DEADLINE_S) if length else b""
-            ctype = headers.get("content-type", "")
-            text = body.decode("utf-8", "replace")
-            if "json" in ctype and text.strip():
-                try:
-                    params.update(_json_params(text))
-                except _AdminError as exc:
-                    return 400, _fail(exc.code, exc.message)
-            else:
-                params.update(urllib.parse.parse_qsl(text, keep_blank_values=True))
-        wait = self.throttle.wait(source)
-        if wait > 0:  # still a reader here: evictable while it waits
-            await asyncio.sleep(wait)
-        self._conns[task] = 0.0  # answering now: never evicted
-        answer = self.api.handle(params)
-        if answer.get("errCode") == ERR_UNAUTHORIZED:
-            self.throttle.failure(source)
-        return 200, answer
-
-    @staticmethod
-    async def _respond(writer: asyncio.StreamWriter, status: int, body: dict[str, Any]) -> None:
-        payload = json.dumps(body, ensure_ascii=False).encode()
-        reason = {
-            200: "OK",
-            400: "Bad Request",
-            404: "Not Found",
-            405: "Method Not Allowed",
-            413: "Payload Too Large",
-            431: "Request Header Fields Too Large",
-            503: "Service Unavailable",
-        }.get(status, "Error")
-        head = (
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json;charset=UTF-8\r\n"
-            f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
-        )
-        writer.write(head.encode("latin-1") + payload)
-        await writer.drain()

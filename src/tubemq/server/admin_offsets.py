@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .admin import ERR_BAD_REQUEST, _AdminError, _bool_param, _int_param, _param
+from .admin_params import ERR_BAD_REQUEST, Handler, _AdminError, _bool_param, _int_param, _param
 from .offset_history import OffsetHistory
 
 if TYPE_CHECKING:
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from .meta import TopicConf
     from .storage import MessageStore
 
-Handler = Callable[[dict[str, str]], dict[str, Any]]
 #: TBaseConstants.META_VALUE_UNDEFINED: what the real servlet answers for a value it does not have.
 UNDEFINED = -2
 MAX_OFFSET_KEYS = 100_000

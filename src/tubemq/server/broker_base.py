@@ -22,7 +22,8 @@ from .config import ServerConfig
 from .meta import MetaStore, TopicConf
 from .offsets import OffsetStore
 from .rpc import RpcContext
-from .storage import MessageStore, StoreManager, WriteBatch
+from .storage import MessageStore, WriteBatch
+from .store_manager import StoreManager
 
 # Java String.trim() removes every char <= ' '.
 _JAVA_WS = "".join(chr(i) for i in range(33))

@@ -22,7 +22,8 @@ from ..protocol import constants as C
 from ..protocol.constants import ErrorCode as E
 from .broker_base import _JAVA_WS, BrokerBase, _partition_missing, _text, _topic_missing
 from .rpc import RpcContext
-from .storage import StoreManager, encode_record, mem_cache_bytes
+from .storage import encode_record, mem_cache_bytes
+from .store_manager import StoreManager
 
 log = logging.getLogger("tubemq.server.broker")
 

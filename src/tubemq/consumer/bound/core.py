@@ -342,6 +342,14 @@ class BoundCore:
             batch = await self.fetcher.fetch_once(slot, slot.booking)
             if batch is not None:
                 batch.delivered = True
+                if self.config.deserialize is not None:  # value_deserializer (tubemq.serializers)
+                    from ...serializers import deserialize_messages
+
+                    try:
+                        deserialize_messages(batch.messages, self.config.deserialize)
+                    except Exception:
+                        self.table.confirm(slot, slot.booking, False)  # rolled back: fetched again next time
+                        raise
                 return batch
             if not slot.registered:
                 raise error_for_code(slot.last_code, f"partition {p.key} lost: {slot.last_message}")
