@@ -48,4 +48,4 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-4000:]
     assert (tmp_path / "site" / "reference" / "api" / "index.html").exists()
     api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text(encoding="utf-8")
-    assert "send_async" in api and "EmbeddedCluster" in api
+    assert "send_async" in api and "EmbeddedCluster" in api and "AdminClient" in api
