@@ -10,6 +10,7 @@ from __future__ import annotations
 EXTRAS: dict[str, tuple[str, ...]] = {
     "inlong": ("cramjam>=2.11",),
     "spark": ("pyspark>=4.2", "pyarrow>=15"),
+    "otel": ("opentelemetry-api>=1.20",),
 }
 
 

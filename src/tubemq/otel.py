@@ -1,4 +1,4 @@
-"""OpenTelemetry instrumentation (``pip install tubemq[otel]``): spans, context propagation, metrics.
+"""OpenTelemetry instrumentation (the ``otel`` extra): spans, context propagation, metrics.
 
 Off until :func:`instrument` is called, and zero cost then: nothing here is imported by the client,
 ``instrument()`` wraps the public send methods of both producers and the consumer's one delivery
@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ._extras import install_hint
 from .errors import TubeMQError
 
 SYSTEM = "tubemq"
@@ -80,7 +81,7 @@ def _api() -> Any:
     try:
         from opentelemetry import context, metrics, propagate, trace
     except ImportError as exc:  # pragma: no cover - the otel extra missing
-        raise TubeMQError("OpenTelemetry is not installed: pip install 'tubemq[otel]'") from exc
+        raise TubeMQError(f"OpenTelemetry is not installed: {install_hint('otel')}") from exc
     return context, metrics, propagate, trace
 
 

@@ -45,6 +45,7 @@ from ..errors import BadRequestError, ClientClosedError, TubeMQConnectionError, 
 from ..metrics import Metrics
 from ..net.health import SessionHealth
 from ..protocol.constants import ErrorCode, EventType
+from ..serializers import deserialize_messages
 from ..types import Batch
 from .brokers import BrokerClient, BrokerHealth, BrokerHeartbeats
 from .config import ConsumerConfig
@@ -279,8 +280,6 @@ class ConsumerCore:
     def _deserialize(self, batch: Batch) -> None:
         """``value_deserializer`` on a batch being handed out; on failure it is rolled back and the
         SerializationError raised to the caller of poll / the iterator."""
-        from ..serializers import deserialize_messages
-
         try:
             deserialize_messages(batch.messages, self.config.deserialize)  # type: ignore[arg-type]
         except Exception:

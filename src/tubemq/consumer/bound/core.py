@@ -31,6 +31,7 @@ from ...net.health import SessionHealth
 from ...net.loop import with_operation
 from ...protocol import master_pb
 from ...protocol.constants import META_VALUE_UNDEFINED, ErrorCode, Method
+from ...serializers import deserialize_messages
 from ...types import Batch
 from ..brokers import BrokerClient, BrokerHeartbeats
 from ..fetch import DeliveryBuffer, Fetcher
@@ -343,8 +344,6 @@ class BoundCore:
             if batch is not None:
                 batch.delivered = True
                 if self.config.deserialize is not None:  # value_deserializer (tubemq.serializers)
-                    from ...serializers import deserialize_messages
-
                     try:
                         deserialize_messages(batch.messages, self.config.deserialize)
                     except Exception:
