@@ -141,3 +141,26 @@ def test_cli_topic_set_partitions(cluster: Any, capsys: pytest.CaptureFixture[st
     capsys.readouterr()
     assert main(["topic", "set", "cli_grow", "--partitions", "1", "--admin-url", url]) != 0
     assert "must be >= the current value 5" in capsys.readouterr().err
+
+
+def test_accept_subscribe_false_takes_the_partitions_from_consumers(cluster: Any) -> None:
+    """The master stops assigning a topic that does not accept subscription: the next balance revokes
+    the consumer's partitions, and switching it back gives them back."""
+    cluster.create_topic("closed_sub", partitions=2)
+    admin = AdminClient(cluster.admin_url)
+
+    def wait_assigned(c: Any, want: int) -> int:
+        end = time.monotonic() + 60
+        while len(c.assignment()) != want and time.monotonic() < end:
+            batch = c.poll(timeout=0.5)
+            if batch is not None:
+                c.confirm(batch)
+        return len(c.assignment())
+
+    with tubemq.Consumer(cluster.master_address, group="gs", topics=["closed_sub"]) as c:
+        assert wait_assigned(c, 2) == 2
+        admin.update_topic("closed_sub", accept_subscribe=False)
+        assert admin.describe_topic("closed_sub").accept_subscribe is False
+        assert wait_assigned(c, 0) == 0
+        admin.update_topic("closed_sub", accept_subscribe=True)
+        assert wait_assigned(c, 2) == 2
