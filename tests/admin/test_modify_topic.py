@@ -164,3 +164,27 @@ def test_accept_subscribe_false_takes_the_partitions_from_consumers(cluster: Any
         assert wait_assigned(c, 0) == 0
         admin.update_topic("closed_sub", accept_subscribe=True)
         assert wait_assigned(c, 2) == 2
+
+
+def test_growth_reaches_broker_processes(tmp_path: Path) -> None:
+    """Master and two brokers as separate `tubemq serve` processes: the brokers learn the grown topic
+    from their registration heartbeat and store messages on the new partitions of both."""
+    from cluster.procs import ProcCluster
+
+    with ProcCluster(tmp_path, brokers=2) as procs:
+        procs.create_topic("pgrow", partitions=1)
+        admin = AdminClient(procs.admin_urls[0])
+        rows = admin.update_topic("pgrow", partitions=3)
+        assert sorted((r["brokerId"], r["success"]) for r in rows) == [(1, True), (2, True)]
+        seen: set[tuple[int, int]] = set()
+        want = {(b, p) for b in (1, 2) for p in (0, 1, 2)}
+        end = time.monotonic() + 60
+        with tubemq.Producer(procs.master_address, **_PRODUCER) as p:
+            while not want <= seen and time.monotonic() < end:
+                try:
+                    r = p.send("pgrow", b"x", timeout=30)
+                except ForbiddenError:  # a broker that has not had its next heartbeat yet
+                    time.sleep(0.1)
+                    continue
+                seen.add((r.partition.broker_id, r.partition_id))
+        assert want <= seen, (seen, procs.logs())
