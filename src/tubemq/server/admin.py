@@ -6,7 +6,8 @@ form body (the real servlet reads both). Answers are JSON shaped like the real m
 captured ``admin_api`` snapshots (s2, s3, s5). Modify calls require ``confModAuthToken`` when the
 server has an ``admin_token``.
 
-Methods: ``admin_add_new_topic_record``, ``admin_query_topic_info``, ``admin_delete_topic_info``
+Methods: ``admin_add_new_topic_record``, ``admin_modify_topic_info`` (admin_topics.py), ``admin_query_topic_info``,
+``admin_delete_topic_info``
 (+ ``admin_remove_topic_info``, a no-op after delete, as scripts for real masters call both),
 ``admin_query_consume_group_detail``.
 
@@ -59,6 +60,7 @@ from .admin_params import (
     _param,
     _topic_names,
 )
+from .admin_topics import modify_topic_info
 from .config import ServerConfig
 from .meta import MetaStore, TopicConf
 
@@ -110,6 +112,7 @@ class AdminApi:
             ("op_modify", "admin_add_new_topic_record"): self._add_topic,
             ("op_modify", "admin_delete_topic_info"): self._delete_topic,
             ("op_modify", "admin_remove_topic_info"): self._remove_topic,
+            ("op_modify", "admin_modify_topic_info"): lambda params: modify_topic_info(self.meta, params),
             ("op_query", "admin_query_topic_info"): self._query_topics,
             ("op_query", "admin_query_consume_group_detail"): self._group_detail,
             ("op_modify", "admin_add_broker_configure"): self._add_broker_conf,

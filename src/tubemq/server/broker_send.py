@@ -68,6 +68,8 @@ class SendHandlers(BrokerBase):
                 )
             if topic.closed:
                 return resp(success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} has been closed")
+            if not topic.accept_publish:  # admin_modify_topic_info acceptPublish=false (cache cleared on change)
+                return resp(success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} does not accept publish!")
             store = self._store_for(topic, pid)
             if store is None:
                 return resp(
