@@ -92,6 +92,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                             f"http://127.0.0.1:{ports[2]}/webapi.htm"], capture_output=True, timeout=60, env=env,
                            cwd=work)
         assert r.returncode == 0, r.stderr
+        # a few messages, so that a consumer page finds some whichever worker and order it runs in
+        import tubemq
+
+        with tubemq.Producer(f"127.0.0.1:{ports[0]}") as producer:
+            for i in range(10):
+                producer.send("orders", b"order-%d" % i)
         yield Served(work, f"127.0.0.1:{ports[0]}", env, f"127.0.0.1:{ports[2]}")
     finally:
         proc.terminate()
