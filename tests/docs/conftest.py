@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _support import kill_signal
 
 #: The ports of `tubemq serve` with its defaults: master, broker, admin.
 SERVE_PORTS = (8715, 8123, 8080)
@@ -46,7 +46,7 @@ def run_in_own_session(argv: Sequence[str], *, timeout: float, cwd: Path,
     finally:
         if sys.platform != "win32":
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+                os.killpg(proc.pid, kill_signal())
         if proc.poll() is None:
             proc.kill()
             proc.communicate()

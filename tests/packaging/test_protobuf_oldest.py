@@ -49,8 +49,12 @@ def test_codec_and_client_suites_on_the_oldest_protobuf(tmp_path: Path) -> None:
              f"protobuf=={version}"], timeout=300)
     if r.returncode != 0:
         pytest.skip(f"protobuf {version} could not be installed (no package index?): {r.stderr.strip()[-300:]}")
-    # tubemq as this session imports it (installed or a checkout's src with the built extension)
-    env = clean_env(PYTHONPATH=str(Path(tubemq.__file__).resolve().parents[1]))
+    # tubemq as this session imports it (installed or a checkout's src with the built extension), and
+    # nothing else of that folder: an installed tubemq sits in a site-packages with a newer protobuf
+    only = tmp_path / "tubemq-only"
+    only.mkdir()
+    (only / "tubemq").symlink_to(Path(tubemq.__file__).resolve().parent, target_is_directory=True)
+    env = clean_env(PYTHONPATH=str(only))
     r = run([python, "-c", "import google.protobuf as g, tubemq.codec as c; print(g.__version__, c.implementation)"],
             timeout=120, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
