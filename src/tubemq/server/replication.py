@@ -55,7 +55,6 @@ The embedded equivalent, and why:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 import time
@@ -433,8 +432,13 @@ class MasterReplication:
 
     async def run(self) -> None:
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.period_s)
+            # asyncio.wait, not wait_for: on Python < 3.12 wait_for can turn a cancel that meets its own
+            # time-out into a TimeoutError, and this loop would then outlive the server's stop()
+            woken = asyncio.ensure_future(self._wake.wait())
+            try:
+                await asyncio.wait({woken}, timeout=self.period_s)
+            finally:
+                woken.cancel()
             self._wake.clear()
             try:
                 await self.round()
