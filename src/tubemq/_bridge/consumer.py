@@ -56,6 +56,8 @@ Lease = tuple["PartitionSlot", int, bytes]
 #: (lease, RspResponseBody.data or None, the error or None, when the request was written)
 Fetched = tuple[Lease, "bytes | None", "BaseException | None", float]
 
+#: bytes per ``recv``: a getMessage answer is up to a few hundred KiB; one read instead of several
+_READ_SIZE = 256 * 1024
 #: longest wait on the loop thread for a ready partition before the iterator looks again (s)
 _IDLE_WAIT = 0.05
 
@@ -191,7 +193,7 @@ class DirectFeed:
                 if self._aborted:
                     raise ClientClosedError("consumer closed during the fetch")
                 channel = self._channels[address] = BlockingChannel(address, self._connect_timeout,
-                                                                    self._rpc_timeout)
+                                                                    self._rpc_timeout, read_size=_READ_SIZE)
                 if self._aborted:  # abort() ran between the check and the connect
                     channel.abort()
             t0 = time.monotonic()
