@@ -38,7 +38,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
-from ..errors import ClientClosedError, ConnectionLostError, DecodeError, TubeMQError, TubeMQTimeoutError
+from ..errors import ClientClosedError, ConnectionLostError, TubeMQError, TubeMQTimeoutError
 from ..net.connection import unwrap_response
 from ..protocol.constants import Method, ServiceType
 from .channel import BlockingChannel, Unsent
@@ -53,9 +53,8 @@ log = logging.getLogger("tubemq.consumer.direct")
 
 #: (slot, booking, request body): a partition taken for one getMessage on the iterating thread
 Lease = tuple["PartitionSlot", int, bytes]
-#: (lease, RspResponseBody.data or None, the error or None, when the request was written, the decoded
-#: answer or None)
-Fetched = tuple[Lease, "bytes | None", "BaseException | None", float, Any]
+#: (lease, RspResponseBody.data or None, the error or None, when the request was written)
+Fetched = tuple[Lease, "bytes | None", "BaseException | None", float]
 
 #: bytes per ``recv``: a getMessage answer is up to a few hundred KiB; one read instead of several
 _READ_SIZE = 256 * 1024
@@ -75,7 +74,6 @@ class DirectFeed:
         self._rpc_timeout_ms = cfg.rpc_timeout_ms
         self._rpc_timeout = cfg.rpc_timeout_ms / 1000.0
         self._connect_timeout = cfg.connect_timeout_ms / 1000.0
-        self._verify = cfg.verify_checksum
         #: a hop to the loop thread that takes longer than this is given up (the loop is stuck or gone)
         self._hop_limit = self._rpc_timeout + 30.0
         self._channels: dict[str, BlockingChannel] = {}
@@ -113,12 +111,12 @@ class DirectFeed:
             core.confirm_local(done, True)
         batch: Batch | None = None
         if fetched is not None:
-            (slot, booking, _), data, exc, t0, decoded = fetched
+            (slot, booking, _), data, exc, t0 = fetched
             if core.closing:  # rolled back; a read cut short by close is no broker failure
                 core.fetcher.in_flight -= 1
                 core.table.fetch_done(slot, booking, consumed=False)
             else:
-                batch = core.fetcher.answer(slot, booking, data, exc, t0, decoded)
+                batch = core.fetcher.answer(slot, booking, data, exc, t0)
         if core.closing:
             return None, None, None
         if batch is None:
@@ -199,23 +197,15 @@ class DirectFeed:
                 if self._aborted:  # abort() ran between the check and the connect
                     channel.abort()
             t0 = time.monotonic()
-            data = unwrap_response(channel.round_trip(self._frame, lease[2], self._rpc_timeout))
+            return lease, unwrap_response(channel.round_trip(self._frame, lease[2], self._rpc_timeout)), None, t0
         except (Unsent, ConnectionLostError, TubeMQTimeoutError, OSError) as exc:
             self._drop(address)
             err = exc if isinstance(exc, TubeMQError) else ConnectionLostError(f"{address}: {exc}")
-            return lease, None, err, t0, None
+            return lease, None, err, t0
         except TubeMQError as exc:  # the broker's own error answer (the channel is fine) or no connection
             if channel is None or channel.closed:
                 self._drop(address)
-            return lease, None, exc, t0, None
-        # decoded here, where the bytes were just read and the messages will be iterated (one core's
-        # cache); a malformed answer is decoded again on the loop thread, which reports it
-        p = lease[0].partition
-        try:
-            decoded = codec.decode_get_message_response(data, p.topic, p, self._verify)
-        except DecodeError:
-            decoded = None
-        return lease, data, None, t0, decoded
+            return lease, None, exc, t0
 
     def _drop(self, address: str) -> None:
         channel = self._channels.pop(address, None)

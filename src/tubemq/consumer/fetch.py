@@ -317,10 +317,9 @@ class Fetcher:
         return body
 
     def answer(self, slot: PartitionSlot, booking: int, data: bytes | None, exc: BaseException | None,
-               t0: float, decoded: Any = None) -> Batch | None:
+               t0: float) -> Batch | None:
         """Judge the answer to the getMessage :meth:`begin` counted (``data``: RspResponseBody.data, or
-        ``exc``: the call failed, outcome unknown; ``t0``: when the request was written; ``decoded``:
-        ``data`` already decoded by the caller). Loop thread."""
+        ``exc``: the call failed, outcome unknown; ``t0``: when the request was written). Loop thread."""
         self.in_flight -= 1
         p = slot.partition
         if data is None:
@@ -340,8 +339,7 @@ class Fetcher:
             self._latency.record(time.monotonic() - t0)
         self.bytes_received += len(data)
         try:
-            res = decoded if decoded is not None else codec.decode_get_message_response(data, p.topic, p,
-                                                                                          self.verify)
+            res = codec.decode_get_message_response(data, p.topic, p, self.verify)
         except DecodeError as exc:
             err = DecodeError(f"getMessage answer for partition {p} at offset {slot.curr_offset} "
                               f"cannot be decoded: {exc}")
