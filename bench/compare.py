@@ -194,8 +194,7 @@ def consume(master: str, topic: str, count: int, seconds: float, concurrency: in
 
     def first(consumer: Any) -> None:
         """The first message arrived: start the clocks (the per-message count is inlined in the loops
-        below: a function call per message would cost this process ~0.3 s per million by itself,
-        a third of what the consumer costs)."""
+        below: a function call per message is this harness's cost, not the consumer's)."""
         nonlocal meter, waited, deadline, fetches0, waited0
         meter = Meter(server_pid)
         waited = time.perf_counter() - t_reg
