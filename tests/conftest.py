@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from _support import FAST_SERVER, embedded_cluster
+from _support.tls import self_signed_cert
 
 from tubemq import codec
 
@@ -131,3 +132,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def cluster(tmp_path: Any) -> Iterator[Any]:
     with embedded_cluster(tmp_path / "tubemq-data") as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (``(crt, key)`` paths), made once per worker: tests only read it."""
+    return self_signed_cert(tmp_path_factory.mktemp("cert"))
