@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import wait_for
 
 from tubemq.errors import ConfigError
 from tubemq.server import EmbeddedCluster, ServerConfig
@@ -28,11 +29,7 @@ LIMIT_S = 30.0
 
 
 def _wait(pred: Any, what: str, timeout: float = LIMIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    wait_for(pred, timeout, what)
 
 
 def _status(c: EmbeddedCluster) -> dict[str, Any]:
