@@ -16,6 +16,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from _support import kill_signal
+
 MASTER_RE = re.compile(r"master listening on ([\d.]+:\d+)")
 BROKER_RE = re.compile(r"broker \d+ listening on ([\d.]+:\d+)")
 
@@ -56,9 +58,9 @@ class ServerChild:
             self.lines.put(line)
 
     def kill(self) -> None:
-        """SIGKILL (no shutdown code runs), then reap."""
+        """SIGKILL (no shutdown code runs; the tests using this are marked POSIX-only), then reap."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
+            self.proc.send_signal(kill_signal())
         self.proc.wait(10)
 
     def terminate(self) -> int:
