@@ -4,6 +4,7 @@
   pure-Python twin (aiokafka style): ``TUBEMQ_NO_EXTENSIONS=1 python -m pytest -q tests/...``.
 * ``cluster``: a fresh embedded TubeMQ cluster (master + broker) on 127.0.0.1 with short balance
   periods, in a temporary data directory.
+* ``cert``: a self-signed certificate for 127.0.0.1 (``(crt, key)`` paths), made once per worker.
 * Parallel workers (pytest-xdist, ``-n 4 --dist loadgroup`` in pyproject): every test uses its own
   ports (0 = the OS picks) and its own tmp_path; tests that must share one worker form a scheduling
   group here (``SERIAL_GROUPS``).
