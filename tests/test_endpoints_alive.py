@@ -1,7 +1,7 @@
 """``tubemq._endpoints._alive``: a liveness check that never disturbs the process it asks about.
 
 On Windows ``os.kill(pid, 0)`` is not a probe (it terminates the process), so the check goes through
-OpenProcess / GetExitCodeProcess there. That branch runs here against a recorded kernel32 stand-in
+OpenProcess / WaitForSingleObject there. That branch runs here against a recorded kernel32 stand-in
 (the ctypes binding itself only loads on Windows); the POSIX branch runs against real processes.
 """
 
@@ -18,10 +18,10 @@ from tubemq import _endpoints
 
 
 class FakeKernel32:
-    """What OpenProcess / GetExitCodeProcess answer for a few pids; records every call."""
+    """What OpenProcess / WaitForSingleObject answer for a few pids; records every call."""
 
-    def __init__(self, processes: dict[int, int | None], denied: frozenset[int] = frozenset()) -> None:
-        self.processes = processes  # pid -> exit code (259 = STILL_ACTIVE), None = GetExitCodeProcess fails
+    def __init__(self, processes: dict[int, int], denied: frozenset[int] = frozenset()) -> None:
+        self.processes = processes  # pid -> WaitForSingleObject(h, 0): 0x102 running, 0 exited, 0xFFFFFFFF failed
         self.denied = denied
         self.calls: list[tuple[str, int]] = []
         self.open_handles: set[int] = set()
@@ -41,8 +41,8 @@ class FakeKernel32:
     def last_error(self) -> int:
         return self._error
 
-    def exit_code(self, handle: Any) -> int | None:
-        self.calls.append(("exit_code", handle))
+    def wait_now(self, handle: Any) -> int:
+        self.calls.append(("wait_now", handle))
         return self.processes[handle]
 
     def close(self, handle: Any) -> None:
@@ -53,7 +53,7 @@ class FakeKernel32:
 @pytest.fixture
 def windows(monkeypatch: pytest.MonkeyPatch) -> FakeKernel32:
     """``_alive`` on its Windows branch, with os.kill made to fail the test if it is ever called."""
-    fake = FakeKernel32({100: 259, 101: 0, 102: None}, denied=frozenset({103}))
+    fake = FakeKernel32({100: 0x102, 101: 0, 102: 0xFFFFFFFF}, denied=frozenset({103}))
 
     def no_kill(pid: int, sig: int) -> None:
         raise AssertionError(f"os.kill({pid}, {sig}) on Windows would terminate the process")
@@ -65,9 +65,9 @@ def windows(monkeypatch: pytest.MonkeyPatch) -> FakeKernel32:
 
 
 def test_windows_branch_asks_openprocess_and_never_signals(windows: FakeKernel32) -> None:
-    assert _endpoints._alive(100) is True  # STILL_ACTIVE
-    assert _endpoints._alive(101) is False  # exited with code 0, handle still held by someone
-    assert _endpoints._alive(102) is True  # opened, exit code unknown: it exists
+    assert _endpoints._alive(100) is True  # WAIT_TIMEOUT: running
+    assert _endpoints._alive(101) is False  # signalled: exited (a handle held elsewhere keeps the pid)
+    assert _endpoints._alive(102) is True  # WAIT_FAILED on an opened process: it exists
     assert _endpoints._alive(103) is True  # access denied: exists, another user's
     assert _endpoints._alive(104) is False  # no such process
     assert _endpoints._alive(0) is False and _endpoints._alive(-1) is False

@@ -72,15 +72,18 @@ def withdraw(path: Path | None) -> None:
 
 
 #: Windows: signal 0 is not a probe there (``os.kill`` calls TerminateProcess for any value but
-#: CTRL_C_EVENT / CTRL_BREAK_EVENT), so liveness is asked of OpenProcess + GetExitCodeProcess instead.
+#: CTRL_C_EVENT / CTRL_BREAK_EVENT), so liveness is asked of OpenProcess + WaitForSingleObject instead
+#: (not GetExitCodeProcess: a process may exit with code 259, STILL_ACTIVE).
 _ON_WINDOWS = sys.platform == "win32"
-_STILL_ACTIVE = 259
 _ERROR_ACCESS_DENIED = 5
+_SYNCHRONIZE = 0x00100000
 _PROCESS_QUERY_LIMITED_INFORMATION = 0x1000
+_WAIT_OBJECT_0 = 0
+_WAIT_TIMEOUT = 0x102
 
 
 class _WinApi:
-    """The four kernel32 calls the Windows check needs (ctypes, loaded only on Windows)."""
+    """The kernel32 calls the Windows check needs (ctypes, loaded only on Windows)."""
 
     def __init__(self) -> None:
         import ctypes
@@ -90,23 +93,20 @@ class _WinApi:
         k32 = getattr(ctypes, "WinDLL")("kernel32", use_last_error=True)  # noqa: B009 - Windows-only name
         k32.OpenProcess.argtypes = [wintypes.DWORD, wintypes.BOOL, wintypes.DWORD]
         k32.OpenProcess.restype = wintypes.HANDLE
-        k32.GetExitCodeProcess.argtypes = [wintypes.HANDLE, ctypes.POINTER(wintypes.DWORD)]
-        k32.GetExitCodeProcess.restype = wintypes.BOOL
+        k32.WaitForSingleObject.argtypes = [wintypes.HANDLE, wintypes.DWORD]
+        k32.WaitForSingleObject.restype = wintypes.DWORD
         k32.CloseHandle.argtypes = [wintypes.HANDLE]
         self._k32 = k32
-        self._dword = wintypes.DWORD
 
     def open(self, pid: int) -> Any:
-        return self._k32.OpenProcess(_PROCESS_QUERY_LIMITED_INFORMATION, False, pid) or None
+        return self._k32.OpenProcess(_PROCESS_QUERY_LIMITED_INFORMATION | _SYNCHRONIZE, False, pid) or None
 
     def last_error(self) -> int:
         return int(getattr(self._ctypes, "get_last_error")())  # noqa: B009 - Windows-only name
 
-    def exit_code(self, handle: Any) -> int | None:
-        code = self._dword()
-        if not self._k32.GetExitCodeProcess(handle, self._ctypes.byref(code)):
-            return None
-        return int(code.value)
+    def wait_now(self, handle: Any) -> int:
+        """WaitForSingleObject with a zero timeout: WAIT_TIMEOUT while the process runs."""
+        return int(self._k32.WaitForSingleObject(handle, 0))
 
     def close(self, handle: Any) -> None:
         self._k32.CloseHandle(handle)
@@ -114,13 +114,12 @@ class _WinApi:
 
 def _alive_windows(pid: int, api: Any) -> bool:
     """OpenProcess on a pid that does not exist fails with ERROR_INVALID_PARAMETER; access denied means
-    it exists (another user's); an open process is alive while its exit code is STILL_ACTIVE."""
+    it exists (another user's); an open process has exited once its handle is signalled."""
     handle = api.open(pid)
     if handle is None:
         return bool(api.last_error() == _ERROR_ACCESS_DENIED)
     try:
-        code = api.exit_code(handle)
-        return code is None or code == _STILL_ACTIVE  # opened but no exit code: it exists
+        return api.wait_now(handle) != _WAIT_OBJECT_0  # WAIT_TIMEOUT: running; WAIT_FAILED: it exists
     finally:
         api.close(handle)
 
