@@ -107,7 +107,9 @@ def test_raw_answer_shape_and_refusals(cluster: Any) -> None:
 def test_accept_publish_false_stops_sends(cluster: Any) -> None:
     cluster.create_topic("closed_pub", partitions=1)
     admin = AdminClient(cluster.admin_url)
-    with tubemq.Producer(cluster.master_address, **_PRODUCER) as p:
+    # the refusal can come as a 444 once the producer's view has no partition left: after the message's
+    # time-out, which is rpc_timeout_ms (3 s, the smallest allowed, instead of the 10 s default)
+    with tubemq.Producer(cluster.master_address, **_PRODUCER, rpc_timeout_ms=3000) as p:
         p.send("closed_pub", b"before")
         admin.update_topic("closed_pub", accept_publish=False)
         assert admin.describe_topic("closed_pub").accept_publish is False
