@@ -20,7 +20,7 @@ from tubemq.errors import ConfigError, ConnectionLostError, NotTubeMQPortError
 from tubemq.server import EmbeddedCluster
 from tubemq.server.testing import FAST_TIMERS as FAST_SERVER
 
-CLIENT = {"heartbeat_period_ms": 300, "rpc_timeout_ms": 20000}
+CLIENT = {"heartbeat_period_ms": 300, "rpc_timeout_ms": 20000, "register_retry_wait_ms": 100}
 
 
 def _start(address: str, kind: Any = NotTubeMQPortError, **options: Any) -> tuple[BaseException, float]:
