@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..protocol import broker_pb
@@ -40,30 +41,18 @@ _DEFAULT_QRY_PRIORITY = 300
 _INDEX_TRANS_COUNT = 1000
 
 
+@dataclass(slots=True, eq=False)
 class _Read:
     """Outcome of one store read: a 404 text (``status``) or what a successful answer carries."""
 
-    __slots__ = ("chunks", "count", "scanned", "data_max", "last_rd", "max_offset", "slow", "status")
-
-    def __init__(
-        self,
-        chunks: list[bytes],
-        count: int,
-        scanned: int,
-        data_max: int,
-        last_rd: int,
-        max_offset: int,
-        slow: bool,
-        status: str = "",
-    ) -> None:
-        self.chunks = chunks
-        self.count = count
-        self.scanned = scanned
-        self.data_max = data_max
-        self.last_rd = last_rd
-        self.max_offset = max_offset
-        self.slow = slow
-        self.status = status
+    chunks: list[bytes]
+    count: int
+    scanned: int
+    data_max: int
+    last_rd: int
+    max_offset: int
+    slow: bool
+    status: str = ""
 
     @classmethod
     def miss(cls, status: str, data_max: int, scanned: int = 0) -> _Read:
