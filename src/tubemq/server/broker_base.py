@@ -107,6 +107,16 @@ def _partition_missing(name: str, pid: int) -> str:
     return f"partitionId {name}-{pid} not existed, please check your configure"
 
 
+def _refusal(resp: Callable[..., Any], **fields: Any) -> Callable[[int, str], Any]:
+    """``fail(code, text)``: a handler's ``success=false`` answer of type ``resp``; ``fields`` are the
+    answer type's other required fields (e.g. ``currOffset=-1``), the same for every refusal."""
+
+    def fail(code: int, text: str) -> Any:
+        return resp(success=False, errCode=code, errMsg=text, **fields)
+
+    return fail
+
+
 def _clamp(value: int, low: int, high: int) -> int:
     """MixedUtils.mid."""
     return min(max(value, low), high)

@@ -25,6 +25,7 @@ from .broker_base import (
     _clamp,
     _int32,
     _partition_missing,
+    _refusal,
     _Registration,
     _topic_missing,
 )
@@ -235,37 +236,25 @@ class FetchHandlers(BrokerBase):
             self._inflight[key] = scanned
 
     def commit(self, req: Any, ctx: RpcContext) -> Any:
-        resp = broker_pb.CommitOffsetResponseB2C
+        fail = _refusal(broker_pb.CommitOffsetResponseB2C, currOffset=-1)
         (cid, group, name), refused = self._opening(
             req, ctx, self.read_available, _STORE_UNAVAILABLE, False, "clientId", "groupName", "topicName"
         )
         if refused:
-            return resp(success=False, errCode=refused[0], errMsg=refused[1], currOffset=-1)
+            return fail(*refused)
         topic = self._topic(name)
         if topic is None:
-            return resp(
-                success=False, errCode=E.FORBIDDEN, errMsg=_topic_missing(name), currOffset=-1
-            )
+            return fail(E.FORBIDDEN, _topic_missing(name))
         pid = req.partitionId
         store = self._store_for(topic, pid)
         if store is None:
-            return resp(
-                success=False,
-                errCode=E.FORBIDDEN,
-                errMsg=_partition_missing(name, pid),
-                currOffset=-1,
-            )
+            return fail(E.FORBIDDEN, _partition_missing(name, pid))
         key: Key = (group, name, pid)
         reg = self._regs.get(key)
         if reg is None:
-            return resp(success=False, errCode=E.UNAUTHORIZED, errMsg="The partition not registered by consumers", currOffset=-1)
+            return fail(E.UNAUTHORIZED, "The partition not registered by consumers")
         if reg.consumer_id != cid:
-            return resp(
-                success=False,
-                errCode=E.UNAUTHORIZED,
-                errMsg=f"The partition has been registered by other consumer: {reg.consumer_id}",
-                currOffset=-1,
-            )
+            return fail(E.UNAUTHORIZED, f"The partition has been registered by other consumer: {reg.consumer_id}")
         committed = self._offset(key, store)
         inflight = self._inflight.get(key, 0)
         consumed = req.lastPackConsumed if req.HasField("lastPackConsumed") else True
@@ -273,4 +262,6 @@ class FetchHandlers(BrokerBase):
             committed += inflight
         self.offsets.set(group, name, pid, committed)
         self._inflight[key] = 0
-        return resp(success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=committed, maxOffset=store.max_offset)
+        return broker_pb.CommitOffsetResponseB2C(
+            success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=committed, maxOffset=store.max_offset
+        )
