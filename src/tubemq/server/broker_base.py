@@ -278,6 +278,17 @@ class BrokerBase:
         they are served only on a connection that already presented a valid token (register/heartbeat)."""
         return self.visit_token_check is None or ctx.token_verified
 
+    def _read_topic(
+        self, req: Any, ctx: RpcContext, unavailable: str, by_token: bool, *names: str
+    ) -> tuple[list[str], TopicConf | None, tuple[int, str]]:
+        """``_opening`` on the read service, then the topic (the last of ``names``) if deployed here.
+        Returns the trimmed values and the topic; with no topic, the (errCode, errMsg) to answer."""
+        values, refused = self._opening(req, ctx, self.read_available, unavailable, by_token, *names)
+        if refused:
+            return values, None, refused
+        topic = self._topic(values[-1])
+        return values, topic, (E.FORBIDDEN, _topic_missing(values[-1]))
+
     def _opening(
         self, req: Any, ctx: RpcContext, available: bool, unavailable: str, by_token: bool, *names: str
     ) -> tuple[list[str], tuple[int, str] | None]:

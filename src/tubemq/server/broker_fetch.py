@@ -27,7 +27,6 @@ from .broker_base import (
     _partition_missing,
     _refusal,
     _Registration,
-    _topic_missing,
 )
 from .rpc import RpcContext
 from .storage import MessageStore
@@ -72,15 +71,11 @@ class FetchHandlers(BrokerBase):
                 success=False, errCode=code, errMsg=msg, currOffset=-1, minLimitTime=min_limit, escFlowCtrl=False, currDataDlt=-1
             )
 
-        (cid, group, name), refused = self._opening(
-            req, ctx, self.read_available, "Read StoreService temporary unavailable!", False,
-            "clientId", "groupName", "topicName",
+        (cid, group, name), topic, refused = self._read_topic(
+            req, ctx, "Read StoreService temporary unavailable!", False, "clientId", "groupName", "topicName"
         )
-        if refused:
-            return fail(*refused)
-        topic = self._topic(name)
         if topic is None:
-            return fail(E.FORBIDDEN, _topic_missing(name))
+            return fail(*refused)
         pid = req.partitionId
         key: Key = (group, name, pid)
         reg = self._regs.get(key)
@@ -237,14 +232,11 @@ class FetchHandlers(BrokerBase):
 
     def commit(self, req: Any, ctx: RpcContext) -> Any:
         fail = _refusal(broker_pb.CommitOffsetResponseB2C, currOffset=-1)
-        (cid, group, name), refused = self._opening(
-            req, ctx, self.read_available, _STORE_UNAVAILABLE, False, "clientId", "groupName", "topicName"
+        (cid, group, name), topic, refused = self._read_topic(
+            req, ctx, _STORE_UNAVAILABLE, False, "clientId", "groupName", "topicName"
         )
-        if refused:
-            return fail(*refused)
-        topic = self._topic(name)
         if topic is None:
-            return fail(E.FORBIDDEN, _topic_missing(name))
+            return fail(*refused)
         pid = req.partitionId
         store = self._store_for(topic, pid)
         if store is None:

@@ -24,7 +24,6 @@ from .broker_base import (
     _refusal,
     _Registration,
     _text,
-    _topic_missing,
 )
 from .rpc import RpcContext
 
@@ -37,14 +36,9 @@ class SessionHandlers(BrokerBase):
     def register(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.RegisterResponseB2C
         fail = _refusal(resp, currOffset=-1)
-        (cid, name), refused = self._opening(
-            req, ctx, self.read_available, _STORE_UNAVAILABLE, True, "clientId", "topicName"
-        )
-        if refused:
-            return fail(*refused)
-        topic = self._topic(name)
+        (cid, name), topic, refused = self._read_topic(req, ctx, _STORE_UNAVAILABLE, True, "clientId", "topicName")
         if topic is None:
-            return fail(E.FORBIDDEN, _topic_missing(name))
+            return fail(*refused)
         (group,), err = _precheck(req, "groupName")
         if err:
             return fail(E.BAD_REQUEST, err)
