@@ -11,7 +11,7 @@ from ..protocol import wire_fields as F
 from ..protocol.constants import INDEX_ENTRY_SIZE, TOKEN_MSG_TIME, TOKEN_MSG_TYPE, Method, ServiceType
 from .datatypes import GetMessageResult, Message, Partition, RawMessage, SendResponse
 from .envelope import encode_request
-from .payload import _split_payload, decode_attributes
+from .payload import decode_payload
 from .pbwire import FieldSpec, _f_bytes, _f_varint, _read_fields, _signed32, _signed64, _utf8, _varint
 
 _INT64_MAX = (1 << 63) - 1
@@ -133,21 +133,16 @@ def decode_message(
     if crc32(raw.payload) != raw.checksum:
         return None
     try:
-        attr, body = _split_payload(raw.payload, raw.flag)
+        return _to_message(raw, topic, partition, offset)
     except DecodeError:
         return None
-    attrs = decode_attributes(attr)
-    return Message(
-        topic,
-        bytes(body),
-        attrs,
-        attrs.get(TOKEN_MSG_TYPE),
-        attrs.get(TOKEN_MSG_TIME),
-        raw.message_id,
-        raw.flag,
-        partition,
-        offset,
-    )
+
+
+def _to_message(raw: RawMessage, topic: str, partition: Partition | None, offset: int) -> Message:
+    """The Message a TransferedMessage carries (DecodeError when its attribute header does not fit)."""
+    attrs, body = decode_payload(raw.payload, raw.flag)
+    return Message(topic, body, attrs, attrs.get(TOKEN_MSG_TYPE), attrs.get(TOKEN_MSG_TIME), raw.message_id,
+                   raw.flag, partition, offset)
 
 
 def _parse_transfered(buf: Any) -> RawMessage:
@@ -172,10 +167,7 @@ def decode_get_message_response(
         if verify:
             m = decode_message(raw, topic, partition, curr + INDEX_ENTRY_SIZE * i if curr >= 0 else -1)
         else:
-            attr, data = _split_payload(raw.payload, raw.flag)
-            attrs = decode_attributes(attr)
-            m = Message(topic, bytes(data), attrs, attrs.get(TOKEN_MSG_TYPE), attrs.get(TOKEN_MSG_TIME),
-                        raw.message_id, raw.flag, partition, curr + INDEX_ENTRY_SIZE * i)
+            m = _to_message(raw, topic, partition, curr + INDEX_ENTRY_SIZE * i)
         if m is None:
             dropped += 1
         else:
