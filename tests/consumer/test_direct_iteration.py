@@ -22,7 +22,7 @@ from tubemq.server import EmbeddedCluster
 from tubemq.server.testing import FAST_TIMERS
 
 from ._produce import produce
-from .conftest import FAST_CLIENT, wait_for
+from .conftest import FAST_CLIENT, drain, wait_for
 
 BODIES = [b"direct-%04d-" % i + b"y" * 60 for i in range(300)]
 
@@ -72,13 +72,10 @@ def test_poll_after_a_broken_loop_continues_where_it_stopped(small_batches: Embe
             if len(got) == 10:
                 break  # the rest of the current batch stays unconfirmed, with the iterator
         got.extend(m.data for m in list(c._aio._iter_msgs or []))
-        assert c.confirm(c._aio._iter_batch)
-        deadline = time.monotonic() + 30
-        while len(got) < 120 and time.monotonic() < deadline:
-            batch = c.poll(0.5)  # the loop's fetch workers again
-            if batch is not None:
-                got.extend(m.data for m in batch)
-                assert c.confirm(batch)
+        current = c._aio._iter_batch
+        assert current is not None and c.confirm(current)
+        got.extend(m.data for m in drain(c, 120 - len(got), timeout=30))  # the loop's fetch workers again
+        assert c.metrics()["counters"].get("consumer.confirm_timeouts", 0) == 0
     assert sorted(got) == sorted(BODIES[:120])
 
 
