@@ -58,6 +58,8 @@ Fetched = tuple[Lease, "bytes | None", "BaseException | None", float]
 
 #: bytes per ``recv``: a getMessage answer is up to a few hundred KiB; one read instead of several
 _READ_SIZE = 256 * 1024
+#: how often a thread waiting for the loop checks that the loop still runs (s)
+_HOP_CHECK = 0.5
 #: longest wait on the loop thread for a ready partition before the iterator looks again (s)
 _IDLE_WAIT = 0.05
 
@@ -163,8 +165,13 @@ class DirectFeed:
             self._loop.call_soon_threadsafe(run)
         except RuntimeError:  # the loop closed
             raise ClientClosedError("consumer is closed") from None
-        if not w.lock.acquire(timeout=self._hop_limit):
-            raise TubeMQTimeoutError(f"the consumer's event loop did not answer within {self._hop_limit:.0f} s")
+        end = time.monotonic() + self._hop_limit
+        while not w.lock.acquire(timeout=_HOP_CHECK):
+            if not self._loop.is_running():  # stopped before it ran ``run`` (the consumer closed)
+                raise ClientClosedError("consumer is closed")
+            if time.monotonic() > end:
+                raise TubeMQTimeoutError(f"the consumer's event loop did not answer within "
+                                         f"{self._hop_limit:.0f} s")
         if w.exc is not None:
             raise w.exc
         return w.result

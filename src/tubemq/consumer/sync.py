@@ -19,7 +19,7 @@ from .._bridge.feed import BatchFeed
 from ..admin import AdminClient
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
-from ..errors import TubeMQError
+from ..errors import ClientClosedError, TubeMQError
 from . import aio
 from .core import ConsumerCore, Hook
 from .fetch import Batch
@@ -106,7 +106,10 @@ class Consumer(Facade[aio.Consumer]):
                     if not feed.start():  # TLS, or another iterator of this consumer fetches so
                         feed = BatchFeed(self._portal.lt, a)
                 done, a._iter_batch, a._iter_msgs = a._iter_batch, None, None
-                batch = feed.next_batch(done, limit if limit > 0 else None)
+                try:
+                    batch = feed.next_batch(done, limit if limit > 0 else None)
+                except ClientClosedError:
+                    return  # closed (from another thread) while waiting: the loop ends, as for BatchFeed
                 if batch is None:
                     return
                 a._iter_batch, a._iter_msgs = batch, iter(batch.messages)
