@@ -53,7 +53,7 @@ log = logging.getLogger("tubemq.consumer.direct")
 
 #: (slot, booking, request body): a partition taken for one getMessage on the iterating thread
 Lease = tuple["PartitionSlot", int, bytes]
-#: (lease, RspResponseBody.data or None, the error or None, when the request was written)
+#: (lease, the response payload or None, the error or None, when the request was written)
 Fetched = tuple[Lease, "bytes | None", "BaseException | None", float]
 
 #: bytes per ``recv``: a getMessage answer is up to a few hundred KiB; one read instead of several
@@ -118,6 +118,15 @@ class DirectFeed:
                 core.fetcher.in_flight -= 1
                 core.table.fetch_done(slot, booking, consumed=False)
             else:
+                if data is not None:
+                    # the response envelope is opened here, on the loop thread: its large transient
+                    # copies then come from this thread's malloc arena. Made on the main thread, the
+                    # heap top is trimmed and grown again per answer (~180 page faults per 400 KiB
+                    # answer measured, +40 % CPU per message at 1 KiB).
+                    try:
+                        data = unwrap_response(data)
+                    except TubeMQError as err:
+                        data, exc = None, err
                 batch = core.fetcher.answer(slot, booking, data, exc, t0)
         if core.closing:
             return None, None, None
@@ -204,12 +213,12 @@ class DirectFeed:
                 if self._aborted:  # abort() ran between the check and the connect
                     channel.abort()
             t0 = time.monotonic()
-            return lease, unwrap_response(channel.round_trip(self._frame, lease[2], self._rpc_timeout)), None, t0
+            return lease, channel.round_trip(self._frame, lease[2], self._rpc_timeout), None, t0
         except (Unsent, ConnectionLostError, TubeMQTimeoutError, OSError) as exc:
             self._drop(address)
             err = exc if isinstance(exc, TubeMQError) else ConnectionLostError(f"{address}: {exc}")
             return lease, None, err, t0
-        except TubeMQError as exc:  # the broker's own error answer (the channel is fine) or no connection
+        except TubeMQError as exc:  # no connection (connect refused or timed out), or closed meanwhile
             if channel is None or channel.closed:
                 self._drop(address)
             return lease, None, exc, t0
