@@ -10,7 +10,9 @@ iterator fetching on its own thread").
 Here the iterating thread writes the getMessage request and reads the answer on its own blocking
 socket (:class:`~tubemq._bridge.channel.BlockingChannel`, same client id, the consumer's rpc timeout),
 and crosses to the loop thread once per batch, with a plain function (no Task): the loop thread
-confirms the batch just iterated, judges the answer with the fetch workers' own code
+confirms the batch just iterated, opens the answer's envelope (its large copies come from the
+loop thread's malloc arena: made on the main thread they made glibc trim and regrow the heap top per
+answer) and judges it with the fetch workers' own code
 (:meth:`~tubemq.consumer.fetch.Fetcher.answer`: back-offs, lost partitions, broker health, metrics),
 hands back the batch and leases the next ready partition (OWNED -> FETCHING, exactly as a fetch
 worker takes it). The partition table is touched on the loop thread only; what crosses threads is
