@@ -24,7 +24,7 @@ cdef inline void _track(object o) noexcept:
         PyObject_GC_Track(o)
 
 
-@cython.freelist(256)
+@cython.freelist(4096)
 cdef class Message:
     """A consumed (or to-be-sent) message.
 
