@@ -4,7 +4,7 @@
 #
 # Everything here has the same behaviour as the Python-visible functions of tubemq._codec.
 
-from libc.stdint cimport uint32_t
+from libc.stdint cimport int64_t, uint32_t
 
 
 cdef class Message:
@@ -17,10 +17,12 @@ cdef class Message:
     cdef object _attributes  # None until read: messages without attributes skip an empty dict
     cdef readonly object stream_id
     cdef readonly object msg_time
-    cdef readonly object message_id
+    cdef object _message_id  # _UNBUILT until first read: then the int of _mid (most readers never ask)
     cdef readonly object flag
     cdef readonly object partition
-    cdef readonly object offset
+    cdef object _offset  # _UNBUILT until first read: then the int of _off
+    cdef int64_t _mid
+    cdef int64_t _off
 
 
 cdef class FrameDecoder:

@@ -5,6 +5,11 @@
 cdef tuple _MSG_FIELDS = ("topic", "data", "stream_id", "msg_time", "message_id", "flag", "partition", "offset")
 
 
+# what _message_id and _offset hold until first read: the decoder stores the C value beside it and the
+# property builds the int then (a consumer that reads only ``data`` never pays for two int objects)
+cdef object _UNBUILT = object()
+
+
 cdef inline int _msg_field(object name):
     """Index of ``name`` in _MSG_FIELDS, or -1: by identity first (attribute names in code are interned,
     as are these), then by value (a name built at run time)."""
@@ -48,10 +53,10 @@ cdef class Message:
         self._attributes = attributes
         self.stream_id = stream_id
         self.msg_time = msg_time
-        self.message_id = message_id
+        self._message_id = message_id
         self.flag = flag
         self.partition = partition
-        self.offset = offset
+        self._offset = offset
 
     def __setattr__(self, name, value):
         _track(self)
@@ -65,13 +70,13 @@ cdef class Message:
         elif i == 3:
             self.msg_time = value
         elif i == 4:
-            self.message_id = value
+            self._message_id = value
         elif i == 5:
             self.flag = value
         elif i == 6:
             self.partition = value
         elif i == 7:
-            self.offset = value
+            self._offset = value
         else:  # attributes (its setter), a subclass's own attributes, or AttributeError
             PyObject_GenericSetAttr(self, name, <PyObject*>value)
 
@@ -81,6 +86,18 @@ cdef class Message:
             setattr(self, name, None)
         else:
             PyObject_GenericSetAttr(self, name, NULL)
+
+    @property
+    def message_id(self):
+        if self._message_id is _UNBUILT:  # an int is atomic: the collector state stays as it is
+            self._message_id = PyLong_FromLongLong(self._mid)
+        return self._message_id
+
+    @property
+    def offset(self):
+        if self._offset is _UNBUILT:
+            self._offset = PyLong_FromLongLong(self._off)
+        return self._offset
 
     @property
     def value(self):
@@ -135,7 +152,8 @@ cdef extern from "_c/tq_message.h":
     bint TQ_MSG_FREELIST_FAST
     long TQ_MSG_CYTHON_FIRST
     long TQ_MSG_CYTHON_END
-    Message TQ_MSG_NEW(PyObject* o, PyTypeObject* t, PyObject** vals, bint track)
+    Message TQ_MSG_NEW(PyObject* o, PyTypeObject* t, PyObject** vals, int64_t mid, int64_t off, bint track)
+    bint TQ_MSG_LAZY_INTS
     bint tq_atomic(object o)
 
 
@@ -164,10 +182,29 @@ MESSAGE_FREELIST_CYTHON_RANGE = (_hex_version(TQ_MSG_CYTHON_FIRST), _hex_version
 
 cdef Message c_new_message(object topic, object data, object attributes, object stream_id, object msg_time,
                            object message_id, object flag, object partition, object offset, bint track=True):
-    """Build a Message without argument parsing (the decode hot path).
+    """Build a Message without argument parsing.
 
     ``track=False`` leaves it untracked by the collector: only for fields that satisfy tq_atomic, and
     an attribute dict of str that nothing else refers to (see the comment in Message)."""
+    return _new_message(topic, data, attributes, stream_id, msg_time, message_id, 0, flag, partition, offset, 0,
+                        track)
+
+
+cdef inline Message _new_decoded(object topic, object data, object attributes, object stream_id, object msg_time,
+                                 int64_t mid, object flag, object partition, object offset, int64_t off,
+                                 bint track):
+    """The decode hot path: message_id (and offset when ``offset`` is _UNBUILT) kept as C values, built
+    on first read; built at once where laziness is off (free-threaded: two readers would race on the slot)."""
+    if not TQ_MSG_LAZY_INTS:
+        return _new_message(topic, data, attributes, stream_id, msg_time, PyLong_FromLongLong(mid), mid, flag,
+                            partition, PyLong_FromLongLong(off) if offset is _UNBUILT else offset, off, track)
+    return _new_message(topic, data, attributes, stream_id, msg_time, _UNBUILT, mid, flag, partition, offset, off,
+                        track)
+
+
+cdef Message _new_message(object topic, object data, object attributes, object stream_id, object msg_time,
+                          object message_id, int64_t mid, object flag, object partition, object offset, int64_t off,
+                          bint track):
     cdef PyObject* o = TQ_MSG_POP() if _MSG_DIRECT else NULL
     cdef PyObject* vals[9]
     if o != NULL:
@@ -180,17 +217,19 @@ cdef Message c_new_message(object topic, object data, object attributes, object 
         vals[6] = <PyObject*>flag
         vals[7] = <PyObject*>partition
         vals[8] = <PyObject*>offset
-        return TQ_MSG_NEW(o, <PyTypeObject*>Message, vals, track)
+        return TQ_MSG_NEW(o, <PyTypeObject*>Message, vals, mid, off, track)
     cdef Message m = Message.__new__(Message)
     m.topic = topic
     m.data = data
     m._attributes = attributes
     m.stream_id = stream_id
     m.msg_time = msg_time
-    m.message_id = message_id
+    m._message_id = message_id
+    m._mid = mid
     m.flag = flag
     m.partition = partition
-    m.offset = offset
+    m._offset = offset
+    m._off = off
     if not track:
         PyObject_GC_UnTrack(m)
     return m
@@ -202,8 +241,10 @@ cdef inline object _dict_get(dict d, str key):
 
 
 cdef object _build_message(const unsigned char* p, Py_ssize_t n, int64_t mid, int32_t flag, object topic,
-                           object partition, object offset, bint strict, bint track):
+                           object partition, object offset, int64_t off, bint strict, bint track):
     """Payload -> Message (attributes split off); None when malformed and not ``strict``.
+
+    ``offset`` _UNBUILT: the offset is ``off``, built as an int on first read.
 
     ``track=False`` builds it untracked: the caller checked topic, partition and offset with tq_atomic;
     the rest is bytes, ints and a fresh dict of str."""
@@ -214,12 +255,12 @@ cdef object _build_message(const unsigned char* p, Py_ssize_t n, int64_t mid, in
             _split_error(p, n)
         return None
     if alen < 0:
-        return c_new_message(topic, PyBytes_FromStringAndSize(<const char*>p, n), None, None, None,
-                             mid, flag, partition, offset, track)
+        return _new_decoded(topic, PyBytes_FromStringAndSize(<const char*>p, n), None, None, None,
+                            mid, flag, partition, offset, off, track)
     attrs = _attrs_utf8(p + 4, alen)
-    return c_new_message(topic, PyBytes_FromStringAndSize(<const char*>p + 4 + alen, n - 4 - alen), attrs,
-                         _dict_get(attrs, _TYPE_KEY), _dict_get(attrs, _TIME_KEY), mid, flag, partition, offset,
-                         track)
+    return _new_decoded(topic, PyBytes_FromStringAndSize(<const char*>p + 4 + alen, n - 4 - alen), attrs,
+                        _dict_get(attrs, _TYPE_KEY), _dict_get(attrs, _TIME_KEY), mid, flag, partition, offset, off,
+                        track)
 
 
 def decode_message(raw, topic, partition=None, offset=-1):
@@ -233,7 +274,7 @@ def decode_message(raw, topic, partition=None, offset=-1):
     try:
         if _crc(b.p, b.n) != checksum:
             return None
-        return _build_message(b.p, b.n, mid, <int32_t>flag, topic, partition, offset, False,
+        return _build_message(b.p, b.n, mid, <int32_t>flag, topic, partition, offset, 0, False,
                               not (tq_atomic(topic) and tq_atomic(partition) and tq_atomic(offset)))
     finally:
         _release(&b, &buf)

@@ -147,7 +147,7 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
     cdef Field f
     cdef bint success = False, esc = False, slow = False, big
     cdef int32_t code = 0, min_limit = 0
-    cdef int64_t curr = -1, dlt = -1, max_off = -1
+    cdef int64_t curr = -1, dlt = -1, max_off = -1, off = 0
     cdef int seen = 0
     cdef Py_ssize_t nmsg = 0, cap = _STACK_REFS, dropped = 0
     cdef object msg = "", m, offset, curr_obj = None
@@ -215,14 +215,17 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
             elif big:
                 offset = curr_obj + C_INDEX_ENTRY * i
             else:
-                offset = PyLong_FromLongLong(curr + C_INDEX_ENTRY * i)
+                offset = _UNBUILT  # built from ``off`` on first read
+                off = curr + C_INDEX_ENTRY * i
             if verify:
                 if <int64_t>_crc(r.payload, r.plen) != r.cs:
                     m = None
                 else:
-                    m = _build_message(r.payload, r.plen, r.mid, r.flag, topic, partition, offset, False, track)
+                    m = _build_message(r.payload, r.plen, r.mid, r.flag, topic, partition, offset,
+                                       off, False, track)
             else:
-                m = _build_message(r.payload, r.plen, r.mid, r.flag, topic, partition, offset, True, track)
+                m = _build_message(r.payload, r.plen, r.mid, r.flag, topic, partition, offset,
+                                   off, True, track)
             if m is None:
                 dropped += 1
             else:

@@ -32,7 +32,7 @@
 #endif
 /* the nine object fields, in declaration order (checked contiguous at import) */
 #define TQ_MSG_FIELDS(o) (&((struct __pyx_obj_6tubemq_6_codec_Message *)(o))->topic)
-#define TQ_MSG_LAYOUT_OK (offsetof(struct __pyx_obj_6tubemq_6_codec_Message, offset) \
+#define TQ_MSG_LAYOUT_OK (offsetof(struct __pyx_obj_6tubemq_6_codec_Message, _offset) \
     - offsetof(struct __pyx_obj_6tubemq_6_codec_Message, topic) == 8 * sizeof(PyObject *))
 /* what Cython's tp_new does with a freelist entry, minus the zero-fill and the Nones; the one
    reference is the caller's */
@@ -47,7 +47,17 @@ static inline PyObject *tq_msg_init(PyObject *o, PyTypeObject *t, PyObject **fie
     if (track) PyObject_GC_Track(o);
     return o;
 }
-#define TQ_MSG_NEW(o, t, vals, track) tq_msg_init((o), (t), TQ_MSG_FIELDS(o), (vals), (track))
+#define TQ_MSG_NEW(o, t, vals, mid, off, track) ( \
+    ((struct __pyx_obj_6tubemq_6_codec_Message *)(o))->_mid = (mid), \
+    ((struct __pyx_obj_6tubemq_6_codec_Message *)(o))->_off = (off), \
+    tq_msg_init((o), (t), TQ_MSG_FIELDS(o), (vals), (track)))
+/* message_id and offset kept as C values until first read (the property builds the int and stores
+   it). Not on a free-threaded build: two threads reading one message at once would both store. */
+#ifdef Py_GIL_DISABLED
+#define TQ_MSG_LAZY_INTS 0
+#else
+#define TQ_MSG_LAZY_INTS 1
+#endif
 /* Whether a field value can never lead back to a message: not a collector object at all (str,
    bytes, int, None), or a tuple (exact, or a subclass without a __dict__, as NamedTuples are)
    holding only such values. The decoder checks what its caller passes (topic, partition) with

@@ -1,0 +1,96 @@
+"""Decoded ``message_id`` and ``offset``: the Cython codec keeps them as C values and builds the int on
+first read. Whatever the order of reads, writes and deletes, both codecs must give the same values, the
+same object on every read, and the same equality, repr, pickling and copies as a constructed message.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import pickle
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tubemq import _codec_py
+from tubemq.protocol import broker_pb
+
+MIDS = (0, 1, 2**31, 2**63 - 1, -(2**63), -5)
+
+
+def _body(curr: int, mids: tuple[int, ...] = MIDS) -> bytes:
+    raws = []
+    for i, mid in enumerate(mids):
+        payload = _codec_py.encode_payload(b"lazy%d" % i, "k=v" if i % 2 else None)
+        raws.append(_codec_py.encode_transfered_message(mid, _codec_py.crc32(payload), payload, i % 2))
+    head = broker_pb.GetMessageResponseB2C(success=True, errCode=200, errMsg="OK", currOffset=curr,
+                                           maxOffset=min(curr + 28 * len(mids), 2**63 - 1)).SerializeToString()
+    return head + _codec_py.wrap_repeated(4, raws)
+
+
+def _decode(impl: ModuleType, curr: int = 280, verify: bool = True) -> list[Any]:
+    p = impl.Partition(1, "127.0.0.1", 8123, "lazy", 2)
+    return list(impl.decode_get_message_response(_body(curr), "lazy", p, verify).messages)
+
+
+@pytest.mark.parametrize("curr", [0, 280, 2**40, 2**63 - 100, -1])
+@pytest.mark.parametrize("verify", [True, False])
+def test_values_match_the_twin(impl: ModuleType, curr: int, verify: bool) -> None:
+    got = _decode(impl, curr, verify)
+    want = _decode(_codec_py, curr, verify)
+    assert [(m.message_id, m.offset) for m in got] == [(m.message_id, m.offset) for m in want]
+    assert [m.message_id for m in got] == list(MIDS)
+    for m in got:
+        assert type(m.message_id) is int and type(m.offset) is int
+        assert m.message_id is m.message_id and m.offset is m.offset  # built once, then the same object
+
+
+def test_writes_and_deletes_before_the_first_read(impl: ModuleType) -> None:
+    a, b, c = _decode(impl)[:3]
+    a.message_id = "x"
+    a.offset = None
+    assert (a.message_id, a.offset) == ("x", None)
+    if impl is not _codec_py:  # the Cython Message sets a deleted field to None (the twin's __slots__ raise)
+        del b.message_id
+        del b.offset
+        assert (b.message_id, b.offset) == (None, None)
+    setattr(c, "off" + "set", 7)  # a name built at run time
+    assert c.offset == 7 and c.message_id == 2**31
+
+
+def test_equality_repr_pickle_copy_without_reading_first(impl: ModuleType) -> None:
+    fresh = _decode(impl)
+    seen = _decode(impl)
+    for m in seen:
+        assert (m.message_id, m.offset) is not None
+    assert fresh == seen
+    assert [repr(m) for m in fresh] == [repr(m) for m in seen]
+    for m in _decode(impl):
+        back = pickle.loads(pickle.dumps(m))
+        assert back == m and back.offset == m.offset and back.message_id == m.message_id
+    for m in _decode(impl):
+        assert copy.copy(m) == m and copy.deepcopy(m).offset == m.offset
+    twin = _decode(_codec_py)
+    assert [repr(m) for m in fresh] == [repr(m) for m in twin]
+    built = [impl.Message(m.topic, m.data, m.attributes, m.stream_id, m.msg_time, m.message_id, m.flag,
+                          m.partition, m.offset) for m in twin]
+    assert built == _decode(impl)
+
+
+def test_reading_keeps_the_collector_state(impl: ModuleType) -> None:
+    """An int is atomic: building it on read must not start tracking an untracked message."""
+    ms = _decode(impl)
+    before = [gc.is_tracked(m) for m in ms]
+    for m in ms:
+        assert (m.message_id, m.offset) is not None
+    assert [gc.is_tracked(m) for m in ms] == before
+
+
+def test_reused_messages_do_not_keep_old_values(impl: ModuleType) -> None:
+    """Messages freed and rebuilt (the Cython freelist) carry the new answer's C values."""
+    for curr in (280, 10_000, 0):
+        ms = _decode(impl, curr)
+        assert [m.offset for m in ms] == [curr + 28 * i for i in range(len(MIDS))]
+        assert [m.message_id for m in ms] == list(MIDS)
+        del ms
