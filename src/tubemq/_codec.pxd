@@ -15,12 +15,13 @@ cdef class Message:
     cdef readonly object topic
     cdef readonly object data
     cdef object _attributes  # None until read: messages without attributes skip an empty dict
-    cdef readonly object stream_id
-    cdef readonly object msg_time
+    cdef object _stream_id  # _UNBUILT (and _attributes too) until parsed from _raw_attrs on first read
+    cdef object _msg_time
     cdef object _message_id  # _UNBUILT until first read: then the int of _mid (most readers never ask)
     cdef readonly object flag
     cdef readonly object partition
     cdef object _offset  # _UNBUILT until first read: then the int of _off
+    cdef object _raw_attrs  # the attribute text's UTF-8 bytes while _attributes is _UNBUILT, else None
     cdef int64_t _mid
     cdef int64_t _off
 

@@ -5,9 +5,23 @@
 cdef tuple _MSG_FIELDS = ("topic", "data", "stream_id", "msg_time", "message_id", "flag", "partition", "offset")
 
 
-# what _message_id and _offset hold until first read: the decoder stores the C value beside it and the
-# property builds the int then (a consumer that reads only ``data`` never pays for two int objects)
+# what _message_id and _offset hold until first read (the decoder stores the C value beside them), and
+# _attributes, _stream_id and _msg_time until the raw attribute text is parsed: the property builds the
+# value then (a consumer that reads only ``data`` never pays for two ints and an attribute dict)
 cdef object _UNBUILT = object()
+
+
+cdef int _parse_attrs(Message m) except -1:
+    """The attribute dict, and stream_id and msg_time where not written since, from the raw text."""
+    cdef bytes raw = m._raw_attrs
+    cdef dict attrs = _attrs_utf8(<const unsigned char*>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+    m._attributes = attrs  # a dict of str only this message holds: the collector state may stay
+    if m._stream_id is _UNBUILT:
+        m._stream_id = _dict_get(attrs, _TYPE_KEY)
+    if m._msg_time is _UNBUILT:
+        m._msg_time = _dict_get(attrs, _TIME_KEY)
+    m._raw_attrs = None
+    return 0
 
 
 cdef inline int _msg_field(object name):
@@ -51,8 +65,9 @@ cdef class Message:
         self.topic = topic
         self.data = data
         self._attributes = attributes
-        self.stream_id = stream_id
-        self.msg_time = msg_time
+        self._stream_id = stream_id
+        self._msg_time = msg_time
+        self._raw_attrs = None
         self._message_id = message_id
         self.flag = flag
         self.partition = partition
@@ -66,9 +81,9 @@ cdef class Message:
         elif i == 1:
             self.data = value
         elif i == 2:
-            self.stream_id = value
+            self._stream_id = value
         elif i == 3:
-            self.msg_time = value
+            self._msg_time = value
         elif i == 4:
             self._message_id = value
         elif i == 5:
@@ -86,6 +101,18 @@ cdef class Message:
             setattr(self, name, None)
         else:
             PyObject_GenericSetAttr(self, name, NULL)
+
+    @property
+    def stream_id(self):
+        if self._stream_id is _UNBUILT:
+            _parse_attrs(self)
+        return self._stream_id
+
+    @property
+    def msg_time(self):
+        if self._msg_time is _UNBUILT:
+            _parse_attrs(self)
+        return self._msg_time
 
     @property
     def message_id(self):
@@ -114,6 +141,8 @@ cdef class Message:
     def attributes(self):
         """The message's attributes; the empty dict of a message without any is made on first use."""
         _track(self)  # the caller gets the mutable dict: it could store the message in it
+        if self._attributes is _UNBUILT:
+            _parse_attrs(self)
         if self._attributes is None:
             self._attributes = {}
         return self._attributes
@@ -121,6 +150,8 @@ cdef class Message:
     @attributes.setter
     def attributes(self, value):
         _track(self)
+        if self._attributes is _UNBUILT:  # stream_id and msg_time keep the values decoded with them
+            _parse_attrs(self)
         self._attributes = value if value is not None else {}
 
     def __repr__(self):
@@ -153,7 +184,7 @@ cdef extern from "_c/tq_message.h":
     long TQ_MSG_CYTHON_FIRST
     long TQ_MSG_CYTHON_END
     Message TQ_MSG_NEW(PyObject* o, PyTypeObject* t, PyObject** vals, int64_t mid, int64_t off, bint track)
-    bint TQ_MSG_LAZY_INTS
+    bint TQ_MSG_LAZY
     bint tq_atomic(object o)
 
 
@@ -187,26 +218,34 @@ cdef Message c_new_message(object topic, object data, object attributes, object 
     ``track=False`` leaves it untracked by the collector: only for fields that satisfy tq_atomic, and
     an attribute dict of str that nothing else refers to (see the comment in Message)."""
     return _new_message(topic, data, attributes, stream_id, msg_time, message_id, 0, flag, partition, offset, 0,
-                        track)
+                        None, track)
 
 
-cdef inline Message _new_decoded(object topic, object data, object attributes, object stream_id, object msg_time,
-                                 int64_t mid, object flag, object partition, object offset, int64_t off,
-                                 bint track):
-    """The decode hot path: message_id (and offset when ``offset`` is _UNBUILT) kept as C values, built
-    on first read; built at once where laziness is off (free-threaded: two readers would race on the slot)."""
-    if not TQ_MSG_LAZY_INTS:
-        return _new_message(topic, data, attributes, stream_id, msg_time, PyLong_FromLongLong(mid), mid, flag,
-                            partition, PyLong_FromLongLong(off) if offset is _UNBUILT else offset, off, track)
-    return _new_message(topic, data, attributes, stream_id, msg_time, _UNBUILT, mid, flag, partition, offset, off,
-                        track)
+cdef inline Message _new_decoded(object data, object raw, int64_t mid, object flag, object topic,
+                                 object partition, object offset, int64_t off, bint track):
+    """The decode hot path: message_id (and offset when ``offset`` is _UNBUILT) kept as C values, the
+    attributes (``raw``: their UTF-8 text, or None) unparsed, all built on first read; built at once
+    where laziness is off (free-threaded: two readers would race on the slot)."""
+    cdef Message m
+    if TQ_MSG_LAZY:
+        if raw is None:
+            return _new_message(topic, data, None, None, None, _UNBUILT, mid, flag, partition, offset, off, None,
+                                track)
+        return _new_message(topic, data, _UNBUILT, _UNBUILT, _UNBUILT, _UNBUILT, mid, flag, partition, offset,
+                            off, raw, track)
+    m = _new_message(topic, data, None if raw is None else _UNBUILT, None if raw is None else _UNBUILT,
+                     None if raw is None else _UNBUILT, PyLong_FromLongLong(mid), mid, flag, partition,
+                     PyLong_FromLongLong(off) if offset is _UNBUILT else offset, off, raw, track)
+    if raw is not None:
+        _parse_attrs(m)
+    return m
 
 
 cdef Message _new_message(object topic, object data, object attributes, object stream_id, object msg_time,
                           object message_id, int64_t mid, object flag, object partition, object offset, int64_t off,
-                          bint track):
+                          object raw_attrs, bint track):
     cdef PyObject* o = TQ_MSG_POP() if _MSG_DIRECT else NULL
-    cdef PyObject* vals[9]
+    cdef PyObject* vals[10]
     if o != NULL:
         vals[0] = <PyObject*>topic
         vals[1] = <PyObject*>data
@@ -217,13 +256,15 @@ cdef Message _new_message(object topic, object data, object attributes, object s
         vals[6] = <PyObject*>flag
         vals[7] = <PyObject*>partition
         vals[8] = <PyObject*>offset
+        vals[9] = <PyObject*>raw_attrs
         return TQ_MSG_NEW(o, <PyTypeObject*>Message, vals, mid, off, track)
     cdef Message m = Message.__new__(Message)
     m.topic = topic
     m.data = data
     m._attributes = attributes
-    m.stream_id = stream_id
-    m.msg_time = msg_time
+    m._stream_id = stream_id
+    m._msg_time = msg_time
+    m._raw_attrs = raw_attrs
     m._message_id = message_id
     m._mid = mid
     m.flag = flag
@@ -249,17 +290,15 @@ cdef object _build_message(const unsigned char* p, Py_ssize_t n, int64_t mid, in
     ``track=False`` builds it untracked: the caller checked topic, partition and offset with tq_atomic;
     the rest is bytes, ints and a fresh dict of str."""
     cdef Py_ssize_t astart = 0, alen = -1
-    cdef dict attrs
     if _split(p, n, flag, &astart, &alen):
         if strict:
             _split_error(p, n)
         return None
     if alen < 0:
-        return _new_decoded(topic, PyBytes_FromStringAndSize(<const char*>p, n), None, None, None,
-                            mid, flag, partition, offset, off, track)
-    attrs = _attrs_utf8(p + 4, alen)
-    return _new_decoded(topic, PyBytes_FromStringAndSize(<const char*>p + 4 + alen, n - 4 - alen), attrs,
-                        _dict_get(attrs, _TYPE_KEY), _dict_get(attrs, _TIME_KEY), mid, flag, partition, offset, off,
+        return _new_decoded(PyBytes_FromStringAndSize(<const char*>p, n), None, mid, flag, topic, partition,
+                            offset, off, track)
+    return _new_decoded(PyBytes_FromStringAndSize(<const char*>p + 4 + alen, n - 4 - alen),
+                        PyBytes_FromStringAndSize(<const char*>p + 4, alen), mid, flag, topic, partition, offset, off,
                         track)
 
 

@@ -1,4 +1,5 @@
-"""Decoded ``message_id`` and ``offset``: the Cython codec keeps them as C values and builds the int on
+"""Decoded ``message_id``, ``offset`` and the attributes: the Cython codec keeps the first two as C values
+and the attributes as their raw text, and builds the int, the dict, ``stream_id`` and ``msg_time`` on
 first read. Whatever the order of reads, writes and deletes, both codecs must give the same values, the
 same object on every read, and the same equality, repr, pickling and copies as a constructed message.
 """
@@ -17,12 +18,13 @@ from tubemq import _codec_py
 from tubemq.protocol import broker_pb
 
 MIDS = (0, 1, 2**31, 2**63 - 1, -(2**63), -5)
+ATTRS = "$msgType$=orders,$msgTime$=202401021530,k=v,empty="
 
 
 def _body(curr: int, mids: tuple[int, ...] = MIDS) -> bytes:
     raws = []
     for i, mid in enumerate(mids):
-        payload = _codec_py.encode_payload(b"lazy%d" % i, "k=v" if i % 2 else None)
+        payload = _codec_py.encode_payload(b"lazy%d" % i, ATTRS if i % 2 else None)
         raws.append(_codec_py.encode_transfered_message(mid, _codec_py.crc32(payload), payload, i % 2))
     head = broker_pb.GetMessageResponseB2C(success=True, errCode=200, errMsg="OK", currOffset=curr,
                                            maxOffset=min(curr + 28 * len(mids), 2**63 - 1)).SerializeToString()
@@ -94,3 +96,30 @@ def test_reused_messages_do_not_keep_old_values(impl: ModuleType) -> None:
         assert [m.offset for m in ms] == [curr + 28 * i for i in range(len(MIDS))]
         assert [m.message_id for m in ms] == list(MIDS)
         del ms
+
+
+def test_attributes_match_the_twin_in_any_read_order(impl: ModuleType) -> None:
+    want = [(m.attributes, m.stream_id, m.msg_time) for m in _decode(_codec_py)]
+    assert want[1] == ({"$msgType$": "orders", "$msgTime$": "202401021530", "k": "v", "empty": ""}, "orders",
+                       "202401021530")
+    by_attrs = [(m.attributes, m.stream_id, m.msg_time) for m in _decode(impl)]
+    by_stream = [(m.stream_id, m.msg_time, m.attributes) for m in _decode(impl)]
+    by_time = [(m.msg_time, m.attributes, m.stream_id) for m in _decode(impl)]
+    assert by_attrs == want
+    assert [(a, s, t) for s, t, a in by_stream] == want
+    assert [(a, s, t) for t, a, s in by_time] == want
+
+
+def test_attribute_writes_before_the_first_read(impl: ModuleType) -> None:
+    """stream_id and msg_time are fields of their own: writing one never changes the others."""
+    ms = _decode(impl)
+    a, b, c = ms[1], ms[3], ms[5]
+    a.attributes = {"x": "y"}
+    assert (a.attributes, a.stream_id, a.msg_time) == ({"x": "y"}, "orders", "202401021530")
+    b.stream_id = "mine"
+    assert (b.stream_id, b.msg_time, b.attributes["$msgType$"]) == ("mine", "202401021530", "orders")
+    c.msg_time = None
+    c.attributes = {}
+    assert (c.msg_time, c.stream_id, c.attributes) == (None, "orders", {})
+    plain = ms[0]
+    assert (plain.attributes, plain.stream_id, plain.msg_time) == ({}, None, None)

@@ -30,10 +30,10 @@
 #define TQ_MSG_TYPE_SPECS 0
 #define TQ_MSG_FREELIST_FAST 0
 #endif
-/* the nine object fields, in declaration order (checked contiguous at import) */
+/* the ten object fields, in declaration order (checked contiguous at import) */
 #define TQ_MSG_FIELDS(o) (&((struct __pyx_obj_6tubemq_6_codec_Message *)(o))->topic)
-#define TQ_MSG_LAYOUT_OK (offsetof(struct __pyx_obj_6tubemq_6_codec_Message, _offset) \
-    - offsetof(struct __pyx_obj_6tubemq_6_codec_Message, topic) == 8 * sizeof(PyObject *))
+#define TQ_MSG_LAYOUT_OK (offsetof(struct __pyx_obj_6tubemq_6_codec_Message, _raw_attrs) \
+    - offsetof(struct __pyx_obj_6tubemq_6_codec_Message, topic) == 9 * sizeof(PyObject *))
 /* what Cython's tp_new does with a freelist entry, minus the zero-fill and the Nones; the one
    reference is the caller's */
 static inline PyObject *tq_msg_init(PyObject *o, PyTypeObject *t, PyObject **fields, PyObject *const *vals,
@@ -43,7 +43,7 @@ static inline PyObject *tq_msg_init(PyObject *o, PyTypeObject *t, PyObject **fie
     Py_DECREF(Py_TYPE(o));  /* the freelist entry kept its type's reference */
 #endif
     (void)PyObject_INIT(o, t);
-    for (i = 0; i < 9; i++) { Py_INCREF(vals[i]); fields[i] = vals[i]; }
+    for (i = 0; i < 10; i++) { Py_INCREF(vals[i]); fields[i] = vals[i]; }
     if (track) PyObject_GC_Track(o);
     return o;
 }
@@ -51,12 +51,13 @@ static inline PyObject *tq_msg_init(PyObject *o, PyTypeObject *t, PyObject **fie
     ((struct __pyx_obj_6tubemq_6_codec_Message *)(o))->_mid = (mid), \
     ((struct __pyx_obj_6tubemq_6_codec_Message *)(o))->_off = (off), \
     tq_msg_init((o), (t), TQ_MSG_FIELDS(o), (vals), (track)))
-/* message_id and offset kept as C values until first read (the property builds the int and stores
-   it). Not on a free-threaded build: two threads reading one message at once would both store. */
+/* message_id and offset kept as C values, the attributes as their raw text, until first read (the
+   property builds the value and stores it). Not on a free-threaded build: two threads reading one
+   message at once would both store. */
 #ifdef Py_GIL_DISABLED
-#define TQ_MSG_LAZY_INTS 0
+#define TQ_MSG_LAZY 0
 #else
-#define TQ_MSG_LAZY_INTS 1
+#define TQ_MSG_LAZY 1
 #endif
 /* Whether a field value can never lead back to a message: not a collector object at all (str,
    bytes, int, None), or a tuple (exact, or a subclass without a __dict__, as NamedTuples are)
