@@ -8,7 +8,6 @@ tests and scripts can use it as a context manager.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -30,6 +29,7 @@ from .registration import STATUS_METHOD, BrokerRegistrar, BrokerTable
 from .replication import POKE_METHOD, SYNC_METHOD, MasterReplication, ReplicatedAdminApi
 from .rpc import RpcServer, frame_limit_for, rpc_options
 from .store_manager import StoreManager
+from .tasks import cancel_and_wait
 
 log = logging.getLogger("tubemq.server.cluster")
 
@@ -224,11 +224,7 @@ class EmbeddedServer:
 
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(tasks)
         if self.admin is not None:
             await self.admin.stop()
             self.admin = None
