@@ -163,6 +163,8 @@ class EmbeddedServer:
         self.replication: MasterReplication | None = None
         self._start_standby = bool(config.standby)
         self._master_rpc: RpcServer | None = None
+        #: the broker processes that report here (role ``master``), and the topic version each loaded
+        self._broker_table: BrokerTable | None = None
         self._ssl: ssl.SSLContext | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.master_port = config.master_port
@@ -260,7 +262,7 @@ class EmbeddedServer:
             standby=self._is_standby,
             active_admin_url=rep.peer_admin_url,
         )
-        table = BrokerTable(
+        table = self._broker_table = BrokerTable(
             self.meta, self._broker_seen, self._is_standby, self._is_online, lambda: {"masters": rep.masters()}
         )
         api.extra_methods[("op_modify", REGISTRATION_METHOD)] = table.heartbeat
@@ -281,6 +283,9 @@ class EmbeddedServer:
     def _broker_seen(self, entry: BrokerEntry) -> None:
         if self.master is not None:
             self.master.broker_seen(entry)
+
+    def _deployed_on(self, broker_id: int, topic: str) -> bool:
+        return self._broker_table is None or self._broker_table.deployed(broker_id, topic)
 
     def _is_standby(self) -> bool:
         return self.master is None or self.master.standby
@@ -303,6 +308,7 @@ class EmbeddedServer:
         assert self.meta is not None
         cfg = self.config
         master = Master(cfg, self.meta, self.broker)
+        master.topology.deployed_on = self._deployed_on
         if self._start_standby:
             master.standby = True
         self.master = master
