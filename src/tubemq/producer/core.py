@@ -517,19 +517,23 @@ class ProducerCore:
 
     def route_now(self, job: Job) -> codec.Partition | None:
         """The partition for a round trip on the caller's thread, or None when the job must go through
-        the loop instead: not started or closed, topic not published or without partitions, too
-        large (the loop reports it), shielded brokers or a user partitioner (loop business), TLS."""
+        the loop instead (see :meth:`route_plain`)."""
+        return self.route_plain(job.topic, job.size, job.key)
+
+    def route_plain(self, topic: str, size: int, key: Any) -> codec.Partition | None:
+        """:meth:`route_now` without a job (any thread): None when the message must go through the
+        loop: not started or closed, topic not published or without partitions, too large (the loop
+        reports it), shielded brokers or a user partitioner (loop business), TLS."""
         if self.closed or not self._external_ok:
             return None
         session = self.session
-        topic = job.topic
         parts = session.partitions.get(topic)
-        if not parts or topic not in session.topics or self.quality.any_shielded:
+        if not parts or topic not in session.topics or self.quality._until:
             return None
-        if job.size > session.topic_max_sizes.get(topic, session.max_msg_size):
+        if size > session.topic_max_sizes.get(topic, session.max_msg_size):
             return None
         try:
-            return self.router.choose(topic, parts, job.key)
+            return self.router.choose(topic, parts, key)
         except Exception:  # noqa: BLE001 - the loop path reports it to the caller
             return None
 
@@ -541,18 +545,19 @@ class ProducerCore:
             self._ext += 1
         return True
 
-    def end_external(self, job: Job, result: SendResult | None, t0: float, failed: bool, written: int,
+    def end_external(self, size: int, result: SendResult | None, t0: float, failed: bool, written: int,
                      first_attempt: int) -> None:
         """A send on a caller's thread ended: acknowledged (``result``), failed for good (``failed``),
         or neither (handed over to the loop, which counts it from then on); ``written`` attempts of it
-        went out from that thread, starting with attempt number ``first_attempt``."""
+        went out from that thread, starting with attempt number ``first_attempt``; ``size``: the
+        message's body + attribute bytes."""
         sample = False
         with self._ext_lock:
             self._ext -= 1
             if written:
                 if first_attempt == 0:
                     self._ext_sent += 1
-                    self._ext_bytes += job.size
+                    self._ext_bytes += size
                     self._ext_retried += written - 1
                 else:
                     self._ext_retried += written
