@@ -69,6 +69,7 @@ _LATENCY_SAMPLE_MASK = 7
 RETRY = object()
 
 _encode_send = codec.encode_send_request
+_tuple_new = tuple.__new__
 _decode_response = codec.decode_response
 _decode_send = codec.decode_send_response
 
@@ -271,7 +272,7 @@ class ProducerCore:
             return True
         quality = self.quality
         try:
-            part = self.router.choose(topic, parts, job.key, quality.shielded() if quality.any_shielded else ())
+            part = self.router.choose(topic, parts, job.key, quality.shielded() if quality._until else ())
         except Exception as exc:  # a bad key or a user partitioner's error belongs to this message only
             self._finish(job, None, exc)
             return True
@@ -391,8 +392,7 @@ class ProducerCore:
             if self._batch:  # accept_batch writes the batch itself
                 conn.start_call_cb(self._build, job, self.timeout_ms, self._answer, flush=False)
             elif job.now:  # awaited alone: write it now (saves the loop a round before the write)
-                conn.start_call_cb(self._build, job, self.timeout_ms, self._answer, flush=False)
-                conn.flush_now()
+                conn.start_call_cb(self._build, job, self.timeout_ms, self._answer, write=True)
             else:
                 conn.start_call_cb(self._build, job, self.timeout_ms, self._answer)
         except TubeMQError as exc:
@@ -427,7 +427,9 @@ class ProducerCore:
             return None
         if self.quality._failures:
             self.quality.success(part.broker_id)
-        return SendResult(job.topic, part, rsp.message_id, rsp.append_time, rsp.append_offset, job.key)
+        # tuple.__new__ straight: the NamedTuple's own __new__ is one more Python call per message
+        return _tuple_new(SendResult, (job.topic, part, rsp.message_id, rsp.append_time, rsp.append_offset,
+                                       job.key))
 
     def judge(self, job: Job, part: codec.Partition, payload: bytes | None,
               exc: BaseException | None) -> SendResult | BaseException | object:
