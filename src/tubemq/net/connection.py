@@ -440,13 +440,21 @@ class Connection:
         serial = next(self._serials) & _SERIAL_MASK
         frame = build(serial, arg)
         self._pending[serial] = (None, time.monotonic() + timeout_ms / 1000.0, callback, arg)
-        self._wbuf.append(frame)
-        if write:
-            if self._flush_handle is not None:
-                self._flush_handle.cancel()
-                self._flush_handle = None
-            self._write_queued()
+        if write and not self._wbuf and self._transport is not None:  # nothing queued before it: straight out
+            self.bytes_sent += len(frame)
+            try:
+                self._transport.write(frame)
+            except Exception as exc:  # transport already closing
+                self._shutdown(ConnectionLostError(f"{self.address}: write failed: {exc}"))
             flush = False
+        else:
+            self._wbuf.append(frame)
+            if write:
+                if self._flush_handle is not None:
+                    self._flush_handle.cancel()
+                    self._flush_handle = None
+                self._write_queued()
+                flush = False
         if flush and self._flush_handle is None:
             self._flush_handle = self._loop.call_soon(self._flush)
         if self._sweeper is None:

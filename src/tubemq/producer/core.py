@@ -276,7 +276,8 @@ class ProducerCore:
         except Exception as exc:  # a bad key or a user partitioner's error belongs to this message only
             self._finish(job, None, exc)
             return True
-        conn = session.pool.connected(part.address)
+        pool = session._pool
+        conn = None if pool is None else pool.connected(part.address)
         if conn is None or not conn.has_capacity:
             return False
         self._start(job, part, conn)
@@ -471,12 +472,20 @@ class ProducerCore:
             self.after_answer()
         if job.finished:
             return
-        if exc is None:  # the common case first: stored
-            result = self.stored(job, job.part, payload)  # type: ignore[arg-type]
-            if result is not None:
-                self._finish(job, result, None)
+        part = job.part
+        if exc is None:  # the common case first: stored (what stored() does, without its call)
+            try:
+                envelope = _decode_response(payload)
+                rsp = None if envelope.status else _decode_send(envelope.body)
+            except DecodeError:
+                rsp = None  # judged below
+            if rsp is not None and rsp.success:
+                if self.quality._failures:
+                    self.quality.success(part.broker_id)  # type: ignore[union-attr]
+                self._finish(job, _tuple_new(SendResult, (job.topic, part, rsp.message_id, rsp.append_time,
+                                                          rsp.append_offset, job.key)), None)
                 return
-        outcome = self.judge(job, job.part, payload, exc)  # type: ignore[arg-type]
+        outcome = self.judge(job, part, payload, exc)  # type: ignore[arg-type]
         if outcome is RETRY:
             self.loop.call_later(self.config.retry_backoff_ms / 1000.0, self._requeue, job)
         elif isinstance(outcome, SendResult):
