@@ -50,10 +50,8 @@ _get_ident = threading.get_ident
 #: Partitions whose channel a thread remembers for ``send_plain`` (the cache is cleared when full).
 _MAX_CACHED_PARTS = 1024
 _SERIAL_MASK = 0xFFFFFFFF
-_tuple_new = tuple.__new__
 _encode_send = codec.encode_send_request
-_decode_response = codec.decode_response
-_decode_send = codec.decode_send_response
+_send_result = codec.decode_send_result
 
 #: A submitter wakes the loop itself when the inbox was last drained longer ago than this (s).
 _MAX_DRAIN_DELAY = 0.002
@@ -271,15 +269,12 @@ class ProducerBridge:
             written = 1
             if error is None:
                 try:
-                    envelope = _decode_response(payload)
-                    rsp = None if envelope.status else _decode_send(envelope.body)
+                    result = _send_result(payload, SendResult, name, part, key)  # type: ignore[arg-type]
                 except DecodeError:
-                    rsp = None  # judged below
-                if rsp is not None and rsp.success:
+                    result = None  # judged below
+                if result is not None:
                     if core.quality._failures:
                         core.quality.success(part.broker_id)
-                    result = _tuple_new(SendResult, (name, part, rsp.message_id, rsp.append_time,
-                                                     rsp.append_offset, key))
                     return result
             # a refusal, a malformed answer or an error: judged (and retried) by the general loop
             job = Job(name, data, 0, n, None, None, key, self._done)

@@ -69,7 +69,8 @@ _LATENCY_SAMPLE_MASK = 7
 RETRY = object()
 
 _encode_send = codec.encode_send_request
-_tuple_new = tuple.__new__
+#: a send answer straight to the SendResult (one compiled call; None: not stored, judge() says why)
+_send_result = codec.decode_send_result
 _decode_response = codec.decode_response
 _decode_send = codec.decode_send_response
 
@@ -418,19 +419,12 @@ class ProducerCore:
         """The SendResult when ``payload`` says the message was stored, else None (then :meth:`judge`
         tells what it says); any thread."""
         try:
-            envelope = _decode_response(payload)
-            if envelope.status:
-                return None
-            rsp = _decode_send(envelope.body)
+            result: SendResult | None = _send_result(payload, SendResult, job.topic, part, job.key)
         except DecodeError:
             return None
-        if not rsp.success:
-            return None
-        if self.quality._failures:
+        if result is not None and self.quality._failures:
             self.quality.success(part.broker_id)
-        # tuple.__new__ straight: the NamedTuple's own __new__ is one more Python call per message
-        return _tuple_new(SendResult, (job.topic, part, rsp.message_id, rsp.append_time, rsp.append_offset,
-                                       job.key))
+        return result
 
     def judge(self, job: Job, part: codec.Partition, payload: bytes | None,
               exc: BaseException | None) -> SendResult | BaseException | object:
@@ -473,17 +467,10 @@ class ProducerCore:
         if job.finished:
             return
         part = job.part
-        if exc is None:  # the common case first: stored (what stored() does, without its call)
-            try:
-                envelope = _decode_response(payload)
-                rsp = None if envelope.status else _decode_send(envelope.body)
-            except DecodeError:
-                rsp = None  # judged below
-            if rsp is not None and rsp.success:
-                if self.quality._failures:
-                    self.quality.success(part.broker_id)  # type: ignore[union-attr]
-                self._finish(job, _tuple_new(SendResult, (job.topic, part, rsp.message_id, rsp.append_time,
-                                                          rsp.append_offset, job.key)), None)
+        if exc is None:  # the common case first: stored
+            result = self.stored(job, part, payload)  # type: ignore[arg-type]
+            if result is not None:
+                self._finish(job, result, None)
                 return
         outcome = self.judge(job, part, payload, exc)  # type: ignore[arg-type]
         if outcome is RETRY:
