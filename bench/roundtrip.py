@@ -289,20 +289,26 @@ def sitting(master: str, topic: str, args: argparse.Namespace) -> list[dict[str,
     return rows
 
 
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    return s[len(s) // 2]
+
+
 def summary(rows: list[dict[str, Any]]) -> None:
-    raw = [r["msg_per_s"] for r in rows if r["path"] == "raw"]
-    base = sorted(raw)[len(raw) // 2] if raw else None
-    print("\npath        msg/s (each round)        median  vs raw   p50 us   p99 us  p99.9 us  cpu s/M")
+    """Per path: msg/s of each round, and the ratio to the raw loop of the SAME round (the machine's
+    swing cancels out there), its median; p50 and CPU per million messages as medians of the rounds."""
+    raw_by_round = {r["round"]: r["msg_per_s"] for r in rows if r["path"] == "raw"}
+    print("\npath        msg/s (each round)           vs raw, same round (median)   p50 us  cpu s/M")
     for path in PATHS:
         mine = [r for r in rows if r["path"] == path]
         if not mine:
             continue
-        rates = [r["msg_per_s"] for r in mine]
-        med = sorted(rates)[len(rates) // 2]
-        last = mine[-1]
-        ratio = f"{med / base:5.2f}x" if base else "   - "
-        print(f"{path:<11} {' / '.join(str(x) for x in rates):<25} {med:>7} {ratio:>7} {last.get('p50_us', 0):>8} "
-              f"{last.get('p99_us', 0):>8} {last.get('p999_us', 0):>9} {last['cpu_s_per_million']:>8}")
+        rates = " / ".join(str(r["msg_per_s"]) for r in mine)
+        ratios = [r["msg_per_s"] / raw_by_round[r["round"]] for r in mine if raw_by_round.get(r["round"])]
+        ratio = (f"{' / '.join(f'{x:.2f}' for x in ratios)} ({_median(ratios):.2f})" if ratios else "-")
+        p50 = _median([r.get("p50_us", 0.0) for r in mine])
+        cpu = _median([r["cpu_s_per_million"] for r in mine])
+        print(f"{path:<11} {rates:<28} {ratio:<29} {p50:>8} {cpu:>8}")
 
 
 def main() -> None:
