@@ -298,3 +298,27 @@ def test_close_right_after_send_async_leaves_no_future_pending(cluster: Any) -> 
     outcomes = [f.exception(timeout=30) for f in futures]  # raises TimeoutError if one hangs
     print(f"{len(futures)} queued, {sum(e is None for e in outcomes)} acknowledged before the close")
     assert all(e is None or isinstance(e, TubeMQError) for e in outcomes)
+
+
+def test_send_from_a_callback_on_the_loop_thread_is_refused(cluster: Any) -> None:
+    """A blocking send called on the client's own event-loop thread (a send_async callback) would
+    stall every other message: it is refused with a typed error, before anything is written."""
+    cluster.create_topic("cbsend", partitions=1)
+    seen: list[BaseException | None] = []
+    with tubemq.Producer(cluster.master_address, **FAST) as p:
+        p.send("cbsend", b"warm-up")  # publishes the topic
+        p.send("cbsend", b"warm-up 2")  # this thread's channel is open: the route is ready
+        before = p._bridge.round_trips
+
+        def callback(result: Any, exc: Any) -> None:
+            try:
+                p.send("cbsend", b"from the callback")
+                seen.append(None)
+            except TubeMQError as e:
+                seen.append(e)
+
+        p.send_async("cbsend", b"first", callback=callback).result(10)
+        p.send_async("cbsend", b"second", callback=callback).result(10)  # the loop thread has a lane now
+        direct = p._bridge.round_trips
+    assert len(seen) == 2 and all(isinstance(e, TubeMQError) and "event-loop thread" in str(e) for e in seen)
+    assert direct == before  # nothing went out from the loop thread

@@ -1,6 +1,7 @@
 """The blocking producer's two routes, each readable top to bottom (issue 20).
 
-``send`` (blocking): validate, take a buffer slot, then, when this thread has no ``send_async`` of
+``send`` (blocking; :meth:`ProducerBridge.send_plain` is the same route for a plain message in one
+function, tried first): validate, take a buffer slot, then, when this thread has no ``send_async`` of
 its own still outstanding (it must not overtake them) and the topic is routable without waiting,
 do the round trip on this thread over its own :class:`BlockingChannel` to the partition's broker:
 write, read the answer, judge it with the dispatcher's rules (:meth:`ProducerCore.judge`: retries
@@ -216,8 +217,8 @@ class ProducerBridge:
         loop (:meth:`_attempts`) with what this attempt got.
         """
         core = self.core
-        if type(data) is not bytes or self._serialize is not None:
-            return None
+        if type(data) is not bytes or self._serialize is not None or _get_ident() == self._loop_ident:
+            return None  # (on the loop thread, send() refuses it)
         n = len(data)
         if not 0 < n <= MAX_MAX_MSG_SIZE:
             return None
