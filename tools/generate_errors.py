@@ -80,10 +80,8 @@ def render_codes(codes: list[Code]) -> str:
 def render_classes(classes: list[ErrClass], codes: list[Code]) -> str:
     out: list[str] = []
     for c in classes:
-        out += ["", "", f"class {c.name}({c.base}):", f'    """{c.doc}"""', "",
-                f"    default_code = ErrorCode.{c.default}"]
-        if c.retryable:
-            out.append("    retryable = True")
+        keywords = f"code=ErrorCode.{c.default}" + (", retryable=True" if c.retryable else "")
+        out += ["", "", f"class {c.name}({c.base}, {keywords}):", f'    """{c.doc}"""']
     out += ["", "", "#: code -> exception class (codes absent here give a plain ServerError).",
             "_BY_CODE: dict[int, type[ServerError]] = {"]
     out += [f"    ErrorCode.{c.name}: {c.cls}," for c in codes if c.cls != "-"]

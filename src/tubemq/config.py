@@ -93,6 +93,28 @@ def _normalize_master(value: Any) -> list[str]:
         raise ConfigError("master", str(exc)) from exc
 
 
+def _ranged(default: int, lo: int, hi: int) -> Any:
+    """A field of ints in ``[lo, hi]``: the range stands next to the field, ``_check_fields`` applies it."""
+    return field(default=default, metadata={"range": (lo, hi)})
+
+
+def _check_fields(config: ClientConfig) -> None:
+    """The checks every config field of a kind gets: ``_ranged`` ints in their range, bools bools."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if "range" in f.metadata:
+            _int_range(f.name, value, *f.metadata["range"])
+        elif f.type == "bool" and not isinstance(value, bool):
+            raise ConfigError(f.name, "must be a bool")
+
+
+def _int_range(name: str, value: Any, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(name, f"must be an int, got {value!r}")
+    if not lo <= value <= hi:
+        raise ConfigError(name, f"must be in [{lo}, {hi}], got {value}")
+
+
 @dataclass
 class ClientConfig:
     """Settings shared by producers and consumers.
@@ -115,12 +137,12 @@ class ClientConfig:
     """
 
     master: str | list[str] = ""
-    rpc_timeout_ms: int = DEFAULT_RPC_TIMEOUT_MS
-    connect_timeout_ms: int = CONNECT_TIMEOUT_MS
-    heartbeat_period_ms: int = HEARTBEAT_PERIOD_MS
-    register_retry_wait_ms: int = 1000
+    rpc_timeout_ms: int = _ranged(DEFAULT_RPC_TIMEOUT_MS, MIN_RPC_TIMEOUT_MS, MAX_RPC_TIMEOUT_MS)
+    connect_timeout_ms: int = _ranged(CONNECT_TIMEOUT_MS, 1, 600000)
+    heartbeat_period_ms: int = _ranged(HEARTBEAT_PERIOD_MS, 10, 3600000)
+    register_retry_wait_ms: int = _ranged(1000, 1, 600000)
     pool: str = "shared"
-    max_inflight: int = 4096
+    max_inflight: int = _ranged(4096, 1, 1 << 20)
     #: TLS to master and brokers.
     tls: bool = False
     #: CA bundle (PEM) to verify the servers with (default: the system's).
@@ -138,13 +160,13 @@ class ClientConfig:
     #: IPv4 address reported to the master as this client's host (default: detected).
     local_address: str | None = None
     #: Call ``stats_callback(client.metrics())`` this often (ms); 0 = never.
-    stats_interval_ms: int = 0
+    stats_interval_ms: int = _ranged(0, 0, 86400000)
     #: deprecated alias of ``stats_interval_ms`` in seconds; None once converted
     stats_interval_s: float | None = field(default=None, repr=False, compare=False)
     #: Callable that receives the metrics snapshots of ``stats_interval_ms``.
     stats_callback: Callable[[dict[str, Any]], Any] | None = field(default=None, repr=False, compare=False)
-    max_partitions: int = DEFAULT_MAX_PARTITIONS
-    max_total_partitions: int = DEFAULT_MAX_TOTAL_PARTITIONS
+    max_partitions: int = _ranged(DEFAULT_MAX_PARTITIONS, 1, 10_000_000)
+    max_total_partitions: int = _ranged(DEFAULT_MAX_TOTAL_PARTITIONS, 1, 100_000_000)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -155,18 +177,9 @@ class ClientConfig:
         if self.master in ("", None, []):
             raise ConfigError("master", "at least one master address (host:port) is required")
         self.master = _normalize_master(self.master)
-        _int_range("rpc_timeout_ms", self.rpc_timeout_ms, MIN_RPC_TIMEOUT_MS, MAX_RPC_TIMEOUT_MS)
-        _int_range("connect_timeout_ms", self.connect_timeout_ms, 1, 600000)
-        _int_range("heartbeat_period_ms", self.heartbeat_period_ms, 10, 3600000)
-        _int_range("register_retry_wait_ms", self.register_retry_wait_ms, 1, 600000)
-        _int_range("max_inflight", self.max_inflight, 1, 1 << 20)
-        _int_range("max_partitions", self.max_partitions, 1, 10_000_000)
-        _int_range("max_total_partitions", self.max_total_partitions, 1, 100_000_000)
+        _check_fields(self)
         if self.pool not in ("shared", "private"):
             raise ConfigError("pool", f"must be 'shared' or 'private', got {self.pool!r}")
-        for name in ("tls", "tls_verify"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(name, "must be a bool")
         if self.tls_key is not None and self.tls_cert is None:
             raise ConfigError("tls_cert", "tls_key given without tls_cert")
         if (self.auth_user is None) != (self.auth_password is None):
@@ -182,7 +195,6 @@ class ClientConfig:
                           DeprecationWarning, stacklevel=_caller_level())
             self.stats_interval_ms = int(round(value * 1000))
             self.stats_interval_s = None
-        _int_range("stats_interval_ms", self.stats_interval_ms, 0, 86400000)
         if self.stats_callback is not None and not callable(self.stats_callback):
             raise ConfigError("stats_callback", "must be callable")
         if self.local_address is not None:
@@ -269,13 +281,6 @@ def _caller_level() -> int:
     return level
 
 
-def _int_range(name: str, value: Any, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(name, f"must be an int, got {value!r}")
-    if not lo <= value <= hi:
-        raise ConfigError(name, f"must be in [{lo}, {hi}], got {value}")
-
-
 def _convert(cls: type, params: Mapping[str, str]) -> dict[str, Any]:
     """DSN strings -> typed values, by the type of each field's default."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -322,13 +327,13 @@ class ProducerConfig(ClientConfig):
     never sent, a serialized key only chooses the partition (docs/guide/serializers.md).
     """
 
-    max_pending: int = 65536
-    max_block_ms: int = 60000
-    retries: int = 2
-    retry_backoff_ms: int = 100
-    unavailable_ms: int = UNAVAILABLE_FORBIDDEN_MS
-    broker_failure_threshold: int = 5
-    broker_shield_ms: int = 30000
+    max_pending: int = _ranged(65536, 1, 1 << 24)
+    max_block_ms: int = _ranged(60000, 0, 3600000)
+    retries: int = _ranged(2, 0, 100)
+    retry_backoff_ms: int = _ranged(100, 0, 600000)
+    unavailable_ms: int = _ranged(UNAVAILABLE_FORBIDDEN_MS, 0, 3600000)
+    broker_failure_threshold: int = _ranged(5, 1, 1000000)
+    broker_shield_ms: int = _ranged(30000, 0, 3600000)
     partitioner: str | Callable[..., Any] = "round_robin"
     value_serializer: Any = field(default=None, compare=False)
     key_serializer: Any = field(default=None, compare=False)
@@ -336,13 +341,6 @@ class ProducerConfig(ClientConfig):
     def validate(self) -> None:
         super().validate()
         self.serialize_hook: SerializeHook | None = _serialize_hook(self.value_serializer, self.key_serializer)
-        _int_range("max_pending", self.max_pending, 1, 1 << 24)
-        _int_range("max_block_ms", self.max_block_ms, 0, 3600000)
-        _int_range("retries", self.retries, 0, 100)
-        _int_range("retry_backoff_ms", self.retry_backoff_ms, 0, 600000)
-        _int_range("unavailable_ms", self.unavailable_ms, 0, 3600000)
-        _int_range("broker_failure_threshold", self.broker_failure_threshold, 1, 1000000)
-        _int_range("broker_shield_ms", self.broker_shield_ms, 0, 3600000)
         if not callable(self.partitioner) and self.partitioner not in ("round_robin", "key_hash"):
             raise ConfigError("partitioner", "must be 'round_robin', 'key_hash' or a callable")
 
@@ -436,24 +434,24 @@ class ConsumerConfig(ClientConfig):
     group: str = ""
     topics: Any = field(default_factory=dict)
     consume_from: str = "latest"
-    fetch_concurrency: int = 3
-    prefetch_batches: int = 4
-    msg_not_found_wait_ms: int = MSG_NOT_FOUND_WAIT_MS
-    filter_wait_ms: int = 100
+    fetch_concurrency: int = _ranged(3, 1, 256)
+    prefetch_batches: int = _ranged(4, 1, 4096)
+    msg_not_found_wait_ms: int = _ranged(MSG_NOT_FOUND_WAIT_MS, 0, 600000)
+    filter_wait_ms: int = _ranged(100, 0, 600000)
     confirm_in_local: bool = False
-    confirm_timeout_ms: int = PULL_PROTECT_CONFIRM_MS
-    rebalance_confirm_wait_ms: int = REB_CONFIRM_WAIT_MS
-    register_rounds: int = 5
-    shutdown_wait_ms: int = SHUTDOWN_REBALANCE_WAIT_MS
-    heartbeat_fail_wait_ms: int = HEARTBEAT_PERIOD_AFTER_FAIL_MS
+    confirm_timeout_ms: int = _ranged(PULL_PROTECT_CONFIRM_MS, 100, 86400000)
+    rebalance_confirm_wait_ms: int = _ranged(REB_CONFIRM_WAIT_MS, 0, 600000)
+    register_rounds: int = _ranged(5, 1, 100)
+    shutdown_wait_ms: int = _ranged(SHUTDOWN_REBALANCE_WAIT_MS, 0, 600000)
+    heartbeat_fail_wait_ms: int = _ranged(HEARTBEAT_PERIOD_AFTER_FAIL_MS, 10, 3600000)
     verify_checksum: bool = True
     client_filter: bool = True
-    hook_timeout_ms: int = 10000
-    iter_timeout_ms: int = 0
+    hook_timeout_ms: int = _ranged(10000, 1, 3600000)
+    iter_timeout_ms: int = _ranged(0, 0, 86400000)
     #: ``close()`` returns within about this long however many requests are outstanding: partitions
     #: are unregistered and the master told within it, and what has not answered by then is
     #: abandoned (the broker and master then expire this consumer, as after a crash)
-    close_timeout_ms: int = 1000
+    close_timeout_ms: int = _ranged(1000, 0, 600000)
     #: ``bytes -> object`` applied to each message's data before it is handed out (a callable,
     #: ``"json"``, ``"str"`` or a :class:`tubemq.serializers.Codec`); see docs/guide/serializers.md
     value_deserializer: Any = field(default=None, compare=False)
@@ -500,21 +498,6 @@ class ConsumerConfig(ClientConfig):
         self.topics = normalize_topics(self.topics)
         if self.consume_from not in CONSUME_FROM:
             raise ConfigError("consume_from", f"must be one of {', '.join(CONSUME_FROM)}, got {self.consume_from!r}")
-        _int_range("fetch_concurrency", self.fetch_concurrency, 1, 256)
-        _int_range("prefetch_batches", self.prefetch_batches, 1, 4096)
-        _int_range("msg_not_found_wait_ms", self.msg_not_found_wait_ms, 0, 600000)
-        _int_range("filter_wait_ms", self.filter_wait_ms, 0, 600000)
-        _int_range("confirm_timeout_ms", self.confirm_timeout_ms, 100, 86400000)
-        _int_range("rebalance_confirm_wait_ms", self.rebalance_confirm_wait_ms, 0, 600000)
-        _int_range("register_rounds", self.register_rounds, 1, 100)
-        _int_range("shutdown_wait_ms", self.shutdown_wait_ms, 0, 600000)
-        _int_range("heartbeat_fail_wait_ms", self.heartbeat_fail_wait_ms, 10, 3600000)
-        _int_range("hook_timeout_ms", self.hook_timeout_ms, 1, 3600000)
-        _int_range("iter_timeout_ms", self.iter_timeout_ms, 0, 86400000)
-        _int_range("close_timeout_ms", self.close_timeout_ms, 0, 600000)
-        for name in ("confirm_in_local", "verify_checksum", "client_filter", "select_big"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(name, "must be a bool")
         if self.bound_offsets is not None:
             self._validate_bound()
         from .serializers import resolve

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import errno
+from typing import Any
 
 
 # ---- BEGIN GENERATED error codes (tools/generate_errors.py from tools/errcodes.txt; do not edit)
@@ -149,6 +150,15 @@ class ServerError(TubeMQError):
     default_code: int = ErrorCode.INTERNAL_SERVER_ERROR
     retryable: bool = False
 
+    def __init_subclass__(cls, code: int | None = None, retryable: bool | None = None, **kwargs: Any) -> None:
+        """``class XError(ServerError, code=..., retryable=True)``: the class's default code and whether
+        an operation refused with it may be retried (both inherited when not given)."""
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.default_code = code
+        if retryable is not None:
+            cls.retryable = retryable
+
     def __init__(self, code: int | None = None, message: str = "") -> None:
         self.code = int(code if code is not None else self.default_code)
         self.message = message
@@ -158,130 +168,90 @@ class ServerError(TubeMQError):
             name = "UNKNOWN"
         super().__init__(f"[{self.code} {name}] {message}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuilt from code and message (a Spark task's error crosses processes pickled)."""
+        return type(self), (self.code, self.message), self.__dict__
+
 
 class ClientError(ServerError):
     """A local failure that reuses a TubeMQ code number (44x, 40x pull results, 421, 422)."""
 
 
 # ---- BEGIN GENERATED error classes (tools/generate_errors.py from tools/errcodes.txt; do not edit)
-class MovedError(ServerError):
+class MovedError(ServerError, code=ErrorCode.MOVED, retryable=True):
     """The requested index region was already deleted (301): move the read offset."""
 
-    default_code = ErrorCode.MOVED
-    retryable = True
 
-
-class BadRequestError(ServerError):
+class BadRequestError(ServerError, code=ErrorCode.BAD_REQUEST):
     """A request the server refused as malformed or inconsistent (400)."""
 
-    default_code = ErrorCode.BAD_REQUEST
 
-
-class UnauthorizedError(ServerError):
+class UnauthorizedError(ServerError, code=ErrorCode.UNAUTHORIZED):
     """Commit on a partition this consumer does not hold (401)."""
 
-    default_code = ErrorCode.UNAUTHORIZED
 
-
-class ForbiddenError(ServerError):
+class ForbiddenError(ServerError, code=ErrorCode.FORBIDDEN):
     """Unknown or closed topic, partition out of range, checksum mismatch (403)."""
 
-    default_code = ErrorCode.FORBIDDEN
 
-
-class NotFoundError(ServerError):
+class NotFoundError(ServerError, code=ErrorCode.NOT_FOUND, retryable=True):
     """No message at the requested offset (404): nothing to consume right now."""
 
-    default_code = ErrorCode.NOT_FOUND
-    retryable = True
 
-
-class PartitionOccupiedError(ServerError):
+class PartitionOccupiedError(ServerError, code=ErrorCode.PARTITION_OCCUPIED):
     """The partition is held by another live consumer of the group (410)."""
 
-    default_code = ErrorCode.PARTITION_OCCUPIED
 
-
-class NotRegisteredError(ServerError):
+class NotRegisteredError(ServerError, code=ErrorCode.HB_NO_NODE):
     """HB_NO_NODE (411): the server does not know this client/registration (any more)."""
 
-    default_code = ErrorCode.HB_NO_NODE
 
-
-class DuplicatePartitionError(ServerError):
+class DuplicatePartitionError(ServerError, code=ErrorCode.DUPLICATE_PARTITION):
     """The partition is owned by a different consumer (412)."""
 
-    default_code = ErrorCode.DUPLICATE_PARTITION
 
-
-class AuthenticationError(ServerError):
+class AuthenticationError(ServerError, code=ErrorCode.CERTIFICATE_FAILURE):
     """Authentication or visit-token failure (415)."""
 
-    default_code = ErrorCode.CERTIFICATE_FAILURE
 
-
-class ServerOverflowError(ServerError):
+class ServerOverflowError(ServerError, code=ErrorCode.SERVER_RECEIVE_OVERFLOW, retryable=True):
     """The broker's store could not accept the message (419): retry later."""
 
-    default_code = ErrorCode.SERVER_RECEIVE_OVERFLOW
-    retryable = True
 
-
-class InconsistentGroupError(ServerError):
+class InconsistentGroupError(ServerError, code=ErrorCode.CLIENT_INCONSISTENT_TOPICSET):
     """A group member disagrees with the group (424-430)."""
 
-    default_code = ErrorCode.CLIENT_INCONSISTENT_TOPICSET
 
-
-class TopicNotDeployedError(ServerError):
+class TopicNotDeployedError(ServerError, code=ErrorCode.TOPIC_NOT_DEPLOYED):
     """A subscribed topic does not exist (431)."""
 
-    default_code = ErrorCode.TOPIC_NOT_DEPLOYED
 
-
-class ConsumeForbiddenError(ServerError):
+class ConsumeForbiddenError(ServerError, code=ErrorCode.CONSUME_GROUP_FORBIDDEN):
     """The group may not consume the topic, or must use other filters (450, 455)."""
 
-    default_code = ErrorCode.CONSUME_GROUP_FORBIDDEN
 
-
-class SpeedLimitError(ServerError):
+class SpeedLimitError(ServerError, code=ErrorCode.SERVER_CONSUME_SPEED_LIMIT, retryable=True):
     """The broker throttles this consumer (452): wait ``minLimitTime`` ms."""
 
-    default_code = ErrorCode.SERVER_CONSUME_SPEED_LIMIT
-    retryable = True
 
-
-class InternalServerError(ServerError):
+class InternalServerError(ServerError, code=ErrorCode.INTERNAL_SERVER_ERROR, retryable=True):
     """A server-side exception or store error (500, 510)."""
 
-    default_code = ErrorCode.INTERNAL_SERVER_ERROR
-    retryable = True
 
-
-class ServiceUnavailableError(ServerError):
+class ServiceUnavailableError(ServerError, code=ErrorCode.SERVICE_UNAVAILABLE, retryable=True):
     """The broker's read or write service is stopped (503)."""
 
-    default_code = ErrorCode.SERVICE_UNAVAILABLE
-    retryable = True
 
-
-class MessageTooLargeError(ClientError):
+class MessageTooLargeError(ClientError, code=ErrorCode.PARAMETER_MSG_OVER_MAX_LENGTH):
     """The message is above the topic's maximum size (445)."""
 
-    default_code = ErrorCode.PARAMETER_MSG_OVER_MAX_LENGTH
 
-
-class TopicNotPublishedError(ClientError):
+class TopicNotPublishedError(ClientError, code=ErrorCode.PARAMETER_MSG_TOPIC_NO_PARTITION):
     """No partition is available for the topic (443/444)."""
 
-    default_code = ErrorCode.PARAMETER_MSG_TOPIC_NO_PARTITION
 
-
-class NoPartitionError(ClientError):
+class NoPartitionError(ClientError, code=ErrorCode.NO_PARTITION_ASSIGNED):
     """Pull: no partition can be fetched now (405-408)."""
-
-    default_code = ErrorCode.NO_PARTITION_ASSIGNED
 
 
 #: code -> exception class (codes absent here give a plain ServerError).

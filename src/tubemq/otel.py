@@ -123,11 +123,13 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None) -> None:
     _state["duration"] = meter.create_histogram("messaging.client.operation.duration", unit="s",
                                                 description="send: from the call to the broker's answer")
     originals = _state["originals"] = []
-    for cls, name, wrap in ((psync.Producer, "send", _wrap_sync_send), (psync.Producer, "send_async", _wrap_future),
-                            (paio.Producer, "send", _wrap_async_send),
-                            (paio.Producer, "send_and_wait", _wrap_async_send),
-                            (paio.Producer, "send_async", _wrap_async_future),
-                            (paio.Producer, "send_nowait", _wrap_future),
+    partial = functools.partial
+    for cls, name, wrap in ((psync.Producer, "send", partial(_wrap_sync, finish=_send_answered)),
+                            (psync.Producer, "send_async", partial(_wrap_sync, finish=_send_pending)),
+                            (paio.Producer, "send", partial(_wrap_async, finish=_send_answered)),
+                            (paio.Producer, "send_and_wait", partial(_wrap_async, finish=_send_answered)),
+                            (paio.Producer, "send_async", partial(_wrap_async, finish=_send_pending)),
+                            (paio.Producer, "send_nowait", partial(_wrap_sync, finish=_send_pending)),
                             (ConsumerCore, "poll", _wrap_poll)):
         original = cls.__dict__[name]
         originals.append((cls, name, original))
@@ -142,6 +144,10 @@ def uninstrument() -> None:
 
 
 # ---------------------------------------------------------------------------------------- producer
+
+#: what a wrapped send does with what the producer method returned (``_send_answered``/``_send_pending``)
+_Finish = Callable[[Any, float, Any, Any], None]
+
 
 def _start_send(self: Any, topic: Any, kwargs: dict[str, Any]) -> tuple[Any, float]:
     _, _, _, trace = _api()
@@ -174,32 +180,14 @@ def _end_send(span: Any, t0: float, topic: Any, result: Any, exc: BaseException 
     _state["duration"].record(time.monotonic() - t0, attrs)
 
 
-def _wrap_sync_send(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def send(self: Any, topic: str, data: Any, **kwargs: Any) -> Any:
-        span, t0 = _start_send(self, topic, kwargs)
-        try:
-            result = original(self, topic, data, **kwargs)
-        except BaseException as exc:
-            _end_send(span, t0, topic, None, exc)
-            raise
-        _end_send(span, t0, topic, result, None)
-        return result
-    return send
+def _send_answered(span: Any, t0: float, topic: Any, result: Any) -> None:
+    """A send that returned the broker's answer: its span ends now."""
+    _end_send(span, t0, topic, result, None)
 
 
-def _wrap_async_send(original: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(original)
-    async def send(self: Any, topic: str, data: Any, **kwargs: Any) -> Any:
-        span, t0 = _start_send(self, topic, kwargs)
-        try:
-            result = await original(self, topic, data, **kwargs)
-        except BaseException as exc:
-            _end_send(span, t0, topic, None, exc)
-            raise
-        _end_send(span, t0, topic, result, None)
-        return result
-    return send
+def _send_pending(span: Any, t0: float, topic: Any, fut: Any) -> None:
+    """A send that returned a future: its span ends when the future does."""
+    fut.add_done_callback(_on_done(span, t0, topic))
 
 
 def _on_done(span: Any, t0: float, topic: Any) -> Callable[[Any], None]:
@@ -212,32 +200,34 @@ def _on_done(span: Any, t0: float, topic: Any) -> Callable[[Any], None]:
     return done
 
 
-def _wrap_future(original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_sync(original: Callable[..., Any], finish: _Finish) -> Callable[..., Any]:
+    """A producer method that returns at once: ``finish`` gets what it returned."""
     @functools.wraps(original)
-    def send_async(self: Any, topic: str, data: Any, **kwargs: Any) -> Any:
+    def send(self: Any, topic: str, data: Any, **kwargs: Any) -> Any:
         span, t0 = _start_send(self, topic, kwargs)
         try:
-            fut = original(self, topic, data, **kwargs)
+            result = original(self, topic, data, **kwargs)
         except BaseException as exc:
             _end_send(span, t0, topic, None, exc)
             raise
-        fut.add_done_callback(_on_done(span, t0, topic))
-        return fut
-    return send_async
+        finish(span, t0, topic, result)
+        return result
+    return send
 
 
-def _wrap_async_future(original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_async(original: Callable[..., Any], finish: _Finish) -> Callable[..., Any]:
+    """A coroutine producer method: ``finish`` gets what it awaited to."""
     @functools.wraps(original)
-    async def send_async(self: Any, topic: str, data: Any, **kwargs: Any) -> Any:
+    async def send(self: Any, topic: str, data: Any, **kwargs: Any) -> Any:
         span, t0 = _start_send(self, topic, kwargs)
         try:
-            fut = await original(self, topic, data, **kwargs)
+            result = await original(self, topic, data, **kwargs)
         except BaseException as exc:
             _end_send(span, t0, topic, None, exc)
             raise
-        fut.add_done_callback(_on_done(span, t0, topic))
-        return fut
-    return send_async
+        finish(span, t0, topic, result)
+        return result
+    return send
 
 
 # ---------------------------------------------------------------------------------------- consumer

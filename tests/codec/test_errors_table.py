@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import pickle
 import sys
 from types import ModuleType
 
@@ -74,3 +75,11 @@ def test_a_stale_table_is_detected(tmp_path: pathlib.Path) -> None:
     current = gen.TARGET.read_text(encoding="utf-8")
     stale = current.replace("    MOVED = 301", "    MOVED = 302", 1)
     assert stale != current and gen.generate(stale) == current
+
+
+@pytest.mark.parametrize("exc", [errors.MovedError(message="moved"), errors.ServerError(999, "odd"),
+                                 errors.MessageTooLargeError(message="big")])
+def test_server_errors_survive_pickling(exc: errors.ServerError) -> None:
+    back = pickle.loads(pickle.dumps(exc))
+    assert type(back) is type(exc)
+    assert (back.code, back.message, str(back), back.retryable) == (exc.code, exc.message, str(exc), exc.retryable)

@@ -8,7 +8,28 @@ from ..errors import DecodeError
 from ..protocol import wire_fields as F
 from .datatypes import Request, Response
 from .frame import encode_frame
-from .pbwire import _f_bytes, _f_varint, _iter_fields, _read_delimited, _signed32, _signed64, _varint
+from .pbwire import (
+    FieldSpec,
+    _f_bytes,
+    _f_varint,
+    _read_delimited,
+    _read_fields,
+    _signed32,
+    _signed64,
+    _utf8,
+    _varint,
+)
+
+_V, _LEN = F.WT_VARINT, F.WT_LEN
+#: what the decoders keep of each message of the envelope (pbwire._read_fields)
+_CONN_HEADER: FieldSpec = {F.CONN_FLAG: (_V, _signed32)}
+_REQ_HEADER: FieldSpec = {F.REQ_HDR_SERVICE_TYPE: (_V, _signed32), F.REQ_HDR_PROTOCOL_VER: (_V, _signed32)}
+_REQ_BODY: FieldSpec = {
+    F.REQ_BODY_METHOD: (_V, _signed32), F.REQ_BODY_TIMEOUT: (_V, _signed64), F.REQ_BODY_REQUEST: (_LEN, bytes)
+}
+_RSP_HEADER: FieldSpec = {F.RSP_HDR_STATUS: (_V, _signed32), F.RSP_HDR_PROTOCOL_VER: (_V, _signed32)}
+_RSP_BODY: FieldSpec = {F.RSP_BODY_METHOD: (_V, _signed32), F.RSP_BODY_DATA: (_LEN, bytes)}
+_RSP_EXCEPTION: FieldSpec = {F.RSP_EXC_NAME: (_LEN, _utf8), F.RSP_EXC_MESSAGE: (_LEN, _utf8)}
 
 
 def _request_payload(service_type: int, method: int, body: Any, timeout_ms: int, protocol_ver: int) -> bytes:
@@ -52,31 +73,17 @@ def _three_delimited(payload: Any) -> tuple[Any, Any, Any]:
 def decode_request(payload: Any) -> Request:
     """Server side: the three delimited messages of a request (trailing bytes ignored, §1.4)."""
     conn, header, body = _three_delimited(payload)
-    flag = None
-    for f, wt, v in _iter_fields(conn, 0, len(conn)):
-        if f == F.CONN_FLAG and wt == F.WT_VARINT:
-            flag = _signed32(v)
+    flag = _read_fields(conn, _CONN_HEADER).get(F.CONN_FLAG)
     if flag is None:
         raise DecodeError("RpcConnHeader: Message missing required fields: flag")
-    service_type = protocol_ver = -1
-    for f, wt, v in _iter_fields(header, 0, len(header)):
-        if f == F.REQ_HDR_SERVICE_TYPE and wt == F.WT_VARINT:
-            service_type = _signed32(v)
-        elif f == F.REQ_HDR_PROTOCOL_VER and wt == F.WT_VARINT:
-            protocol_ver = _signed32(v)
-    method = None
-    timeout: int | None = None
-    req = b""
-    for f, wt, v in _iter_fields(body, 0, len(body)):
-        if f == F.REQ_BODY_METHOD and wt == F.WT_VARINT:
-            method = _signed32(v)
-        elif f == F.REQ_BODY_TIMEOUT and wt == F.WT_VARINT:
-            timeout = _signed64(v)
-        elif f == F.REQ_BODY_REQUEST and wt == F.WT_LEN:
-            req = bytes(v)
-    if method is None:
+    head = _read_fields(header, _REQ_HEADER)
+    req = _read_fields(body, _REQ_BODY)
+    if F.REQ_BODY_METHOD not in req:
         raise DecodeError("RequestBody: Message missing required fields: method")
-    return Request(flag, service_type, protocol_ver, method, timeout, req)
+    return Request(
+        flag, head.get(F.REQ_HDR_SERVICE_TYPE, -1), head.get(F.REQ_HDR_PROTOCOL_VER, -1), req[F.REQ_BODY_METHOD],
+        req.get(F.REQ_BODY_TIMEOUT), req.get(F.REQ_BODY_REQUEST, b""),
+    )
 
 
 #: Delimited RpcConnHeader{flag: response}, the same in every response.
@@ -109,37 +116,18 @@ def encode_error_response(
 def decode_response(payload: Any) -> Response:
     """Client side: the three delimited messages of a response (trailing bytes ignored)."""
     conn, header, body = _three_delimited(payload)
-    flag = 0
-    for f, wt, v in _iter_fields(conn, 0, len(conn)):
-        if f == F.CONN_FLAG and wt == F.WT_VARINT:
-            flag = _signed32(v)
-    status = None
-    protocol_ver = -1
-    for f, wt, v in _iter_fields(header, 0, len(header)):
-        if f == F.RSP_HDR_STATUS and wt == F.WT_VARINT:
-            status = _signed32(v)
-        elif f == F.RSP_HDR_PROTOCOL_VER and wt == F.WT_VARINT:
-            protocol_ver = _signed32(v)
+    flag = _read_fields(conn, _CONN_HEADER).get(F.CONN_FLAG, 0)
+    head = _read_fields(header, _RSP_HEADER)
+    status = head.get(F.RSP_HDR_STATUS)
     if status is None:
         raise DecodeError("ResponseHeader without status")
+    protocol_ver = head.get(F.RSP_HDR_PROTOCOL_VER, -1)
     if status == 0:
-        method = None
-        data = None
-        for f, wt, v in _iter_fields(body, 0, len(body)):
-            if f == F.RSP_BODY_METHOD and wt == F.WT_VARINT:
-                method = _signed32(v)
-            elif f == F.RSP_BODY_DATA and wt == F.WT_LEN:
-                data = bytes(v)
-        if method is None or data is None:
+        rsp = _read_fields(body, _RSP_BODY)
+        if F.RSP_BODY_METHOD not in rsp or F.RSP_BODY_DATA not in rsp:
             raise DecodeError("RspResponseBody: Message missing required fields")
-        return Response(flag, status, method, data, "", "", protocol_ver)
-    name = None
-    message = ""
-    for f, wt, v in _iter_fields(body, 0, len(body)):
-        if f == F.RSP_EXC_NAME and wt == F.WT_LEN:
-            name = bytes(v).decode("utf-8", "replace")
-        elif f == F.RSP_EXC_MESSAGE and wt == F.WT_LEN:
-            message = bytes(v).decode("utf-8", "replace")
-    if name is None:
+        return Response(flag, status, rsp[F.RSP_BODY_METHOD], rsp[F.RSP_BODY_DATA], "", "", protocol_ver)
+    exc = _read_fields(body, _RSP_EXCEPTION)
+    if F.RSP_EXC_NAME not in exc:
         raise DecodeError("RspExceptionBody: Message missing required fields: exceptionName")
-    return Response(flag, status, -1, b"", name, message, protocol_ver)
+    return Response(flag, status, -1, b"", exc[F.RSP_EXC_NAME], exc.get(F.RSP_EXC_MESSAGE, ""), protocol_ver)

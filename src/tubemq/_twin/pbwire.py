@@ -3,7 +3,7 @@ the generated protobuf modules)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import DecodeError
@@ -74,6 +74,29 @@ def _iter_fields(buf: Any, pos: int, end: int) -> Iterable[tuple[int, int, Any]]
         if field == 0:
             raise DecodeError("field number 0")
         yield field, wt, value
+
+
+#: The fields of one message a decoder keeps: field number -> (wire type, conversion of the value).
+FieldSpec = Mapping[int, tuple[int, Callable[[Any], Any]]]
+
+
+def _utf8(v: Any) -> str:
+    return bytes(v).decode("utf-8", "replace")
+
+
+def _read_fields(buf: Any, spec: FieldSpec, repeated: int = 0) -> dict[int, Any]:
+    """The fields of one message that ``spec`` names, converted; a field seen twice keeps its last value
+    (protobuf's rule for scalars), except field ``repeated``, whose values are kept in a list. Fields of
+    another wire type or not in ``spec`` are skipped."""
+    out: dict[int, Any] = {repeated: []} if repeated else {}
+    for f, wt, v in _iter_fields(buf, 0, len(buf)):
+        kept = spec.get(f)
+        if kept is not None and kept[0] == wt:
+            if f == repeated:
+                out[f].append(kept[1](v))
+            else:
+                out[f] = kept[1](v)
+    return out
 
 
 def _f_varint(field: int, value: int) -> bytes:

@@ -11,11 +11,30 @@ from ..protocol import wire_fields as F
 from ..protocol.constants import INDEX_ENTRY_SIZE, TOKEN_MSG_TIME, TOKEN_MSG_TYPE, Method, ServiceType
 from .datatypes import GetMessageResult, Message, Partition, RawMessage, SendResponse
 from .envelope import decode_response, encode_request
-from .payload import _split_payload, decode_attributes
-from .pbwire import _f_bytes, _f_varint, _iter_fields, _signed32, _signed64, _varint
+from .payload import decode_payload
+from .pbwire import FieldSpec, _f_bytes, _f_varint, _read_fields, _signed32, _signed64, _utf8, _varint
 
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
+
+_V, _LEN = F.WT_VARINT, F.WT_LEN
+#: what the decoders keep of each message (pbwire._read_fields)
+_SEND_RSP: FieldSpec = {
+    F.SEND_RSP_SUCCESS: (_V, bool), F.SEND_RSP_ERR_CODE: (_V, _signed32), F.SEND_RSP_ERR_MSG: (_LEN, _utf8),
+    F.SEND_RSP_REQUIRE_AUTH: (_V, bool), F.SEND_RSP_MESSAGE_ID: (_V, _signed64),
+    F.SEND_RSP_APPEND_TIME: (_V, _signed64), F.SEND_RSP_APPEND_OFFSET: (_V, _signed64),
+}
+_GET_RSP: FieldSpec = {
+    F.GET_RSP_SUCCESS: (_V, bool), F.GET_RSP_ERR_CODE: (_V, _signed32), F.GET_RSP_ERR_MSG: (_LEN, _utf8),
+    F.GET_RSP_CURR_OFFSET: (_V, _signed64), F.GET_RSP_MIN_LIMIT_TIME: (_V, _signed32),
+    F.GET_RSP_ESC_FLOW_CTRL: (_V, bool), F.GET_RSP_CURR_DATA_DLT: (_V, _signed64),
+    F.GET_RSP_REQUIRE_SLOW: (_V, bool), F.GET_RSP_MAX_OFFSET: (_V, _signed64),
+    F.GET_RSP_MESSAGES: (_LEN, lambda v: _parse_transfered(v)),
+}
+_TRANSFERED: FieldSpec = {
+    F.TM_MESSAGE_ID: (_V, _signed64), F.TM_CHECKSUM: (_V, _signed32), F.TM_PAYLOAD: (_LEN, bytes),
+    F.TM_FLAG: (_V, _signed32),
+}
 
 
 def crc32(data: Any) -> int:
@@ -96,38 +115,17 @@ def decode_send_result(payload: Any, result_type: Any, topic: Any, partition: An
 
 def decode_send_response(body: Any) -> SendResponse:
     """SendMessageResponseB2P; the message id falls back to errMsg for old brokers (§3.7)."""
-    buf = memoryview(body).cast("B")
-    success = False
-    code = 0
-    msg = ""
-    mid = None
-    atime = aoff = -1
-    require_auth = False
-    seen = 0
-    for f, wt, v in _iter_fields(buf, 0, len(buf)):
-        if wt == F.WT_VARINT:
-            if f == F.SEND_RSP_SUCCESS:
-                success = bool(v)
-                seen |= 1
-            elif f == F.SEND_RSP_ERR_CODE:
-                code = _signed32(v)
-                seen |= 2
-            elif f == F.SEND_RSP_REQUIRE_AUTH:
-                require_auth = bool(v)
-            elif f == F.SEND_RSP_MESSAGE_ID:
-                mid = _signed64(v)
-            elif f == F.SEND_RSP_APPEND_TIME:
-                atime = _signed64(v)
-            elif f == F.SEND_RSP_APPEND_OFFSET:
-                aoff = _signed64(v)
-        elif f == F.SEND_RSP_ERR_MSG and wt == F.WT_LEN:
-            msg = bytes(v).decode("utf-8", "replace")
-            seen |= 4
-    if seen != 7:
+    got = _read_fields(memoryview(body).cast("B"), _SEND_RSP)
+    if not got.keys() >= {F.SEND_RSP_SUCCESS, F.SEND_RSP_ERR_CODE, F.SEND_RSP_ERR_MSG}:
         raise DecodeError("SendMessageResponseB2P: Message missing required fields")
+    success, msg = got[F.SEND_RSP_SUCCESS], got[F.SEND_RSP_ERR_MSG]
+    mid = got.get(F.SEND_RSP_MESSAGE_ID)
     if mid is None:
         mid = java_parse_long(msg) if success else -1
-    return SendResponse(success, code, msg, mid, atime, aoff, require_auth)
+    return SendResponse(
+        success, got[F.SEND_RSP_ERR_CODE], msg, mid, got.get(F.SEND_RSP_APPEND_TIME, -1),
+        got.get(F.SEND_RSP_APPEND_OFFSET, -1), got.get(F.SEND_RSP_REQUIRE_AUTH, False),
+    )
 
 
 def java_parse_long(text: str) -> int:
@@ -150,98 +148,51 @@ def decode_message(
     if crc32(raw.payload) != raw.checksum:
         return None
     try:
-        attr, body = _split_payload(raw.payload, raw.flag)
+        return _to_message(raw, topic, partition, offset)
     except DecodeError:
         return None
-    attrs = decode_attributes(attr)
-    return Message(
-        topic,
-        bytes(body),
-        attrs,
-        attrs.get(TOKEN_MSG_TYPE),
-        attrs.get(TOKEN_MSG_TIME),
-        raw.message_id,
-        raw.flag,
-        partition,
-        offset,
-    )
+
+
+def _to_message(raw: RawMessage, topic: str, partition: Partition | None, offset: int) -> Message:
+    """The Message a TransferedMessage carries (DecodeError when its attribute header does not fit)."""
+    attrs, body = decode_payload(raw.payload, raw.flag)
+    return Message(topic, body, attrs, attrs.get(TOKEN_MSG_TYPE), attrs.get(TOKEN_MSG_TIME), raw.message_id,
+                   raw.flag, partition, offset)
 
 
 def _parse_transfered(buf: Any) -> RawMessage:
-    mid = cs = flag = None
-    payload = None
-    for f, wt, v in _iter_fields(buf, 0, len(buf)):
-        if f == F.TM_MESSAGE_ID and wt == F.WT_VARINT:
-            mid = _signed64(v)
-        elif f == F.TM_CHECKSUM and wt == F.WT_VARINT:
-            cs = _signed32(v)
-        elif f == F.TM_PAYLOAD and wt == F.WT_LEN:
-            payload = v
-        elif f == F.TM_FLAG and wt == F.WT_VARINT:
-            flag = _signed32(v)
-    if mid is None or cs is None or payload is None or flag is None:
+    got = _read_fields(buf, _TRANSFERED)
+    if len(got) != len(_TRANSFERED):
         raise DecodeError("TransferedMessage: Message missing required fields")
-    return RawMessage(mid, cs, bytes(payload), flag)
+    return RawMessage(got[F.TM_MESSAGE_ID], got[F.TM_CHECKSUM], got[F.TM_PAYLOAD], got[F.TM_FLAG])
 
 
 def decode_get_message_response(
     body: Any, topic: str, partition: Partition | None = None, verify: bool = True
 ) -> GetMessageResult:
     """GetMessageResponseB2C with its messages decoded and checked (§3.7, §4.9)."""
-    buf = memoryview(body).cast("B")
-    success = False
-    code = 0
-    msg = ""
-    raws: list[RawMessage] = []
-    curr = -1
-    min_limit = 0
-    esc = False
-    dlt = -1
-    slow = False
-    max_off = -1
-    seen = 0
-    for f, wt, v in _iter_fields(buf, 0, len(buf)):
-        if wt == F.WT_VARINT:
-            if f == F.GET_RSP_SUCCESS:
-                success = bool(v)
-                seen |= 1
-            elif f == F.GET_RSP_ERR_CODE:
-                code = _signed32(v)
-                seen |= 2
-            elif f == F.GET_RSP_CURR_OFFSET:
-                curr = _signed64(v)
-            elif f == F.GET_RSP_MIN_LIMIT_TIME:
-                min_limit = _signed32(v)
-            elif f == F.GET_RSP_ESC_FLOW_CTRL:
-                esc = bool(v)
-            elif f == F.GET_RSP_CURR_DATA_DLT:
-                dlt = _signed64(v)
-            elif f == F.GET_RSP_REQUIRE_SLOW:
-                slow = bool(v)
-            elif f == F.GET_RSP_MAX_OFFSET:
-                max_off = _signed64(v)
-        elif wt == F.WT_LEN:
-            if f == F.GET_RSP_ERR_MSG:
-                msg = bytes(v).decode("utf-8", "replace")
-            elif f == F.GET_RSP_MESSAGES:
-                raws.append(_parse_transfered(v))
-    if seen != 3:
+    got = _read_fields(memoryview(body).cast("B"), _GET_RSP, repeated=F.GET_RSP_MESSAGES)
+    if F.GET_RSP_SUCCESS not in got or F.GET_RSP_ERR_CODE not in got:
         raise DecodeError("GetMessageResponseB2C: Message missing required fields")
+    raws: list[RawMessage] = got[F.GET_RSP_MESSAGES]
+    curr = got.get(F.GET_RSP_CURR_OFFSET, -1)
     messages: list[Message] = []
     dropped = 0
     for i, raw in enumerate(raws):
         if verify:
             m = decode_message(raw, topic, partition, curr + INDEX_ENTRY_SIZE * i if curr >= 0 else -1)
         else:
-            attr, data = _split_payload(raw.payload, raw.flag)
-            attrs = decode_attributes(attr)
-            m = Message(topic, bytes(data), attrs, attrs.get(TOKEN_MSG_TYPE), attrs.get(TOKEN_MSG_TIME),
-                        raw.message_id, raw.flag, partition, curr + INDEX_ENTRY_SIZE * i)
+            m = _to_message(raw, topic, partition, curr + INDEX_ENTRY_SIZE * i)
         if m is None:
             dropped += 1
         else:
             messages.append(m)
-    return GetMessageResult(success, code, msg, messages, curr, min_limit, esc, dlt, slow, max_off, dropped)
+    return GetMessageResult(
+        got[F.GET_RSP_SUCCESS], got[F.GET_RSP_ERR_CODE], got.get(F.GET_RSP_ERR_MSG, ""), messages, curr,
+        got.get(F.GET_RSP_MIN_LIMIT_TIME, 0), got.get(F.GET_RSP_ESC_FLOW_CTRL, False),
+        got.get(F.GET_RSP_CURR_DATA_DLT, -1), got.get(F.GET_RSP_REQUIRE_SLOW, False),
+        got.get(F.GET_RSP_MAX_OFFSET, -1), dropped,
+    )
 
 
 def encode_transfered_message(message_id: int, checksum: int, payload: Any, flag: int) -> bytes:

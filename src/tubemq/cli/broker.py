@@ -13,7 +13,7 @@ from typing import Any
 from .admin import AdminError
 from .common import CliError, note
 from .output import format_table, print_json
-from .topic import _conn_parent, client_from_args
+from .topic import admin_actions, client_from_args, output_option
 
 HELP = "list, add, online or reload brokers (HTTP admin API)"
 
@@ -22,30 +22,22 @@ _STATUS_COLUMNS = ("brokerId", "brokerIp", "brokerPort", "manageStatus", "runSta
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("broker", help=HELP, description=HELP + ".")
-    actions = p.add_subparsers(dest="action", metavar="ACTION")
-    actions.required = True
-    parent = _conn_parent()
+    action = admin_actions(sub, "broker", HELP)
+    output_option(action("list", run_list, "brokers and their run status",
+                         "Brokers and their run status (admin_query_broker_run_status)."))
 
-    ls = actions.add_parser("list", parents=[parent], help="brokers and their run status",
-                            description="Brokers and their run status (admin_query_broker_run_status).")
-    ls.add_argument("--output", "-o", choices=("table", "json"), default="table")
-    ls.set_defaults(func=run_list)
-
-    add = actions.add_parser("add", parents=[parent], help="add a broker configure record",
-                             description="Add a broker configure record (admin_add_broker_configure), as draft.")
+    add = action("add", run_add, "add a broker configure record",
+                 "Add a broker configure record (admin_add_broker_configure), as draft.")
     add.add_argument("ip", help="the broker's IPv4 address")
     add.add_argument("--broker-id", type=int, default=None, help="broker id (default: derived from the address)")
     add.add_argument("--port", type=int, default=None, help="broker RPC port (default 8123)")
     add.add_argument("--tls-port", type=int, default=None, help="broker TLS port (default 8124)")
     add.add_argument("--web-port", type=int, default=None, help="broker web port (default 8081)")
-    add.set_defaults(func=run_add)
 
     for name, what in (("online", "put brokers online (admin_online_broker_configure)"),
                        ("reload", "make brokers reload their configure (admin_reload_broker_configure)")):
-        a = actions.add_parser(name, parents=[parent], help=what.split(" (")[0], description=what[0].upper() + what[1:] + ".")
+        a = action(name, run_change, what.split(" (")[0], what[0].upper() + what[1:] + ".", change=name)
         a.add_argument("broker_ids", metavar="BROKER_ID", help="broker id(s), comma separated")
-        a.set_defaults(func=run_change, change=name)
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -19,37 +19,30 @@ from ..admin import PartitionOffset
 from .admin import AdminError
 from .common import EXIT_USAGE, CliError, note
 from .output import format_table, print_json
-from .topic import _conn_parent, client_from_args
+from .topic import admin_actions, client_from_args, output_option
 
 HELP = "list groups, show their members and offsets, reset or clone offsets (HTTP admin API)"
 _OFFSET_HEADERS = ["TOPIC", "BROKER", "PARTITION", "OFFSET", "MAX_OFFSET", "LAG"]
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("group", help=HELP, description=HELP + ".")
-    actions = p.add_subparsers(dest="action", metavar="ACTION")
-    actions.required = True
-    parent = _conn_parent()
+    action = admin_actions(sub, "group", HELP)
+    action("list", run_list, "groups with offsets on the brokers",
+           "Groups with offsets on any broker (admin_get_booked_groupname).")
 
-    ls = actions.add_parser("list", parents=[parent], help="groups with offsets on the brokers",
-                            description="Groups with offsets on any broker (admin_get_booked_groupname).")
-    ls.set_defaults(func=run_list)
-
-    d = actions.add_parser("describe", parents=[parent], help="a group's members and their partitions",
-                           description="A group's members and partitions (admin_query_consume_group_detail).")
+    d = action("describe", run_describe, "a group's members and their partitions",
+               "A group's members and partitions (admin_query_consume_group_detail).")
     d.add_argument("group")
-    d.add_argument("--output", "-o", choices=("table", "json"), default="table")
-    d.set_defaults(func=run_describe)
+    output_option(d)
 
-    o = actions.add_parser("offsets", parents=[parent], help="a group's offsets and lag per partition",
-                           description="A group's committed offset, max offset and lag per partition (admin_query_offset).")
+    o = action("offsets", run_offsets, "a group's offsets and lag per partition",
+               "A group's committed offset, max offset and lag per partition (admin_query_offset).")
     o.add_argument("group")
     o.add_argument("--topic", "-t", default=None, help="only these topics (comma separated)")
-    o.add_argument("--output", "-o", choices=("table", "json"), default="table")
-    o.set_defaults(func=run_offsets)
+    output_option(o)
 
-    r = actions.add_parser("reset", parents=[parent], help="move a group's offsets on a topic",
-                           description="Move a group's offsets on every partition of a topic (admin_set_offset).")
+    r = action("reset", run_reset, "move a group's offsets on a topic",
+               "Move a group's offsets on every partition of a topic (admin_set_offset).")
     r.add_argument("group")
     r.add_argument("--topic", "-t", required=True, help="the topic whose offsets move")
     to = r.add_mutually_exclusive_group(required=True)
@@ -63,15 +56,13 @@ def register(sub: Any) -> None:
                     help="to the offsets the group itself had at TIME (the brokers' offset history, "
                          "admin_set_offset_by_time; works on real TubeMQ brokers)")
     r.add_argument("--dry-run", action="store_true", help="show the offsets it would set, change nothing")
-    r.add_argument("--output", "-o", choices=("table", "json"), default="table")
-    r.set_defaults(func=run_reset)
+    output_option(r)
 
-    c = actions.add_parser("clone", parents=[parent], help="copy a group's offsets to other groups",
-                           description="Copy a group's offsets to other groups (admin_clone_offset).")
+    c = action("clone", run_clone, "copy a group's offsets to other groups",
+               "Copy a group's offsets to other groups (admin_clone_offset).")
     c.add_argument("source")
     c.add_argument("targets", help="target group(s), comma separated")
     c.add_argument("--topic", "-t", default=None, help="only these topics (comma separated)")
-    c.set_defaults(func=run_clone)
 
 
 def parse_time(text: str) -> dt.datetime | int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from typing import Any
 
 from .admin import AdminClient
@@ -32,13 +33,38 @@ def _conn_parent() -> argparse.ArgumentParser:
     return p
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("topic", help=HELP, description=HELP + ".")
+def admin_actions(sub: Any, command: str, help_text: str) -> Callable[..., argparse.ArgumentParser]:
+    """Register ``tubemq COMMAND ACTION``; return ``action(name, func, help, description=None, **defaults)``.
+
+    ``topic``, ``broker`` and ``group`` share this shape: every ACTION takes the connection options and
+    runs ``func``; the description defaults to ``help`` as a sentence.
+    """
+    p = sub.add_parser(command, help=help_text, description=help_text + ".")
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     parent = _conn_parent()
 
-    c = actions.add_parser("create", parents=[parent], help="create a topic", description="Create a topic.")
+    def action(
+        name: str, func: Callable[[argparse.Namespace], int], help: str, description: str | None = None, **defaults: Any
+    ) -> argparse.ArgumentParser:
+        a: argparse.ArgumentParser = actions.add_parser(
+            name, parents=[parent], help=help, description=description or f"{help[0].upper()}{help[1:]}."
+        )
+        a.set_defaults(func=func, **defaults)
+        return a
+
+    return action
+
+
+def output_option(p: argparse.ArgumentParser, *extra: str) -> None:
+    """``--output/-o``: ``table`` (the default), ``json`` or one of ``extra``."""
+    p.add_argument("--output", "-o", choices=("table", "json", *extra), default="table")
+
+
+def register(sub: Any) -> None:
+    action = admin_actions(sub, "topic", HELP)
+
+    c = action("create", run_create, "create a topic")
     c.add_argument("name", help="topic name: a letter, then letters, digits or _ (at most 64)")
     c.add_argument("--partitions", "-p", type=int, default=3, help="partitions per store (default 3)")
     c.add_argument("--stores", type=int, default=1, help="partition stores on the broker (default 1)")
@@ -47,20 +73,16 @@ def register(sub: Any) -> None:
     c.add_argument("--no-publish", action="store_true", help="create it refusing publication (acceptPublish=false)")
     c.add_argument("--no-subscribe", action="store_true", help="create it refusing subscription (acceptSubscribe=false)")
     c.add_argument("--if-not-exists", action="store_true", help="succeed when the topic already exists")
-    c.set_defaults(func=run_create)
 
-    ls = actions.add_parser("list", parents=[parent], help="list topics", description="List topics.")
-    ls.add_argument("--output", "-o", choices=("table", "json", "names"), default="table")
-    ls.set_defaults(func=run_list)
+    output_option(action("list", run_list, "list topics"), "names")
 
-    d = actions.add_parser("describe", parents=[parent], help="show one topic", description="Show one topic.")
+    d = action("describe", run_describe, "show one topic")
     d.add_argument("name")
-    d.add_argument("--output", "-o", choices=("table", "json"), default="table")
-    d.set_defaults(func=run_describe)
+    output_option(d)
 
-    st = actions.add_parser(
-        "set", parents=[parent], help="change a topic's settings",
-        description="Change a topic's settings (admin_update_topic_control_info, admin_modify_topic_info).",
+    st = action(
+        "set", run_set, "change a topic's settings",
+        "Change a topic's settings (admin_update_topic_control_info, admin_modify_topic_info).",
     )
     st.add_argument("name", help="topic name (comma separated for several)")
     st.add_argument("--max-msg-size-mb", type=int, default=None, help="max message size in MiB (1..20)")
@@ -68,9 +90,8 @@ def register(sub: Any) -> None:
                     help="partitions per store (admin_modify_topic_info; real masters only grow it)")
     st.add_argument("--accept-publish", choices=("true", "false"), default=None, help="accept publication")
     st.add_argument("--accept-subscribe", choices=("true", "false"), default=None, help="accept subscription")
-    st.set_defaults(func=run_set)
 
-    rm = actions.add_parser("delete", parents=[parent], help="delete a topic", description="Delete a topic.")
+    rm = action("delete", run_delete, "delete a topic")
     rm.add_argument("name")
     rm.add_argument("--broker-id", default="1", help="broker id(s) the topic is deployed on (default 1)")
     rm.add_argument(
@@ -78,7 +99,6 @@ def register(sub: Any) -> None:
         help="real master: also remove the soft-deleted record (admin_remove_topic_info)",
     )
     rm.add_argument("--if-exists", action="store_true", help="succeed when the topic does not exist")
-    rm.set_defaults(func=run_delete)
 
 
 def client_from_args(args: argparse.Namespace) -> AdminClient:

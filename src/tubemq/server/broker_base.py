@@ -107,6 +107,16 @@ def _partition_missing(name: str, pid: int) -> str:
     return f"partitionId {name}-{pid} not existed, please check your configure"
 
 
+def _refusal(resp: Callable[..., Any], **fields: Any) -> Callable[[int, str], Any]:
+    """``fail(code, text)``: a handler's ``success=false`` answer of type ``resp``; ``fields`` are the
+    answer type's other required fields (e.g. ``currOffset=-1``), the same for every refusal."""
+
+    def fail(code: int, text: str) -> Any:
+        return resp(success=False, errCode=code, errMsg=text, **fields)
+
+    return fail
+
+
 def _clamp(value: int, low: int, high: int) -> int:
     """MixedUtils.mid."""
     return min(max(value, low), high)
@@ -267,6 +277,17 @@ class BrokerBase:
         """getMessage and commit carry no token (the real broker never checks them): with the check on,
         they are served only on a connection that already presented a valid token (register/heartbeat)."""
         return self.visit_token_check is None or ctx.token_verified
+
+    def _read_topic(
+        self, req: Any, ctx: RpcContext, unavailable: str, by_token: bool, *names: str
+    ) -> tuple[list[str], TopicConf | None, tuple[int, str]]:
+        """``_opening`` on the read service, then the topic (the last of ``names``) if deployed here.
+        Returns the trimmed values and the topic; with no topic, the (errCode, errMsg) to answer."""
+        values, refused = self._opening(req, ctx, self.read_available, unavailable, by_token, *names)
+        if refused:
+            return values, None, refused
+        topic = self._topic(values[-1])
+        return values, topic, (E.FORBIDDEN, _topic_missing(values[-1]))
 
     def _opening(
         self, req: Any, ctx: RpcContext, available: bool, unavailable: str, by_token: bool, *names: str

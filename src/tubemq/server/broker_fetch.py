@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..protocol import broker_pb
@@ -24,8 +25,8 @@ from .broker_base import (
     _clamp,
     _int32,
     _partition_missing,
+    _refusal,
     _Registration,
-    _topic_missing,
 )
 from .rpc import RpcContext
 from .storage import MessageStore
@@ -40,30 +41,18 @@ _DEFAULT_QRY_PRIORITY = 300
 _INDEX_TRANS_COUNT = 1000
 
 
+@dataclass(slots=True, eq=False)
 class _Read:
     """Outcome of one store read: a 404 text (``status``) or what a successful answer carries."""
 
-    __slots__ = ("chunks", "count", "scanned", "data_max", "last_rd", "max_offset", "slow", "status")
-
-    def __init__(
-        self,
-        chunks: list[bytes],
-        count: int,
-        scanned: int,
-        data_max: int,
-        last_rd: int,
-        max_offset: int,
-        slow: bool,
-        status: str = "",
-    ) -> None:
-        self.chunks = chunks
-        self.count = count
-        self.scanned = scanned
-        self.data_max = data_max
-        self.last_rd = last_rd
-        self.max_offset = max_offset
-        self.slow = slow
-        self.status = status
+    chunks: list[bytes]
+    count: int
+    scanned: int
+    data_max: int
+    last_rd: int
+    max_offset: int
+    slow: bool
+    status: str = ""
 
     @classmethod
     def miss(cls, status: str, data_max: int, scanned: int = 0) -> _Read:
@@ -82,15 +71,11 @@ class FetchHandlers(BrokerBase):
                 success=False, errCode=code, errMsg=msg, currOffset=-1, minLimitTime=min_limit, escFlowCtrl=False, currDataDlt=-1
             )
 
-        (cid, group, name), refused = self._opening(
-            req, ctx, self.read_available, "Read StoreService temporary unavailable!", False,
-            "clientId", "groupName", "topicName",
+        (cid, group, name), topic, refused = self._read_topic(
+            req, ctx, "Read StoreService temporary unavailable!", False, "clientId", "groupName", "topicName"
         )
-        if refused:
-            return fail(*refused)
-        topic = self._topic(name)
         if topic is None:
-            return fail(E.FORBIDDEN, _topic_missing(name))
+            return fail(*refused)
         pid = req.partitionId
         key: Key = (group, name, pid)
         reg = self._regs.get(key)
@@ -246,37 +231,22 @@ class FetchHandlers(BrokerBase):
             self._inflight[key] = scanned
 
     def commit(self, req: Any, ctx: RpcContext) -> Any:
-        resp = broker_pb.CommitOffsetResponseB2C
-        (cid, group, name), refused = self._opening(
-            req, ctx, self.read_available, _STORE_UNAVAILABLE, False, "clientId", "groupName", "topicName"
+        fail = _refusal(broker_pb.CommitOffsetResponseB2C, currOffset=-1)
+        (cid, group, name), topic, refused = self._read_topic(
+            req, ctx, _STORE_UNAVAILABLE, False, "clientId", "groupName", "topicName"
         )
-        if refused:
-            return resp(success=False, errCode=refused[0], errMsg=refused[1], currOffset=-1)
-        topic = self._topic(name)
         if topic is None:
-            return resp(
-                success=False, errCode=E.FORBIDDEN, errMsg=_topic_missing(name), currOffset=-1
-            )
+            return fail(*refused)
         pid = req.partitionId
         store = self._store_for(topic, pid)
         if store is None:
-            return resp(
-                success=False,
-                errCode=E.FORBIDDEN,
-                errMsg=_partition_missing(name, pid),
-                currOffset=-1,
-            )
+            return fail(E.FORBIDDEN, _partition_missing(name, pid))
         key: Key = (group, name, pid)
         reg = self._regs.get(key)
         if reg is None:
-            return resp(success=False, errCode=E.UNAUTHORIZED, errMsg="The partition not registered by consumers", currOffset=-1)
+            return fail(E.UNAUTHORIZED, "The partition not registered by consumers")
         if reg.consumer_id != cid:
-            return resp(
-                success=False,
-                errCode=E.UNAUTHORIZED,
-                errMsg=f"The partition has been registered by other consumer: {reg.consumer_id}",
-                currOffset=-1,
-            )
+            return fail(E.UNAUTHORIZED, f"The partition has been registered by other consumer: {reg.consumer_id}")
         committed = self._offset(key, store)
         inflight = self._inflight.get(key, 0)
         consumed = req.lastPackConsumed if req.HasField("lastPackConsumed") else True
@@ -284,4 +254,6 @@ class FetchHandlers(BrokerBase):
             committed += inflight
         self.offsets.set(group, name, pid, committed)
         self._inflight[key] = 0
-        return resp(success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=committed, maxOffset=store.max_offset)
+        return broker_pb.CommitOffsetResponseB2C(
+            success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=committed, maxOffset=store.max_offset
+        )

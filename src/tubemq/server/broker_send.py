@@ -20,7 +20,7 @@ from .. import codec
 from ..protocol import broker_pb
 from ..protocol import constants as C
 from ..protocol.constants import ErrorCode as E
-from .broker_base import _JAVA_WS, BrokerBase, _partition_missing, _text, _topic_missing
+from .broker_base import _JAVA_WS, BrokerBase, _partition_missing, _refusal, _text, _topic_missing
 from .rpc import RpcContext
 from .storage import encode_record, mem_cache_bytes
 from .store_manager import StoreManager
@@ -48,35 +48,27 @@ class SendHandlers(BrokerBase):
     """Method 13 and the fsync loop of the flush policies."""
 
     def send_message(self, req: Any, ctx: RpcContext) -> Any:
-        resp = broker_pb.SendMessageResponseB2P
+        fail = _refusal(broker_pb.SendMessageResponseB2P)
         (_, name), refused = self._opening(
             req, ctx, self.write_available, "Write StoreService temporary unavailable!", True, "clientId", "topicName"
         )
         if refused:
-            return resp(success=False, errCode=refused[0], errMsg=refused[1])
+            return fail(*refused)
         if name == C.OFFSET_HISTORY_TOPIC:
-            return resp(
-                success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} does not allow producers to send data!"
-            )
+            return fail(E.FORBIDDEN, f"topicName {name} does not allow producers to send data!")
         pid = req.partitionId
         target = self._send_targets.get((name, pid))
         if target is None:
             topic = self._topic(name)
             if topic is None:
-                return resp(
-                    success=False, errCode=E.FORBIDDEN, errMsg=_topic_missing(name)
-                )
+                return fail(E.FORBIDDEN, _topic_missing(name))
             if topic.closed:
-                return resp(success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} has been closed")
+                return fail(E.FORBIDDEN, f"topicName {name} has been closed")
             if not topic.accept_publish:  # admin_modify_topic_info acceptPublish=false (cache cleared on change)
-                return resp(success=False, errCode=E.FORBIDDEN, errMsg=f"topicName {name} does not accept publish!")
+                return fail(E.FORBIDDEN, f"topicName {name} does not accept publish!")
             store = self._store_for(topic, pid)
             if store is None:
-                return resp(
-                    success=False,
-                    errCode=E.FORBIDDEN,
-                    errMsg=_partition_missing(name, pid),
-                )
+                return fail(E.FORBIDDEN, _partition_missing(name, pid))
             max_size = topic.effective_max_msg_size(self.config.default_max_msg_size)
             limit = max_size + C.META_MAX_MESSAGE_HEADER_SIZE
             store.set_cache_limits(mem_cache_bytes(max_size))
@@ -92,28 +84,16 @@ class SendHandlers(BrokerBase):
         data = req.data
         n = len(data)
         if n == 0:
-            return resp(success=False, errCode=E.BAD_REQUEST, errMsg="data length is zero!")
+            return fail(E.BAD_REQUEST, "data length is zero!")
         if n > limit:
-            return resp(
-                success=False,
-                errCode=E.BAD_REQUEST,
-                errMsg=f"data length over max length, allowed max length is {limit}, data length is {n}",
-            )
+            return fail(E.BAD_REQUEST, f"data length over max length, allowed max length is {limit}, data length is {n}")
         if (self._faults["send"] or self._awaiting_followup) and self._fault(
             "send", _text(req.clientId), f"{name}:{pid}"
         ) is not None:
-            return resp(
-                success=False,
-                errCode=E.SERVER_RECEIVE_OVERFLOW,
-                errMsg=f"Put message failed from {ctx.remote_host}, server receive message overflow!",
-            )
+            return fail(E.SERVER_RECEIVE_OVERFLOW, f"Put message failed from {ctx.remote_host}, server receive message overflow!")
         crc = zlib.crc32(data) & 0x7FFFFFFF
         if req.checkSum != -1 and req.checkSum != crc:
-            return resp(
-                success=False,
-                errCode=E.FORBIDDEN,
-                errMsg=f"Checksum msg data failure: {req.checkSum} of {name} not equal to the data's checksum of {crc}",
-            )
+            return fail(E.FORBIDDEN, f"Checksum msg data failure: {req.checkSum} of {name} not equal to the data's checksum of {crc}")
         if store.write_error is not None:
             refusal = store.refusal()
             if refusal is not None:  # the disk failed a moment ago: refuse at once, do not append
@@ -125,7 +105,7 @@ class SendHandlers(BrokerBase):
         except OSError as exc:  # a segment roll could not write or create its files
             return _write_failed(ctx, exc)
         self.stores.mark_dirty(store)
-        answer = resp(
+        answer = broker_pb.SendMessageResponseB2P(
             success=True, errCode=E.SUCCESS, errMsg=str(mid), requireAuth=False, messageId=mid, appendTime=now, appendOffset=offset
         )
         if self.config.flush == "always":

@@ -21,9 +21,9 @@ from .broker_base import (
     BrokerBase,
     Key,
     _precheck,
+    _refusal,
     _Registration,
     _text,
-    _topic_missing,
 )
 from .rpc import RpcContext
 
@@ -35,19 +35,13 @@ class SessionHandlers(BrokerBase):
 
     def register(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.RegisterResponseB2C
-        (cid, name), refused = self._opening(
-            req, ctx, self.read_available, _STORE_UNAVAILABLE, True, "clientId", "topicName"
-        )
-        if refused:
-            return resp(success=False, errCode=refused[0], errMsg=refused[1], currOffset=-1)
-        topic = self._topic(name)
+        fail = _refusal(resp, currOffset=-1)
+        (cid, name), topic, refused = self._read_topic(req, ctx, _STORE_UNAVAILABLE, True, "clientId", "topicName")
         if topic is None:
-            return resp(
-                success=False, errCode=E.FORBIDDEN, errMsg=_topic_missing(name), currOffset=-1
-            )
+            return fail(*refused)
         (group,), err = _precheck(req, "groupName")
         if err:
-            return resp(success=False, errCode=E.BAD_REQUEST, errMsg=err, currOffset=-1)
+            return fail(E.BAD_REQUEST, err)
         pid = req.partitionId
         key: Key = (group, name, pid)
         part_str = f"{group}:{name}:{pid}"
@@ -58,12 +52,10 @@ class SessionHandlers(BrokerBase):
                     # the stale owner is removed, but this attempt still fails (the next one succeeds)
                     del self._regs[key]
                     self._inflight.pop(key, None)
-                return resp(
-                    success=False,
-                    errCode=E.PARTITION_OCCUPIED,
-                    errMsg=f"[Duplicated Register] Partition {self.config.broker_id}#{part_str} "
+                return fail(
+                    E.PARTITION_OCCUPIED,
+                    f"[Duplicated Register] Partition {self.config.broker_id}#{part_str} "
                     f"has been registered by {reg.consumer_id}",
-                    currOffset=-1,
                 )
             filters = [_text(f).strip(_JAVA_WS) for f in req.filterCondStr]
             keys = frozenset(codec.java_hash(f) for f in filters if f) or None
@@ -72,12 +64,10 @@ class SessionHandlers(BrokerBase):
             self._regs[key] = _Registration(cid, keys, qry)
             store = self._store_for(topic, pid)
             if store is None:
-                return resp(
-                    success=False,
-                    errCode=E.INTERNAL_SERVER_ERROR,
-                    errMsg=f"Register broker failure!, exception is Wrong partition value {pid},"
+                return fail(
+                    E.INTERNAL_SERVER_ERROR,
+                    f"Register broker failure!, exception is Wrong partition value {pid},"
                     f"valid partitions in (0,{topic.num_partitions - 1})",
-                    currOffset=-1,
                 )
             lo, hi = store.min_offset, store.max_offset
             stored = self.offsets.get(*key)
@@ -92,19 +82,12 @@ class SessionHandlers(BrokerBase):
             return resp(success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=stored, maxOffset=hi)
         if req.opType == C.MSG_OPTYPE_UNREGISTER:
             if reg is None:
-                return resp(
-                    success=False,
-                    errCode=E.HB_NO_NODE,
-                    errMsg=f"UnRegistered Consumer {cid}, you have to register firstly!",
-                    currOffset=-1,
-                )
+                return fail(E.HB_NO_NODE, f"UnRegistered Consumer {cid}, you have to register firstly!")
             if reg.consumer_id != cid:
-                return resp(
-                    success=False,
-                    errCode=E.DUPLICATE_PARTITION,
-                    errMsg=f"[Duplicated Request]Partition {part_str} has been consumed by {reg.consumer_id};"
+                return fail(
+                    E.DUPLICATE_PARTITION,
+                    f"[Duplicated Request]Partition {part_str} has been consumed by {reg.consumer_id};"
                     f"Current consumer {cid}, broker={self.config.host}",
-                    currOffset=-1,
                 )
             inflight = self._inflight.pop(key, 0)
             del self._regs[key]
@@ -114,15 +97,16 @@ class SessionHandlers(BrokerBase):
                     self.offsets.set(group, name, pid, committed + inflight)
             # captures README item 2: a successful unregister answers currOffset -1, no maxOffset
             return resp(success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=-1)
-        return resp(success=False, errCode=E.BAD_REQUEST, errMsg=f"Invalid request:{req.opType}", currOffset=-1)
+        return fail(E.BAD_REQUEST, f"Invalid request:{req.opType}")
 
     def heartbeat(self, req: Any, ctx: RpcContext) -> Any:
         resp = broker_pb.HeartBeatResponseB2C
+        fail = _refusal(resp)
         (cid, group), refused = self._opening(
             req, ctx, self.read_available, _STORE_UNAVAILABLE, True, "clientId", "groupName"
         )
         if refused:
-            return resp(success=False, errCode=refused[0], errMsg=refused[1])
+            return fail(*refused)
         failures: list[str] = []
         now = time.monotonic()
         qry = req.qryPriorityId if req.HasField("qryPriorityId") else None

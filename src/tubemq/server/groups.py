@@ -7,8 +7,9 @@ this module, and turn a :class:`BadParam` into the answer's errCode/errMsg.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tubemq.protocol.constants import (
     ARRAY_SEP,
@@ -228,6 +229,28 @@ def check_filter_topics(
     if stray:
         raise BadParam(ErrorCode.BAD_REQUEST, f"Filter's Topic not subscribed :{java_set(stray)}")
 
+#: A setting every member of a group must share: (attribute, error code, Java's field name, how Java
+#: prints the value); a bound group agrees on all three, a client-balanced one with sources on the count.
+_BOUND_AGREEMENT: tuple[tuple[str, int, str, Callable[[Any], str]], ...] = (
+    ("session_key", ErrorCode.CLIENT_INCONSISTENT_SESSIONKEY, "sessionKey", str),
+    ("select_big", ErrorCode.CLIENT_INCONSISTENT_SELECTBIG, "isSelectBig", lambda v: str(v).lower()),
+    ("source_count", ErrorCode.CLIENT_INCONSISTENT_SOURCECOUNT, "sourceCount", str),
+)
+
+
+def _check_agreement(
+    head: str, g: GroupInfo, c: ConsumerInfo, settings: tuple[tuple[str, int, str, Callable[[Any], str]], ...]
+) -> None:
+    for attr, code, java_name, show in settings:
+        want, got = getattr(g, attr), getattr(c, attr)
+        if want != got:
+            raise BadParam(
+                code,
+                f"{head}'s {java_name} is inconsistency with other consumers in the group, required is "
+                f"{show(want)}, request is {show(got)}",
+            )
+
+
 def valid_consumer(g: GroupInfo, c: ConsumerInfo) -> None:
     """ConsumeGroupInfo.validConsumerInfo texts (424-430)."""
     head = f"[Inconsistency subscribe] {c.consumer_id}"
@@ -263,31 +286,9 @@ def valid_consumer(g: GroupInfo, c: ConsumerInfo) -> None:
             f"other consumers in the group, existed topic conditions is {java_conditions(g.conditions)}",
         )
     if g.consume_type == CONSUME_BOUND:
-        if g.session_key != c.session_key:
-            raise BadParam(
-                ErrorCode.CLIENT_INCONSISTENT_SESSIONKEY,
-                f"{head}'s sessionKey is inconsistency with other consumers in the group, required is "
-                f"{g.session_key}, request is {c.session_key}",
-            )
-        if g.select_big != c.select_big:
-            raise BadParam(
-                ErrorCode.CLIENT_INCONSISTENT_SELECTBIG,
-                f"{head}'s isSelectBig is inconsistency with other consumers in the group, required is "
-                f"{str(g.select_big).lower()}, request is {str(c.select_big).lower()}",
-            )
-        if g.source_count != c.source_count:
-            raise BadParam(
-                ErrorCode.CLIENT_INCONSISTENT_SOURCECOUNT,
-                f"{head}'s sourceCount is inconsistency with other consumers in the group, required is "
-                f"{g.source_count}, request is {c.source_count}",
-            )
+        _check_agreement(head, g, c, _BOUND_AGREEMENT)
     elif g.consume_type == CONSUME_CLIENT_REB and g.source_count > 0:
-        if g.source_count != c.source_count:
-            raise BadParam(
-                ErrorCode.CLIENT_INCONSISTENT_SOURCECOUNT,
-                f"{head}'s sourceCount is inconsistency with other consumers in the group, required is "
-                f"{g.source_count}, request is {c.source_count}",
-            )
+        _check_agreement(head, g, c, _BOUND_AGREEMENT[2:])
         for other in g.consumers.values():
             if other.node_id == c.node_id and other.consumer_id != c.consumer_id:
                 raise BadParam(

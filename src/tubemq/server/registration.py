@@ -31,6 +31,7 @@ import logging
 import time
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from .meta import BrokerEntry, MetaStore, TopicConf
@@ -54,24 +55,18 @@ class AdminCallError(Exception):
     """The master's admin API could not be called or refused the call."""
 
 
+@dataclass(eq=False)
 class BrokerTable:
     """The master side: which topic version each broker process applied."""
 
-    def __init__(
-        self,
-        meta: MetaStore,
-        broker_seen: Callable[[BrokerEntry], None],
-        standby: Callable[[], bool],
-        online: Callable[[int], bool],
-        extra: Callable[[], dict[str, Any]] | None = None,
-    ) -> None:
-        self.meta = meta
-        self.broker_seen = broker_seen
-        self.standby = standby
-        self.online = online
-        #: more fields of every heartbeat answer (the master pair's ``masters`` list)
-        self.extra = extra
-        self.applied: dict[int, int] = {}
+    meta: MetaStore
+    broker_seen: Callable[[BrokerEntry], None]
+    standby: Callable[[], bool]
+    online: Callable[[int], bool]
+    #: more fields of every heartbeat answer (the master pair's ``masters`` list)
+    extra: Callable[[], dict[str, Any]] | None = None
+    #: broker id -> the ``metaVersion`` it applied last
+    applied: dict[int, int] = field(default_factory=dict, init=False)
 
     def status(self, params: dict[str, str]) -> dict[str, Any]:
         data = [

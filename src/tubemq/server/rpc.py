@@ -32,6 +32,7 @@ import logging
 import ssl as _ssl
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Any, Union
 
 from google.protobuf.message import Message
@@ -82,45 +83,20 @@ BatchEnd = Callable[[], "Mapping[int, tuple[RpcContext, HandlerResult]] | None"]
 Handler = Callable[[Any, "RpcContext"], Union[HandlerResult, Awaitable[HandlerResult]]]  # noqa: UP007
 
 
+@dataclass(slots=True, eq=False)
 class RpcContext:
     """Per-request facts a handler may need (peer, port, TLS, timing)."""
 
-    __slots__ = (
-        "serial",
-        "service_type",
-        "protocol_ver",
-        "method",
-        "timeout_ms",
-        "remote",
-        "local_port",
-        "tls",
-        "received_at",
-        "connection",
-    )
-
-    def __init__(
-        self,
-        serial: int,
-        service_type: int,
-        protocol_ver: int,
-        method: int,
-        timeout_ms: int,
-        remote: str,
-        local_port: int,
-        tls: bool,
-        received_at: float,
-        connection: _Connection | None = None,
-    ) -> None:
-        self.serial = serial
-        self.service_type = service_type
-        self.protocol_ver = protocol_ver
-        self.method = method
-        self.timeout_ms = timeout_ms
-        self.remote = remote
-        self.local_port = local_port
-        self.tls = tls
-        self.received_at = received_at
-        self.connection = connection
+    serial: int
+    service_type: int
+    protocol_ver: int
+    method: int
+    timeout_ms: int
+    remote: str
+    local_port: int
+    tls: bool
+    received_at: float
+    connection: _Connection | None = None
 
     @property
     def remote_host(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -31,16 +32,18 @@ from .task import read_partition
 log = logging.getLogger("tubemq.spark.reader")
 
 
+@dataclass(eq=False, repr=False)
 class TubeMQInputPartition(InputPartition):
     """One Spark task: ``[start, end)`` of one TubeMQ partition (picklable, no sockets)."""
 
-    def __init__(self, topic: str, broker_id: int, partition_id: int, start: int, end: int) -> None:
-        super().__init__((topic, partition_key(broker_id, partition_id), start, end))
-        self.topic = topic
-        self.broker_id = broker_id
-        self.partition_id = partition_id
-        self.start = start
-        self.end = end
+    topic: str
+    broker_id: int
+    partition_id: int
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        super().__init__((self.topic, self.key, self.start, self.end))
 
     @property
     def key(self) -> str:
