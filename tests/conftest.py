@@ -4,6 +4,7 @@
   pure-Python twin (aiokafka style): ``TUBEMQ_NO_EXTENSIONS=1 python -m pytest -q tests/...``.
 * ``cluster``: a fresh embedded TubeMQ cluster (master + broker) on 127.0.0.1 with short balance
   periods, in a temporary data directory.
+* ``cert``: a self-signed certificate for 127.0.0.1 (``(crt, key)`` paths), made once per worker.
 * Parallel workers (pytest-xdist, ``-n 4 --dist loadgroup`` in pyproject): every test uses its own
   ports (0 = the OS picks) and its own tmp_path; tests that must share one worker form a scheduling
   group here (``SERIAL_GROUPS``).
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 from _support import FAST_SERVER, embedded_cluster
+from _support.tls import self_signed_cert
 
 from tubemq import codec
 
@@ -131,3 +133,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def cluster(tmp_path: Any) -> Iterator[Any]:
     with embedded_cluster(tmp_path / "tubemq-data") as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (``(crt, key)`` paths), made once per worker: tests only read it."""
+    return self_signed_cert(tmp_path_factory.mktemp("cert"))

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from _java import java_missing
+from _support.ports import port_busy
 
 import tubemq
 
@@ -120,7 +121,7 @@ def detached_server(tmp: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     ports = [8715, 8123, 8080]
     for attempt in range(5):  # a default or picked port can be taken meanwhile (parallel workers): exit 3
-        if attempt or any(_busy(p) for p in ports):
+        if attempt or any(port_busy(p) for p in ports):
             ports = [free_port() for _ in ports]
             env["TUBEMQ_MASTER"] = f"127.0.0.1:{ports[0]}"
         r = subprocess.run([sys.executable, "-m", "tubemq", "serve", "--data-dir", str(tmp / "tubemq-data"),
@@ -141,17 +142,6 @@ def detached_server(tmp: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
 def empty_server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
     with detached_server(tmp_path) as server:
         yield server
-
-
-def _busy(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
 
 
 POSIX_SHELL = pytest.mark.skipif(sys.platform == "win32",

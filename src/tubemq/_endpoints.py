@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,11 +71,62 @@ def withdraw(path: Path | None) -> None:
             path.unlink()
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
+#: Windows: signal 0 is not a probe there (``os.kill`` calls TerminateProcess for any value but
+#: CTRL_C_EVENT / CTRL_BREAK_EVENT), so liveness is asked of OpenProcess + WaitForSingleObject instead
+#: (not GetExitCodeProcess: a process may exit with code 259, STILL_ACTIVE).
+_ON_WINDOWS = sys.platform == "win32"
+_ERROR_ACCESS_DENIED = 5
+_SYNCHRONIZE = 0x00100000
+_PROCESS_QUERY_LIMITED_INFORMATION = 0x1000
+_WAIT_OBJECT_0 = 0
+_WAIT_TIMEOUT = 0x102
+
+
+class _WinApi:
+    """The kernel32 calls the Windows check needs (ctypes, loaded only on Windows)."""
+
+    def __init__(self) -> None:
+        import ctypes
+        from ctypes import wintypes
+
+        self._ctypes = ctypes
+        k32 = getattr(ctypes, "WinDLL")("kernel32", use_last_error=True)  # noqa: B009 - Windows-only name
+        k32.OpenProcess.argtypes = [wintypes.DWORD, wintypes.BOOL, wintypes.DWORD]
+        k32.OpenProcess.restype = wintypes.HANDLE
+        k32.WaitForSingleObject.argtypes = [wintypes.HANDLE, wintypes.DWORD]
+        k32.WaitForSingleObject.restype = wintypes.DWORD
+        k32.CloseHandle.argtypes = [wintypes.HANDLE]
+        self._k32 = k32
+
+    def open(self, pid: int) -> Any:
+        return self._k32.OpenProcess(_PROCESS_QUERY_LIMITED_INFORMATION | _SYNCHRONIZE, False, pid) or None
+
+    def last_error(self) -> int:
+        return int(getattr(self._ctypes, "get_last_error")())  # noqa: B009 - Windows-only name
+
+    def wait_now(self, handle: Any) -> int:
+        """WaitForSingleObject with a zero timeout: WAIT_TIMEOUT while the process runs."""
+        return int(self._k32.WaitForSingleObject(handle, 0))
+
+    def close(self, handle: Any) -> None:
+        self._k32.CloseHandle(handle)
+
+
+def _alive_windows(pid: int, api: Any) -> bool:
+    """OpenProcess on a pid that does not exist fails with ERROR_INVALID_PARAMETER; access denied means
+    it exists (another user's); an open process has exited once its handle is signalled."""
+    handle = api.open(pid)
+    if handle is None:
+        return bool(api.last_error() == _ERROR_ACCESS_DENIED)
     try:
-        os.kill(pid, 0)
+        return api.wait_now(handle) != _WAIT_OBJECT_0  # WAIT_TIMEOUT: running; WAIT_FAILED: it exists
+    finally:
+        api.close(handle)
+
+
+def _alive_posix(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: existence and permission check only
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by someone else
@@ -82,6 +134,19 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists, without disturbing it on any platform."""
+    if pid <= 0:
+        return False
+    if _ON_WINDOWS:
+        try:
+            return _alive_windows(pid, _WinApi())
+        except (OSError, AttributeError) as exc:  # no usable kernel32: unknown, so not "published and alive"
+            log.debug("cannot check process %d: %s", pid, exc)
+            return False
+    return _alive_posix(pid)
 
 
 def lookup(master_address: str) -> Endpoints | None:

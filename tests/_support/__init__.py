@@ -2,7 +2,11 @@
 
 * :mod:`_support.wait`: bounded polling (``wait_for``, ``waited``) and consumer draining.
 * :mod:`_support.servers`: fast server/client timers and embedded-cluster helpers.
-* :mod:`_support.produce`: test data straight to a broker with raw send frames.
+* :mod:`_support.produce`: test data straight to a broker with raw send frames; sends around a time split.
+* :mod:`_support.serve`: ``tubemq serve`` in a child process, SIGKILLed and restarted on the same ports.
+* :mod:`_support.tls`: a self-signed certificate for 127.0.0.1 (the root conftest's ``cert`` fixture).
+* :mod:`_support.ports`: is a port taken, an address nothing listens on.
+* :mod:`_support.wire`: the protobuf classes of every RPC by method id.
 * :mod:`_support.platform`: guards for POSIX-only facilities (SIGKILL, /proc), evaluated lazily so every
   test module imports on every OS.
 

@@ -7,6 +7,7 @@ of a million messages loads in seconds.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -85,3 +86,16 @@ def produce(
     """Round-robin ``bodies`` over partitions 0..partitions-1 of ``topic``."""
     return send_raw(cluster.broker_address, topic,
                     ((i % partitions, b, attrs, msg_type) for i, b in enumerate(bodies)))
+
+
+def send_around_a_split(producer: Any, topic: str, before: Iterable[bytes], after: Iterable[bytes]) -> int:
+    """Send ``before``, then ``after`` through ``producer``; returns a millisecond time strictly between the
+    two groups' store times (the point a reset-to-time splits them at)."""
+    for body in before:
+        producer.send(topic, body)
+    time.sleep(0.05)
+    split = int(time.time() * 1000)
+    time.sleep(0.05)
+    for body in after:
+        producer.send(topic, body)
+    return split

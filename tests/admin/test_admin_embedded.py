@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.produce import send_around_a_split
 
 import tubemq
 import tubemq.aio
@@ -40,13 +41,7 @@ def loaded(tmp_path: Path) -> Any:
     with EmbeddedCluster(data_dir=tmp_path / "data", **FAST_TIMERS) as cluster:
         cluster.create_topic("tp", partitions=2)
         with tubemq.Producer(cluster.master_address) as p:
-            for i in range(10):
-                p.send("tp", b"a%d" % i)
-            time.sleep(0.05)
-            split = int(time.time() * 1000)
-            time.sleep(0.05)
-            for i in range(10):
-                p.send("tp", b"b%d" % i)
+            split = send_around_a_split(p, "tp", [b"a%d" % i for i in range(10)], [b"b%d" % i for i in range(10)])
         got = _consume(cluster, "g1", "tp", 20)
         assert len(got) == 20
         yield cluster, split

@@ -4,23 +4,14 @@ over HTTP on 127.0.0.1 (in-process ``main``; the subprocess form is covered by t
 from __future__ import annotations
 
 import json
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.produce import send_around_a_split
 
 import tubemq
 from tubemq.cli import main
 from tubemq.cli.group import parse_time
-from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Any:
-    with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_TIMERS) as c:
-        yield c
 
 
 def _offsets(url: str, capsys: pytest.CaptureFixture[str], *extra: str) -> list[dict[str, Any]]:
@@ -34,13 +25,7 @@ def test_group_commands(cluster: Any, capsys: pytest.CaptureFixture[str]) -> Non
     url = cluster.admin_url
     assert main(["topic", "create", "cli_t", "--partitions", "2", "--admin-url", url]) == 0
     with tubemq.Producer(cluster.master_address) as p:
-        for i in range(4):
-            p.send("cli_t", b"x%d" % i)
-        time.sleep(0.05)
-        split = int(time.time() * 1000)
-        time.sleep(0.05)
-        for i in range(4):
-            p.send("cli_t", b"y%d" % i)
+        split = send_around_a_split(p, "cli_t", [b"x%d" % i for i in range(4)], [b"y%d" % i for i in range(4)])
     assert main(["group", "reset", "g1", "--topic", "cli_t", "--to-latest", "--admin-url", url]) == 0
     rows = _offsets(url, capsys)
     assert [(r["topic"], r["partition_id"], r["offset"], r["lag"]) for r in rows] == [

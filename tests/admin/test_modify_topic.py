@@ -11,21 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import FAST_CLIENT
 
 import tubemq
 from tubemq.admin import AdminClient
 from tubemq.cli import main
 from tubemq.errors import AdminError, ForbiddenError, NoPartitionError, TopicNotPublishedError
-from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS
 
 _PRODUCER = {"heartbeat_period_ms": 200}
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Any:
-    with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_TIMERS) as c:
-        yield c
 
 
 def _conf(cluster: Any, name: str) -> Any:
@@ -53,7 +46,7 @@ def test_partitions_grow_while_producer_and_consumer_run(cluster: Any) -> None:
     admin = AdminClient(cluster.admin_url)
     t0 = time.monotonic()
     with tubemq.Producer(cluster.master_address, **_PRODUCER) as p, tubemq.Consumer(
-        cluster.master_address, group="gg", topics=["grow"], consume_from="earliest"
+        cluster.master_address, group="gg", topics=["grow"], consume_from="earliest", **FAST_CLIENT
     ) as c:
         assert _send_until_partition(p, "grow", {0, 1}) >= {0, 1}
         rows = admin.update_topic("grow", partitions=4)
@@ -114,7 +107,9 @@ def test_raw_answer_shape_and_refusals(cluster: Any) -> None:
 def test_accept_publish_false_stops_sends(cluster: Any) -> None:
     cluster.create_topic("closed_pub", partitions=1)
     admin = AdminClient(cluster.admin_url)
-    with tubemq.Producer(cluster.master_address, **_PRODUCER) as p:
+    # the refusal can come as a 444 once the producer's view has no partition left: after the message's
+    # time-out, which is rpc_timeout_ms (3 s, the smallest allowed, instead of the 10 s default)
+    with tubemq.Producer(cluster.master_address, **_PRODUCER, rpc_timeout_ms=3000) as p:
         p.send("closed_pub", b"before")
         admin.update_topic("closed_pub", accept_publish=False)
         assert admin.describe_topic("closed_pub").accept_publish is False
@@ -157,7 +152,7 @@ def test_accept_subscribe_false_takes_the_partitions_from_consumers(cluster: Any
                 c.confirm(batch)
         return len(c.assignment())
 
-    with tubemq.Consumer(cluster.master_address, group="gs", topics=["closed_sub"]) as c:
+    with tubemq.Consumer(cluster.master_address, group="gs", topics=["closed_sub"], **FAST_CLIENT) as c:
         assert wait_assigned(c, 2) == 2
         admin.update_topic("closed_sub", accept_subscribe=False)
         assert admin.describe_topic("closed_sub").accept_subscribe is False

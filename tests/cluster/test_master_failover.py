@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _support import needs_sigkill
+from _support import needs_sigkill, wait_for
 
 import tubemq
 
@@ -43,11 +43,8 @@ def _group_members(c: ProcCluster, master: int, group: str) -> int:
 
 
 def _wait(pred: Any, timeout: float, what: str) -> float:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    """wait_for, then the time it was met (the takeover test prints the order things happened in)."""
+    wait_for(pred, timeout, what)
     return time.monotonic()
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import wait_for
 
 from tubemq.errors import ConfigError
 from tubemq.server import EmbeddedCluster, ServerConfig
@@ -28,11 +29,7 @@ LIMIT_S = 30.0
 
 
 def _wait(pred: Any, what: str, timeout: float = LIMIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    wait_for(pred, timeout, what)
 
 
 def _status(c: EmbeddedCluster) -> dict[str, Any]:
@@ -71,6 +68,17 @@ def _active_and_standby() -> tuple[dict[str, Any], dict[str, Any]]:
     b = dict(master_port=pb, admin_port=ab, role="master", standby=True, peer_master=f"127.0.0.1:{pa}",
              master_admin_url=f"http://127.0.0.1:{aa}/webapi.htm", **FAST)
     return a, b
+
+
+@contextmanager
+def _standby_with_copy(tmp: Path, topic: str) -> Iterator[tuple[EmbeddedCluster, EmbeddedCluster, dict[str, Any]]]:
+    """Active master A holding ``topic`` and standby B once it copied it; B's options come along for restarts."""
+    a_opts, b_opts = _active_and_standby()
+    with EmbeddedCluster(tmp / "a", **a_opts) as a:
+        a.create_topic(topic)
+        with EmbeddedCluster(tmp / "b", **b_opts) as b:
+            _wait(lambda: [t.name for t in b.topics()] == [topic], "the standby to copy the topic")
+            yield a, b, b_opts
 
 
 def test_standby_copies_topics_and_refuses_changes(tmp_path: Path) -> None:
@@ -116,14 +124,10 @@ def test_two_active_masters_resolve_by_term_then_address(tmp_path: Path) -> None
 
 
 def test_takeover_raises_the_term_and_survives_a_restart(tmp_path: Path) -> None:
-    a_opts, b_opts = _active_and_standby()
-    with EmbeddedCluster(tmp_path / "a", **a_opts) as a:
-        a.create_topic("kept")
-        with EmbeddedCluster(tmp_path / "b", **b_opts) as b:
-            _wait(lambda: [t.name for t in b.topics()] == ["kept"], "the standby to copy the topic")
-            a.stop()
-            _wait(lambda: not _standby(b), "the standby to take over")
-            assert _status(b)["masterTerm"] == 1
+    with _standby_with_copy(tmp_path, "kept") as (a, b, b_opts):
+        a.stop()
+        _wait(lambda: not _standby(b), "the standby to take over")
+        assert _status(b)["masterTerm"] == 1
     # the replica and the term were saved in b's own data directory
     with EmbeddedCluster(tmp_path / "b", **{**b_opts, "standby": False, "peer_master": None,
                                              "master_admin_url": None}) as b2:
@@ -254,11 +258,8 @@ def test_a_broker_keeps_its_term_and_ignores_a_stale_master(tmp_path: Path) -> N
 
 def test_a_standby_restarted_after_its_peer_died_does_not_take_over(tmp_path: Path) -> None:
     """Its saved copy may lack topics created while it was down: it waits (and says so) instead."""
-    a_opts, b_opts = _active_and_standby()
-    with EmbeddedCluster(tmp_path / "a", **a_opts) as a:
-        a.create_topic("seen")
-        with EmbeddedCluster(tmp_path / "b", **b_opts) as b:
-            _wait(lambda: [t.name for t in b.topics()] == ["seen"], "the standby to copy the topic")
+    with _standby_with_copy(tmp_path, "seen") as (_a, _b, b_opts):
+        pass  # B stops with its copy, then A dies
     with EmbeddedCluster(tmp_path / "b", **b_opts) as b:
         t_end = time.monotonic() + 3.0  # six takeover delays
         while time.monotonic() < t_end:

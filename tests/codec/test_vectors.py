@@ -69,6 +69,28 @@ def decode_one(impl: ModuleType, frame: bytes) -> tuple[int, bytes]:
     return frames[0]
 
 
+def vector_body(vectors: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[str, Any], bytes]:
+    """A frame vector's inputs and expectations, and its protobuf body built from the inputs (which must
+    be the recorded body bytes)."""
+    v = vectors[name]
+    inp, exp = v["inputs"], v["expected"]
+    body = build(inp["message"], inp["fields"]).SerializeToString()
+    assert body.hex() == exp["body_hex"]
+    return inp, exp, body
+
+
+def check_frame(impl: ModuleType, frame: bytes, inp: dict[str, Any], exp: dict[str, Any]) -> bytes:
+    """``frame`` is the recorded one (bytes, length, blocks) and the decoder reads back its serial and
+    the recorded stream; returns that stream (the payload)."""
+    assert frame.hex() == exp["frame_hex"]
+    assert len(frame) == exp["frame_len"]
+    assert block_lengths(frame) == exp["block_lengths"]
+    serial, payload = decode_one(impl, frame)
+    assert serial == inp["serialNo"]
+    assert payload.hex() == exp["stream_hex"]
+    return payload
+
+
 def test_every_frame_vector_is_covered(vectors: dict[str, Any]) -> None:
     frame_vectors = {n for n in vectors if n.startswith("frame_")}
     covered = set(REQUEST_FRAMES) | set(RESPONSE_FRAMES) | set(ERROR_FRAMES) | {"frame_cpp_client_padded_request"}
@@ -77,21 +99,12 @@ def test_every_frame_vector_is_covered(vectors: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("name", REQUEST_FRAMES)
 def test_request_frame_from_protobuf_body(impl: ModuleType, vectors: dict[str, Any], name: str) -> None:
-    v = vectors[name]
-    inp, exp = v["inputs"], v["expected"]
-    body = build(inp["message"], inp["fields"]).SerializeToString()
-    assert body.hex() == exp["body_hex"]
+    inp, exp, body = vector_body(vectors, name)
     frame = impl.encode_request(
         inp["serialNo"], inp["serviceType"], inp["method"], body,
         timeout_ms=inp["timeout"], protocol_ver=inp["protocolVer"],
     )
-    assert frame.hex() == exp["frame_hex"]
-    assert len(frame) == exp["frame_len"]
-    assert block_lengths(frame) == exp["block_lengths"]
-    # the server side reads it back
-    serial, payload = decode_one(impl, frame)
-    assert serial == inp["serialNo"]
-    assert payload.hex() == exp["stream_hex"]
+    payload = check_frame(impl, frame, inp, exp)  # and the server side reads it back
     req = impl.decode_request(payload)
     assert (req.flag, req.service_type, req.protocol_ver) == (0, inp["serviceType"], inp["protocolVer"])
     assert (req.method, req.timeout, req.body) == (inp["method"], inp["timeout"], body)
@@ -117,16 +130,9 @@ def test_send_request_vectors_hand_encoded(impl: ModuleType, vectors: dict[str, 
 
 @pytest.mark.parametrize("name", RESPONSE_FRAMES)
 def test_response_frames(impl: ModuleType, vectors: dict[str, Any], name: str) -> None:
-    v = vectors[name]
-    inp, exp = v["inputs"], v["expected"]
-    body = build(inp["message"], inp["fields"]).SerializeToString()
-    assert body.hex() == exp["body_hex"]
+    inp, exp, body = vector_body(vectors, name)
     frame = impl.encode_response(inp["serialNo"], inp["method"], body)
-    assert frame.hex() == exp["frame_hex"]
-    assert block_lengths(frame) == exp["block_lengths"]
-    serial, payload = decode_one(impl, bytes.fromhex(exp["frame_hex"]))
-    assert serial == inp["serialNo"]
-    assert payload.hex() == exp["stream_hex"]
+    payload = check_frame(impl, frame, inp, exp)
     rsp = impl.decode_response(payload)
     assert rsp == impl.Response(1, 0, inp["method"], body, "", "", 3)
     # and the body decodes to the same message protobuf sees

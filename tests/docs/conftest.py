@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -16,15 +15,6 @@ from _support import kill_signal
 
 #: The ports of `tubemq serve` with its defaults: master, broker, admin.
 SERVE_PORTS = (8715, 8123, 8080)
-
-
-def busy(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
 
 
 def doc_env(**extra: str) -> dict[str, str]:

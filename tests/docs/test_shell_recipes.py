@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from _support.ports import port_busy
 
 from .blocks import Block, all_blocks
-from .conftest import SERVE_PORTS, busy, doc_env, run_in_own_session
+from .conftest import SERVE_PORTS, doc_env, run_in_own_session
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell recipes (`tubemq serve --detach`)")
 
@@ -36,7 +37,7 @@ def _run_recipe(block: Block, tmp_path: Path, force_free_ports: bool) -> subproc
     tmp_path.mkdir()
     env = doc_env(TUBEMQ_RUNTIME_DIR=str(tmp_path / "run"))
     code, expect = block.code, block.expect
-    taken = [p for p in SERVE_PORTS if busy(p)]
+    taken = [p for p in SERVE_PORTS if port_busy(p)]
     if taken or force_free_ports:
         # another program holds a default port: the server gets free ones and the other commands find it
         # through $TUBEMQ_MASTER (the admin API through the endpoints `tubemq serve` publishes); nothing else

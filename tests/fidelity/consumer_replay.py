@@ -9,7 +9,7 @@ the real answer to the commit that followed that getMessage in the capture.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +145,32 @@ class ConsumerReplay:
     def fetched_all(self) -> bool:
         """Every partition got at least as many getMessage answers as the Java client did."""
         return all(seq.used >= len(seq.frames) for seq in self.fetches.values())
+
+
+@dataclass
+class Fault:
+    """A switch for :func:`inject`: while ``on``, the picked requests get the fault's answer."""
+
+    on: bool = False
+
+
+def inject(rp: ConsumerReplay, side: str, hit: Callable[[Seen], bool], reply: Callable[[Seen], bytes | None], *,
+           off_at: Callable[[Seen], bool] | None = None) -> Fault:
+    """Wrap ``rp``'s ``side`` script ("master" or "broker"): while the returned fault is on, the requests
+    ``hit`` picks get ``reply(seen)`` (a real error answer) instead of the script's; a request ``off_at``
+    picks switches it off again (and gets the script's answer)."""
+    fault = Fault()
+    script: Callable[[Seen], bytes | None] = getattr(rp, side)
+
+    def serve(s: Seen) -> bytes | None:
+        if fault.on and hit(s):
+            return reply(s)
+        if off_at is not None and off_at(s):
+            fault.on = False
+        return script(s)
+
+    setattr(rp, side, serve)
+    return fault
 
 
 def _event_as_sent(ev: Any, subs: Mapping[str, str]) -> dict[str, Any]:

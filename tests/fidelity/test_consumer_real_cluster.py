@@ -11,7 +11,7 @@ from _support.aio import aclose_all
 
 from tubemq.protocol.constants import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, Method
 
-from .consumer_replay import ConsumerReplay
+from .consumer_replay import ConsumerReplay, inject
 from .replay import Deadline, answer, load, run
 from .test_consumer_vs_capture import _consume, _start
 
@@ -48,22 +48,14 @@ def test_master_forgot_the_group_real_411_reregisters_with_our_partitions() -> N
     real_411 = next(f for f in load("s6b_errors_master").answers(Method.MASTER_CONSUMER_HEARTBEAT)
                     if "Not found groupName" in f.message["errMsg"])
     their_group = real_411.message["errMsg"].split("groupName ")[1].split(" ")[0]
-    state = {"forgot": False}
-    script = rp.master
-
-    def master(s: Any) -> Any:
-        if state["forgot"] and s.method == Method.MASTER_CONSUMER_HEARTBEAT:
-            return answer(real_411, s.serial, {their_group: rp.group})
-        if s.method == Method.MASTER_CONSUMER_REGISTER:
-            state["forgot"] = False
-        return script(s)
-
-    rp.master = master  # type: ignore[method-assign]
+    forgot = inject(rp, "master", lambda s: s.method == Method.MASTER_CONSUMER_HEARTBEAT,
+                    lambda s: answer(real_411, s.serial, {their_group: rp.group}),
+                    off_at=lambda s: s.method == Method.MASTER_CONSUMER_REGISTER)  # registered again: known
 
     async def body() -> None:
         consumer, master_srv, broker = await _steady(rp)
         try:
-            state["forgot"] = True
+            forgot.on = True
             await Deadline(10).until(lambda: len(master_srv.requests(Method.MASTER_CONSUMER_REGISTER)) == 2,
                                      "re-register")
             n = len(master_srv.log)
@@ -85,20 +77,13 @@ def test_broker_heartbeat_failure_info_drops_the_partition_and_reports() -> None
     drop partition 0 locally (no unregister RPC, §5.2.5), stop fetching it, tell the master."""
     rp = ConsumerReplay(load("s2_consumer_pull"), master_conn=1, broker_conn=2)
     failing = load("s5_client_balance").answers(Method.BROKER_CONSUMER_HEARTBEAT)[0]
-    state = {"fail": False}
-    script = rp.broker
-
-    def broker(s: Any) -> Any:
-        if state["fail"] and s.method == Method.BROKER_CONSUMER_HEARTBEAT:
-            return answer(failing, s.serial, rp.subs)
-        return script(s)
-
-    rp.broker = broker  # type: ignore[method-assign]
+    fail = inject(rp, "broker", lambda s: s.method == Method.BROKER_CONSUMER_HEARTBEAT,
+                  lambda s: answer(failing, s.serial, rp.subs))
 
     async def body() -> None:
         consumer, master, broker_srv = await _steady(rp)
         try:
-            state["fail"] = True
+            fail.on = True
             t_drop = await _dropped_and_reported(consumer, master, broker_srv, [1, 2])
             await Deadline(10).until(lambda: broker_srv.log[-1].t > t_drop + 0.2, "more broker traffic")
             late = [s for s in broker_srv.log if s.t > t_drop + 0.1]
@@ -116,20 +101,13 @@ def test_get_message_412_drops_the_partition() -> None:
     rp = ConsumerReplay(load("s2_consumer_pull"), master_conn=1, broker_conn=2)
     dup = next(f for f in load("s6c_errors_consumer_broker").answers(Method.BROKER_CONSUMER_GET_MESSAGE)
                if f.message.get("errCode") == 412)
-    state = {"stolen": False}
-    script = rp.broker
-
-    def broker(s: Any) -> Any:
-        if state["stolen"] and s.method == Method.BROKER_CONSUMER_GET_MESSAGE and s.msg.partitionId == 2:
-            return answer(dup, s.serial)
-        return script(s)
-
-    rp.broker = broker  # type: ignore[method-assign]
+    stolen = inject(rp, "broker", lambda s: s.method == Method.BROKER_CONSUMER_GET_MESSAGE and s.msg.partitionId == 2,
+                    lambda s: answer(dup, s.serial))
 
     async def body() -> None:
         consumer, master, broker_srv = await _steady(rp)
         try:
-            state["stolen"] = True
+            stolen.on = True
             await _dropped_and_reported(consumer, master, broker_srv, [0, 1])
         finally:
             await aclose_all(consumer, master, broker_srv)

@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -77,11 +79,22 @@ class ProducerReplay:
         return answer(self.sends.next(), s.serial)
 
 
-async def _producer_setup(rp: ProducerReplay, masters: int = 1) -> tuple[list[ReplayServer], ReplayServer]:
-    broker = await ReplayServer("broker", rp.broker).start()
+@contextlib.asynccontextmanager
+async def _publishing(rp: ProducerReplay, broker: ReplayServer | None = None, master_script: Any = None,
+                      **options: Any) -> AsyncIterator[tuple[ReplayServer, ReplayServer, Any]]:
+    """(master, broker, producer): s1's fake broker (``rp.broker`` unless ``broker`` is given) and master
+    (``rp.master`` unless ``master_script``), and a producer (``FAST`` + ``options``) that has published
+    cap_main; the three are closed at the end, the producer first."""
+    broker = broker or await ReplayServer("broker", rp.broker).start()
     rp.subs = {"127.0.0.1: ": f"127.0.0.1:{broker.port}"}
-    ms = [await ReplayServer(f"master{i}", rp.master).start() for i in range(masters)]
-    return ms, broker
+    master = await ReplayServer("master", master_script or rp.master).start()
+    p = tubemq.aio.Producer(master.address, **{**FAST, **options})
+    try:
+        await p.start()
+        assert await p.publish("cap_main") == {"cap_main"}
+        yield master, broker, p
+    finally:
+        await aclose_all(p, master, broker)
 
 
 def test_master_answer_that_never_comes_then_recovers() -> None:
@@ -91,11 +104,7 @@ def test_master_answer_that_never_comes_then_recovers() -> None:
     rp.drop_heartbeats = {3}
 
     async def body() -> None:
-        (master,), broker = await _producer_setup(rp)
-        p = tubemq.aio.Producer(master.address, **FAST)
-        try:
-            await p.start()
-            await p.publish("cap_main")
+        async with _publishing(rp) as (master, _, p):
             res = await p.send("cap_main", b"during the lost heartbeat")
             assert res.message_id > 0
             await Deadline(15).until(lambda: rp.heartbeats >= 6, "heartbeats after the lost one")
@@ -103,8 +112,6 @@ def test_master_answer_that_never_comes_then_recovers() -> None:
             after = [s for s in master.requests(Method.MASTER_PRODUCER_HEARTBEAT) if s.conn == 2]
             assert after and all(s.msg.topicList == ["cap_main"] for s in after)
             assert (await p.send("cap_main", b"after")).message_id > 0
-        finally:
-            await aclose_all(p, master, broker)
 
     run(body(), 40)
 
@@ -130,12 +137,7 @@ def test_late_answer_for_a_timed_out_send_is_ignored() -> None:
     async def body() -> None:
         nonlocal broker
         broker = await ReplayServer("broker", broker_script).start()
-        rp.subs = {"127.0.0.1: ": f"127.0.0.1:{broker.port}"}
-        master = await ReplayServer("master", rp.master).start()
-        p = tubemq.aio.Producer(master.address, **FAST)
-        try:
-            await p.start()
-            await p.publish("cap_main")
+        async with _publishing(rp, broker) as (_, _, p):
             with pytest.raises(TubeMQTimeoutError):
                 await p.send("cap_main", b"first")
             second = await p.send("cap_main", b"second")  # in flight while the late answer arrives
@@ -143,8 +145,6 @@ def test_late_answer_for_a_timed_out_send_is_ignored() -> None:
             third = await p.send("cap_main", b"third")
             assert third.message_id == answers[2].message["messageId"]
             assert broker.connections == 1  # the same connection throughout
-        finally:
-            await aclose_all(p, master, broker)
 
     broker: Any = None
     run(body(), 40)
@@ -157,33 +157,30 @@ def test_producer_follows_a_changed_broker_list_and_a_vanished_broker() -> None:
     rp = ProducerReplay()
 
     async def body() -> None:
-        (master,), old = await _producer_setup(rp)
         new = await ReplayServer("new broker", rp.broker).start()
-        p = tubemq.aio.Producer(master.address, **FAST)
         try:
-            await p.start()
-            await p.publish("cap_main")
-            await p.send("cap_main", b"to the old broker")
-            assert len(old.log) == 1
+            async with _publishing(rp) as (master, old, p):
+                await p.send("cap_main", b"to the old broker")
+                assert len(old.log) == 1
 
-            def moved(m: Any) -> None:
-                m.brokerCheckSum += 10
-                del m.brokerInfos[:]
-                m.brokerInfos.append(f"1:127.0.0.1:{new.port}")
+                def moved(m: Any) -> None:
+                    m.brokerCheckSum += 10
+                    del m.brokerInfos[:]
+                    m.brokerInfos.append(f"1:127.0.0.1:{new.port}")
 
-            rp.beat_edit = moved
-            await Deadline(10).until(lambda: {x.address for x in p.partitions("cap_main")} == {new.address},
-                                     "partitions re-pointed at the new broker address")
-            await old.close()
-            for i in range(6):
-                await asyncio.wait_for(p.send("cap_main", f"moved {i}".encode()), 10)
-            assert len(new.log) == 6 and len(old.log) == 1
-            # the heartbeats now carry the new checksum (the master omits the list again)
-            await Deadline(10).until(
-                lambda: master.requests(Method.MASTER_PRODUCER_HEARTBEAT)[-1].msg.brokerCheckSum == 1795303356321 + 10,
-                "a heartbeat with the new checksum")
+                rp.beat_edit = moved
+                await Deadline(10).until(lambda: {x.address for x in p.partitions("cap_main")} == {new.address},
+                                         "partitions re-pointed at the new broker address")
+                await old.close()
+                for i in range(6):
+                    await asyncio.wait_for(p.send("cap_main", f"moved {i}".encode()), 10)
+                assert len(new.log) == 6 and len(old.log) == 1
+                # the heartbeats now carry the new checksum (the master omits the list again)
+                await Deadline(10).until(
+                    lambda: master.requests(Method.MASTER_PRODUCER_HEARTBEAT)[-1].msg.brokerCheckSum
+                    == 1795303356321 + 10, "a heartbeat with the new checksum")
         finally:
-            await aclose_all(p, master, new)
+            await new.close()
 
     run(body(), 40)
 
@@ -192,17 +189,11 @@ def test_send_to_a_broker_that_disappeared_fails_with_a_typed_error() -> None:
     rp = ProducerReplay()
 
     async def body() -> None:
-        (master,), broker = await _producer_setup(rp)
-        p = tubemq.aio.Producer(master.address, **FAST)
-        try:
-            await p.start()
-            await p.publish("cap_main")
+        async with _publishing(rp) as (_, broker, p):
             await p.send("cap_main", b"ok")
             await broker.close()  # listener gone, connections cut
             with pytest.raises(TubeMQConnectionError):
                 await asyncio.wait_for(p.send("cap_main", b"nowhere"), 10)
-        finally:
-            await aclose_all(p, master)
 
     run(body(), 40)
 
@@ -319,17 +310,9 @@ def test_auth_against_the_upstream_default_master_handler() -> None:
         return rp.master(s)
 
     async def body() -> None:
-        broker = await ReplayServer("broker", rp.broker).start()
-        rp.subs = {"127.0.0.1: ": f"127.0.0.1:{broker.port}"}
-        m = await ReplayServer("master", master).start()
-        p = tubemq.aio.Producer(m.address, auth_user="admin", auth_password="secret", **FAST)
-        try:
-            await p.start()
-            assert await p.publish("cap_main") == {"cap_main"}
+        async with _publishing(rp, master_script=master, auth_user="admin", auth_password="secret") as (m, _, p):
             await Deadline(10).until(lambda: rp.heartbeats >= 6, "periodic heartbeats")
             assert (await p.send("cap_main", b"authenticated")).message_id > 0
-        finally:
-            await aclose_all(p, m, broker)
         assert refused == []
         beats = m.requests(Method.MASTER_PRODUCER_HEARTBEAT)
         assert all(b.msg.authInfo.authInfo.userName == "admin" for b in beats)
@@ -363,12 +346,7 @@ def test_broker_that_stops_reading_never_hangs_a_send() -> None:
 
     async def body() -> None:
         broker = await _StallFirst("stalled broker", rp.broker).start()
-        rp.subs = {"127.0.0.1: ": f"127.0.0.1:{broker.port}"}
-        master = await ReplayServer("master", rp.master).start()
-        p = tubemq.aio.Producer(master.address, **FAST)
-        try:
-            await p.start()
-            await p.publish("cap_main")
+        async with _publishing(rp, broker) as (_, _, p):
             big = b"x" * 900_000
             futs = [await asyncio.wait_for(p.send_async("cap_main", big), 10) for _ in range(30)]
             results = await asyncio.wait_for(asyncio.gather(*futs, return_exceptions=True), 15)
@@ -379,8 +357,6 @@ def test_broker_that_stops_reading_never_hangs_a_send() -> None:
             assert any(isinstance(r, TubeMQTimeoutError) for r in results)
             res = await asyncio.wait_for(p.send("cap_main", b"after the stall"), 15)
             assert res.message_id > 0 and broker.connections >= 2
-        finally:
-            await aclose_all(p, master, broker)
 
     run(body(), 60)
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import socket
+
+from _support.ports import dead_address
 
 from tubemq.errors import TubeMQConnectionError
 from tubemq.net.pool import ConnectionPool, jittered
@@ -17,17 +18,9 @@ def test_jittered_bounds() -> None:
     assert len({round(v, 6) for v in values}) > 50  # spread, not a constant
 
 
-def _dead_address() -> str:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return f"127.0.0.1:{port}"
-
-
 def test_pools_failing_together_back_off_differently() -> None:
     async def main() -> list[float]:
-        addr = _dead_address()
+        addr = dead_address()
         pools = [ConnectionPool(backoff_base=1.0, backoff_max=1.0) for _ in range(8)]
         for pool in pools:
             try:

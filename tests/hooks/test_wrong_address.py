@@ -6,7 +6,6 @@ names what was found; the elapsed time is printed (not asserted: CI machines are
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import time
@@ -21,7 +20,7 @@ from tubemq.errors import ConfigError, ConnectionLostError, NotTubeMQPortError
 from tubemq.server import EmbeddedCluster
 from tubemq.server.testing import FAST_TIMERS as FAST_SERVER
 
-CLIENT = {"heartbeat_period_ms": 300, "rpc_timeout_ms": 20000}
+CLIENT = {"heartbeat_period_ms": 300, "rpc_timeout_ms": 20000, "register_retry_wait_ms": 100}
 
 
 def _start(address: str, kind: Any = NotTubeMQPortError, **options: Any) -> tuple[BaseException, float]:
@@ -68,19 +67,6 @@ def test_http_url_as_master() -> None:
     with pytest.raises(ConfigError) as err:
         tubemq.Producer("http://127.0.0.1:8080/webapi.htm")
     assert "web (admin API) address" in str(err.value) and err.value.field == "master"
-
-
-@pytest.fixture
-def cert(tmp_path: Path) -> tuple[str, str]:
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl CLI is not installed: cannot make a test certificate")
-    crt, key = tmp_path / "server.crt", tmp_path / "server.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(crt),
-         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True, timeout=60,
-    )
-    return str(crt), str(key)
 
 
 def test_tls_client_against_a_plaintext_master(cluster) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 
 import pytest
+from _support.ports import dead_address
 
 from tubemq import codec
 from tubemq.errors import RemoteError, StandbyError, TubeMQConnectionError
@@ -14,14 +14,6 @@ from tubemq.net.invoker import MasterInvoker, normalize_master_list
 from tubemq.net.pool import ConnectionPool
 from tubemq.protocol import master_pb
 from tubemq.protocol.constants import EXC_STANDBY
-
-
-def dead_address() -> str:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return f"127.0.0.1:{port}"
 
 
 def test_pool_shares_one_connection_per_address(frame_server, run) -> None:

@@ -9,71 +9,16 @@ acknowledged message is read back after the restart. The outage and recovery tim
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from _support import kill_signal, needs_sigkill
+from _support import needs_sigkill
+from _support.serve import ServerProcess
 
 import tubemq
-from tubemq.cli.admin import AdminClient
-from tubemq.cli.common import _wait_listening, start_on_free_ports
 from tubemq.errors import TubeMQError
-
-#: how long a server start may take on a loaded machine (s)
-START_TIMEOUT = 60.0
-
-
-class ServerProcess:
-    """``python -m tubemq.server`` in a child process on free ports, restartable on the same ports and
-    data directory after a SIGKILL (the first start picks new ports if one was taken meanwhile)."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.ports: list[int] = []  # master, broker, admin
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def _spawn(self, ports: list[int]) -> subprocess.Popen[bytes]:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tubemq.server", "--data-dir", str(self.data_dir), "--master-port", str(ports[0]),
-             "--broker-port", str(ports[1]), "--admin-port", str(ports[2]), "--log-level", "WARNING"],
-            stdin=subprocess.DEVNULL,
-        )
-        return self.proc
-
-    def start(self) -> None:
-        if self.ports:
-            assert _wait_listening(self._spawn(self.ports), self.ports, START_TIMEOUT), "server exited at restart"
-            return
-        proc, self.ports = start_on_free_ports(self._spawn, 3, START_TIMEOUT)
-        assert proc.poll() is None, f"server exited with {proc.returncode} at start"
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(kill_signal())
-            self.proc.wait(30)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    @property
-    def master(self) -> str:
-        return f"127.0.0.1:{self.ports[0]}"
-
-    @property
-    def broker(self) -> str:
-        return f"127.0.0.1:{self.ports[1]}"
-
-    def create_topic(self, topic: str) -> None:
-        AdminClient(f"http://127.0.0.1:{self.ports[2]}/webapi.htm", timeout=30.0).create_topic(topic, partitions=1)
 
 
 @needs_sigkill
@@ -94,7 +39,7 @@ def test_sends_queued_during_a_server_restart_wait_for_the_broker(tmp_path: Path
         return cb
 
     try:
-        server.create_topic("restart")
+        server.create_topic("restart", partitions=1)
         with tubemq.Producer(server.master, rpc_timeout_ms=30000, heartbeat_period_ms=500,
                              register_retry_wait_ms=100) as p:
             p.publish("restart")

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from _support import waited
 
 import tubemq
 from tubemq.errors import TubeMQError
@@ -34,15 +35,6 @@ def proxied(cluster: Any) -> Iterator[tuple[Any, HostilePeer]]:
     with HostilePeer("pass", upstream=cluster.broker_address) as proxy:
         redirect_broker(cluster, proxy.address)
         yield cluster, proxy
-
-
-def _until(cond: Callable[[], Any], bound: float, what: str) -> float:
-    t0 = time.monotonic()
-    while not cond():
-        if time.monotonic() - t0 > bound:
-            raise AssertionError(f"{what}: not within {bound:.0f} s")
-        time.sleep(0.05)
-    return time.monotonic() - t0
 
 
 def _consume_one(consumer: Any, bound: float) -> list[bytes]:
@@ -74,7 +66,7 @@ def test_misbehaving_broker_is_reported_released_refetched(proxied: Any, mode: s
 
         proxy.mode = mode
         caplog.set_level(logging.WARNING, logger="tubemq")
-        took = _until(lambda: _counters(consumer)["consumer.broker_unhealthy"] >= 1 and errors,
+        took = waited(lambda: _counters(consumer)["consumer.broker_unhealthy"] >= 1 and errors,
                       UNHEALTHY_BOUND_S, f"{mode} broker marked unhealthy")
         assert proxy.address in str(errors[0]) and "unhealthy" in str(errors[0])
         assert any(r.levelno == logging.WARNING and "unhealthy" in r.getMessage() and proxy.address in
@@ -139,7 +131,7 @@ def test_close_timeout_is_configurable(proxied: Any) -> None:
     consumer = tubemq.Consumer(cluster.master_address, group="g_rel_close", topics=["rel_t"],
                                consume_from="earliest", close_timeout_ms=300, **OPTS)
     try:
-        _until(lambda: len(consumer.assignment()) == 3, 30, "assignment")
+        waited(lambda: len(consumer.assignment()) == 3, 30, "assignment")
         proxy.mode = "silent"
         time.sleep(0.3)
         t0 = time.monotonic()

@@ -9,7 +9,6 @@ allocation): the first member fixes sessionKey, sourceCount and selectBig; later
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,26 +16,16 @@ import pytest
 
 from tubemq.protocol import master_pb
 from tubemq.protocol.constants import EventType
-from tubemq.server.config import ServerConfig
 from tubemq.server.master import Master
-from tubemq.server.meta import BrokerEntry, MetaStore
-from tubemq.server.rpc import RpcContext
+
+from ._master import ctx, master_with
 
 TOPIC = "bnd"
 
 
-def ctx(method: int) -> RpcContext:
-    return RpcContext(1, 1, 3, method, 10000, "127.0.0.1:50000", 8715, False, time.monotonic())
-
-
 @pytest.fixture
 def master(tmp_path: Path) -> Master:
-    cfg = ServerConfig(data_dir=tmp_path, balance_period_ms=200, first_balance_delay_ms=-1)
-    meta = MetaStore(tmp_path)
-    meta.set_broker(BrokerEntry(1, "127.0.0.1", 8123, 8124))
-    meta.create_topic(TOPIC, 4)
-    meta.create_topic("other", 1)
-    return Master(cfg, meta)
+    return master_with(tmp_path, {TOPIC: {"partitions": 4}, "other": {"partitions": 1}})
 
 
 def breg(

@@ -48,6 +48,7 @@ from typing import Any
 import pytest
 from _data import load_capture
 from _pbcompat import is_repeated
+from _support.wire import response_class
 from google.protobuf.message import Message
 
 from tubemq import codec
@@ -84,22 +85,6 @@ KNOWN_DIFFERENCES: dict[tuple[str, int, int], str] = {
     ): "timeout 1 ms is racy (README item 10): answered in one real run, not in another",
 }
 
-RESPONSE_TYPES: dict[int, type[Message]] = {
-    1: master_pb.RegisterResponseM2P,
-    2: master_pb.HeartResponseM2P,
-    3: master_pb.CloseResponseM2P,
-    4: master_pb.RegisterResponseM2C,
-    5: master_pb.HeartResponseM2C,
-    6: master_pb.CloseResponseM2C,
-    13: broker_pb.SendMessageResponseB2P,
-    15: broker_pb.RegisterResponseB2C,
-    16: broker_pb.HeartBeatResponseB2C,
-    17: broker_pb.GetMessageResponseB2C,
-    18: broker_pb.CommitOffsetResponseB2C,
-    20: master_pb.RegisterResponseM2CV2,
-    21: master_pb.HeartResponseM2CV2,
-    22: master_pb.GetPartMetaResponseM2C,
-}
 REQUEST_TYPES: dict[int, type[Message]] = {
     1: master_pb.RegisterRequestP2M,
     2: master_pb.HeartRequestP2M,
@@ -447,7 +432,7 @@ class Replayer:
             return problems
         if resp.method != recorded.get("rsp_response_body", {}).get("method", method):
             problems.append(f"method {resp.method}")
-        cls = RESPONSE_TYPES[resp.method]
+        cls = response_class(resp.method)
         ours = _to_dict(cls.FromString(resp.body))
         want = recorded.get("message") or {}
         problems.extend(self._cmp_obj("", want, ours))

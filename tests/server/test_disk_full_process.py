@@ -8,13 +8,9 @@ tmpfs of a few MiB (needs root and mount; skipped with the reason elsewhere).
 from __future__ import annotations
 
 import os
-import queue
-import re
 import shutil
 import signal
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,58 +22,26 @@ from tubemq.consumer import BoundConsumer
 from tubemq.errors import ServerOverflowError
 from tubemq.server.meta import MetaStore
 
+from ._child import ServerChild
+
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
 CHILD = Path(__file__).with_name("_diskfull.py")
-MASTER_RE = re.compile(r"master listening on ([\d.]+:\d+)")
-BROKER_RE = re.compile(r"broker \d+ listening on ([\d.]+:\d+)")
 PARTITIONS = 2
 PRODUCER = {"rpc_timeout_ms": 5000, "retries": 2, "retry_backoff_ms": 50}
 
 
-class Server:
+class Server(ServerChild):
     """A server child process on ephemeral ports (through the FullDisk wrapper when ``control``)."""
 
     def __init__(self, data_dir: Path, flush: str, control: Path | None = None) -> None:
-        args = ["--data-dir", str(data_dir), "--master-port", "0", "--broker-port", "0", "--admin-port", "0",
-                "--flush", flush, "--flush-interval-ms", "100", "--log-level", "INFO"]
-        cmd = [sys.executable, str(CHILD), str(control), *args] if control else [sys.executable, "-m", "tubemq.server", *args]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.log: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.master = self.broker = ""
-        deadline = time.monotonic() + 60
-        while not (self.master and self.broker) and time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.5)
-            except queue.Empty:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            self.log.append(line)
-            if m := MASTER_RE.search(line):
-                self.master = m.group(1)
-            if m := BROKER_RE.search(line):
-                self.broker = m.group(1)
-        if not (self.master and self.broker):
-            self.kill()
-            raise AssertionError("server did not start:\n" + "".join(self.log))
-
-    def _pump(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.put(line)
+        super().__init__(data_dir, "--flush", flush, "--flush-interval-ms", "100",
+                         wrapper=[str(CHILD), str(control)] if control else ())
 
     def cpu_seconds(self) -> float:
         """User + system CPU time of the server process (Linux /proc)."""
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
 
 
 def send_until(producer: tubemq.Producer, topic: str, prefix: bytes, count: int, acked: list[bytes],

@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import queue
-import re
 import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -17,61 +10,13 @@ import pytest
 from tubemq import codec
 from tubemq.server.meta import MetaStore
 
+from ._child import ServerChild
 from ._raw import RawClient
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
 TOTAL = 20000
 PARTITIONS = 3
-LISTEN_RE = re.compile(r"broker \d+ listening on ([\d.]+:\d+)")
-
-
-class ServerProcess:
-    """``python -m tubemq.server`` on ephemeral ports; the broker address is read from its log."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tubemq.server", "--data-dir", str(data_dir), "--master-port", "0",
-             "--broker-port", "0", "--admin-port", "0", "--log-level", "INFO"],
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            text=True,
-            env=dict(os.environ),
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.broker_address = self._wait_for_broker()
-
-    def _pump(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.put(line)
-
-    def _wait_for_broker(self) -> str:
-        deadline = time.monotonic() + 30
-        seen = []
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.5)
-            except queue.Empty:
-                if self.proc.poll() is not None:
-                    break
-                continue
-            seen.append(line)
-            m = LISTEN_RE.search(line)
-            if m:
-                return m.group(1)
-        self.kill()
-        raise AssertionError("server did not start:\n" + "".join(seen))
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def terminate(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(15)
 
 
 def produce(address: str, total: int, window: int = 500) -> dict[int, list[int]]:
@@ -114,16 +59,16 @@ def consume_all(address: str, partition: int) -> list[int]:
 def test_acknowledged_messages_survive_sigkill(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     MetaStore(data_dir).create_topic("dura", partitions=PARTITIONS)
-    server = ServerProcess(data_dir)
+    server = ServerChild(data_dir)
     try:
-        acked = produce(server.broker_address, TOTAL)
+        acked = produce(server.broker, TOTAL)
     finally:
         server.kill()  # SIGKILL right after the last acknowledgement
     assert sum(len(v) for v in acked.values()) == TOTAL
-    server = ServerProcess(data_dir)
+    server = ServerChild(data_dir)
     try:
         for p in range(PARTITIONS):
-            got = consume_all(server.broker_address, p)
+            got = consume_all(server.broker, p)
             assert got == acked[p], f"partition {p}: {len(got)} read back, {len(acked[p])} acknowledged"
         assert server.terminate() == 0  # clean SIGTERM shutdown
     finally:

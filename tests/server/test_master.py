@@ -15,23 +15,16 @@ from tubemq.server.auth import auth_signature
 from tubemq.server.config import ServerConfig
 from tubemq.server.master import Master
 from tubemq.server.meta import BrokerEntry, MetaStore
-from tubemq.server.rpc import RpcContext, RpcException
+from tubemq.server.rpc import RpcException
 
-
-def ctx(method: int = 1, tls: bool = False) -> RpcContext:
-    return RpcContext(1, 1, 3, method, 10000, "127.0.0.1:50000", 8715, tls, time.monotonic())
+from ._master import ctx, master_with
 
 
 @pytest.fixture
 def master(tmp_path: Path) -> Master:
-    cfg = ServerConfig(data_dir=tmp_path, balance_period_ms=200, first_balance_delay_ms=-1)
-    meta = MetaStore(tmp_path)
-    meta.set_broker(BrokerEntry(1, "127.0.0.1", 8123, 8124))
-    meta.create_topic("cap_main", 3)
-    meta.create_topic("cap_store2", 2, 2)
-    meta.create_topic("cap_big", 1, max_msg_size=2 * 1024 * 1024)
-    meta.create_topic("cap_rebal", 3)
-    return Master(cfg, meta)
+    return master_with(tmp_path, {"cap_main": {"partitions": 3}, "cap_store2": {"partitions": 2, "stores": 2},
+                                  "cap_big": {"partitions": 1, "max_msg_size": 2 * 1024 * 1024},
+                                  "cap_rebal": {"partitions": 3}})
 
 
 def preg(m: Master, cid: str = "p1", **kw: Any) -> master_pb.RegisterResponseM2P:

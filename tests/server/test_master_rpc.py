@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from _support import wait_for
+from _support.wire import response_class
 from google.protobuf.message import Message
 
 from tubemq import codec
@@ -32,20 +33,6 @@ FAST = {
     "consumer_heartbeat_timeout_ms": 3000,
     "producer_heartbeat_timeout_ms": 3000,
     "consumer_reg_timeout_ms": 3000,
-}
-RESPONSES: dict[int, type[Message]] = {
-    1: master_pb.RegisterResponseM2P,
-    2: master_pb.HeartResponseM2P,
-    3: master_pb.CloseResponseM2P,
-    4: master_pb.RegisterResponseM2C,
-    5: master_pb.HeartResponseM2C,
-    6: master_pb.CloseResponseM2C,
-    13: broker_pb.SendMessageResponseB2P,
-    15: broker_pb.RegisterResponseB2C,
-    17: broker_pb.GetMessageResponseB2C,
-    20: master_pb.RegisterResponseM2CV2,
-    21: master_pb.HeartResponseM2CV2,
-    22: master_pb.GetPartMetaResponseM2C,
 }
 DISCONNECTS = (EventType.DISCONNECT, EventType.ONLY_DISCONNECT)
 
@@ -90,7 +77,7 @@ class Rpc:
                 resp = codec.decode_response(payload)
                 if resp.status != 0:
                     raise RpcError(resp.status, resp.exception_name, resp.message)
-                return RESPONSES[method].FromString(resp.body)
+                return response_class(method).FromString(resp.body)
         raise TimeoutError(f"no answer to method {method}")
 
     def close(self) -> None:
@@ -132,11 +119,12 @@ class RawConsumer:
         )
         assert r.success, r.errMsg
 
-    def _unregister(self, p: codec.Partition) -> None:
-        r = self.broker.call(
+    def _broker_register(self, p: codec.Partition, op_type: int) -> Any:
+        """Register (31) or unregister (32) ``p`` at the broker."""
+        return self.broker.call(
             15,
             broker_pb.RegisterRequestC2B(
-                opType=32,
+                opType=op_type,
                 clientId=self.cid,
                 groupName=self.group,
                 topicName=p.topic,
@@ -144,6 +132,9 @@ class RawConsumer:
                 readStatus=0,
             ),
         )
+
+    def _unregister(self, p: codec.Partition) -> None:
+        r = self._broker_register(p, 32)
         assert r.success, r.errMsg
         del self.owned[p.key]
         assert self.owners.pop(p.key) == self.cid
@@ -152,17 +143,7 @@ class RawConsumer:
         assert p.key not in self.owners, (
             f"{p.key} handed to {self.cid} while {self.owners.get(p.key)} owns it"
         )
-        r = self.broker.call(
-            15,
-            broker_pb.RegisterRequestC2B(
-                opType=31,
-                clientId=self.cid,
-                groupName=self.group,
-                topicName=p.topic,
-                partitionId=p.partition_id,
-                readStatus=0,
-            ),
-        )
+        r = self._broker_register(p, 31)
         assert r.success, f"{self.cid} register {p.key}: {r.errCode} {r.errMsg}"
         self.owned[p.key] = p
         self.owners[p.key] = self.cid

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +27,17 @@ def decode(chunks: list[bytes]) -> list[bytes]:
     res = codec.decode_get_message_response(body, "t")
     assert res.dropped == 0
     return [m.data for m in res.messages]
+
+
+def filled(path: Path, count: int, store_time: Callable[[int], int] = lambda i: 1) -> tuple[StoreManager, Any]:
+    """A store of small segments (4 KiB) whose partition ("t", 0) holds records 0..count-1, each
+    stored at ``store_time(i)`` ms and marked dirty, nothing flushed or synced yet."""
+    sm = StoreManager(path, segment_bytes=4096)
+    s = sm.get("t", 0)
+    for i in range(count):
+        s.append(0, rec(i), -1, store_time(i))
+        sm.mark_dirty(s)
+    return sm, s
 
 
 def test_append_read_offsets_and_partitions(tmp_path: Path) -> None:
@@ -53,11 +66,7 @@ def test_append_read_offsets_and_partitions(tmp_path: Path) -> None:
 
 
 def test_reopen_keeps_everything(tmp_path: Path) -> None:
-    sm = StoreManager(tmp_path, segment_bytes=4096)
-    s = sm.get("t", 0)
-    for i in range(500):
-        s.append(0, rec(i), -1, 1)
-        sm.mark_dirty(s)
+    sm, s = filled(tmp_path, 500)
     sm.flush_pending()
     assert len(s.segments) > 3
     sm.close()
@@ -113,12 +122,8 @@ def test_record_valid() -> None:
 
 
 def test_retention_by_size_and_age(tmp_path: Path) -> None:
-    sm = StoreManager(tmp_path, segment_bytes=4096)
-    s = sm.get("t", 0)
     old = int(time.time() * 1000) - 3_600_000
-    for i in range(400):
-        s.append(0, rec(i), -1, old if i < 200 else int(time.time() * 1000))
-        sm.mark_dirty(s)
+    sm, s = filled(tmp_path, 400, lambda i: old if i < 200 else int(time.time() * 1000))
     sm.flush_pending()
     n_segments = len(s.segments)
     assert sm.apply_retention(60_000, None) > 0
@@ -136,11 +141,7 @@ def test_retention_by_size_and_age(tmp_path: Path) -> None:
 
 
 def test_fsync_bookkeeping(tmp_path: Path) -> None:
-    sm = StoreManager(tmp_path, segment_bytes=4096)
-    s = sm.get("t", 0)
-    for i in range(300):
-        s.append(0, rec(i), -1, 1)
-        sm.mark_dirty(s)
+    sm, s = filled(tmp_path, 300)
     assert s.synced_offset == 0
     sm.sync_now()
     assert s.synced_offset == s.written_offset == s.max_offset

@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 import ssl
-import subprocess
 from pathlib import Path
-
-import pytest
 
 from tubemq.protocol import master_pb
 from tubemq.server import EmbeddedCluster
 from tubemq.server.testing import FAST_TIMERS as FAST_SERVER
 
 from ._raw import RawClient
-
-
-@pytest.fixture
-def cert(tmp_path: Path) -> tuple[str, str]:
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl CLI is not installed: cannot make a test certificate")
-    crt, key = tmp_path / "server.crt", tmp_path / "server.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(crt),
-         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True, timeout=60,
-    )
-    return str(crt), str(key)
 
 
 def test_tls_round_trip(tmp_path: Path, cert: tuple[str, str]) -> None:
