@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import tubemq
+from tubemq._bridge.consumer import DirectFeed
 from tubemq.consumer.fetch import Batch, DeliveryBuffer
 from tubemq.server import EmbeddedCluster
 from tubemq.server.testing import FAST_TIMERS
@@ -31,6 +32,12 @@ def small_batches(tmp_path: Any) -> Iterator[EmbeddedCluster]:
     """A cluster whose broker returns a few messages per fetch."""
     with EmbeddedCluster(data_dir=tmp_path / "tubemq-data", transfer_size=600, **FAST_TIMERS) as c:
         yield c
+
+
+@pytest.fixture
+def batch_feed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The iterator's loop-fed route (:class:`BatchFeed`, used with TLS): a batch polled ahead."""
+    monkeypatch.setattr(DirectFeed, "start", lambda self: False)
 
 
 def open_consumer(cluster: Any, group: str, topic: str, **kw: Any) -> tubemq.Consumer:
@@ -84,7 +91,7 @@ def test_next_and_for_share_the_batch(small_batches: EmbeddedCluster) -> None:
     assert sorted(got) == sorted(BODIES[:60])
 
 
-def test_poll_after_break_gets_the_batch_queued_ahead(small_batches: EmbeddedCluster) -> None:
+def test_poll_after_break_gets_the_batch_queued_ahead(small_batches: EmbeddedCluster, batch_feed: None) -> None:
     cluster = small_batches
     cluster.create_topic("pb", partitions=2)
     produce(cluster, "pb", BODIES[:80], partitions=2)
@@ -175,7 +182,8 @@ def test_close_from_another_thread_ends_a_waiting_iteration(small_batches: Embed
     assert sorted(got) == sorted(BODIES[:10])
 
 
-def test_close_with_a_batch_queued_ends_the_loop_and_shows_it_to_nobody(small_batches: EmbeddedCluster) -> None:
+def test_close_with_a_batch_queued_ends_the_loop_and_shows_it_to_nobody(small_batches: EmbeddedCluster,
+                                                                       batch_feed: None) -> None:
     cluster = small_batches
     cluster.create_topic("clq", partitions=2)
     produce(cluster, "clq", BODIES[:80], partitions=2)

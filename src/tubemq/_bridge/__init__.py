@@ -5,6 +5,8 @@
   ``BoundConsumer``;
 * :mod:`.producer`: the blocking producer's routes: ``send`` doing its own round trip on the caller's
   thread (:mod:`.channel`), ``send_async`` handing jobs to the loop in batches;
+* :mod:`.consumer`: the blocking consumer's iterator fetching on its own thread (``DirectFeed``);
+  :mod:`.feed`: its loop-fed fallback (``BatchFeed``, with TLS);
 * :mod:`.futures`: what threads wait on (``SendFuture``, ``Waiter``);
 * :mod:`.dispatch`: blocking callbacks run in order on a thread of their own.
 

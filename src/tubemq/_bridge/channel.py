@@ -58,7 +58,8 @@ class BlockingChannel:
                  "bytes_sent", "closed", "last_used", "serial", "sock")
 
     def __init__(self, address: str, connect_timeout: float, timeout: float,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, read_size: int = _READ_SIZE) -> None:
+        """``read_size``: bytes one ``recv`` may take (large answers, e.g. getMessage, want more)."""
         host, port = split_address(address)
         try:
             sock = socket.create_connection((host, port), timeout=connect_timeout)
@@ -78,7 +79,7 @@ class BlockingChannel:
         self.address = address
         self._decoder = codec.FrameDecoder(max_frame_size)
         self.serial = 0  # the last request serial used (owner thread only)
-        self._buf = bytearray(_READ_SIZE)
+        self._buf = bytearray(read_size)
         self._view = memoryview(self._buf)
         self.closed = False
         self.last_used = time.monotonic()

@@ -1,7 +1,8 @@
 """Batches for a blocking ``for msg in consumer`` loop, handed from the loop thread to the iterating one.
 
 Part of the bridge (all thread crossing of the blocking API lives in :mod:`tubemq._bridge`); used by
-:class:`tubemq.Consumer`'s iterator.
+:class:`tubemq.Consumer`'s iterator where it cannot fetch on its own thread
+(:class:`~tubemq._bridge.consumer.DirectFeed`): with TLS, or for a second iterator running at once.
 """
 
 from __future__ import annotations

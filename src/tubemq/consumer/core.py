@@ -133,6 +133,8 @@ class ConsumerCore:
         self._close_task: asyncio.Task[None] | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._discards: set[asyncio.Task[None]] = set()
+        #: called on the loop thread as the close begins (a blocking iterator's sockets are shut down)
+        self.close_hooks: list[Callable[[], None]] = []
         self.broker_heartbeats = BrokerHeartbeats(self.table, self.brokers, self.session,
                                                   config.heartbeat_period_ms / 1000.0)
         self.batches = 0  # batches handed to the application (poll)
@@ -209,6 +211,11 @@ class ConsumerCore:
         """Graceful within ``close_timeout_ms``, then whatever is still outstanding is abandoned."""
         self.closing = True
         self.table.pause()
+        for hook in list(self.close_hooks):
+            try:
+                hook()
+            except Exception:
+                log.exception("consumer %s: a close hook failed", self.client_id)
         budget = self.config.close_timeout_ms / 1000.0
         deadline = time.monotonic() + budget
         try:
@@ -271,11 +278,16 @@ class ConsumerCore:
         if batch is not None:
             if self.closing:
                 return None
-            batch.delivered = True
-            self.batches += 1
-            if self.config.deserialize is not None:
-                self._deserialize(batch)
+            self.deliver(batch)
         return batch
+
+    def deliver(self, batch: Batch) -> None:
+        """``batch`` is handed to the application (poll, or a blocking iterator's own fetch): from now
+        on the confirm timeout applies to it. Raises the value_deserializer's error (rolled back)."""
+        batch.delivered = True
+        self.batches += 1
+        if self.config.deserialize is not None:
+            self._deserialize(batch)
 
     def _deserialize(self, batch: Batch) -> None:
         """``value_deserializer`` on a batch being handed out; on failure it is rolled back and the

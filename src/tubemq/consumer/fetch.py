@@ -213,6 +213,9 @@ class Fetcher:
                 metrics.inc(f"consumer.{name}", 0)  # present from the start (counted on failure paths)
         self._tasks: list[asyncio.Task[None]] = []
         self._requests: dict[tuple[Partition, bool], bytes] = {}
+        #: cleared while a blocking iterator does the fetching itself (:meth:`suspend`)
+        self._gate: asyncio.Event | None = None
+        self.suspended = False
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -225,6 +228,19 @@ class Fetcher:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
 
+    def suspend(self) -> None:
+        """Loop thread: the workers stop taking partitions (a fetch already running completes and its
+        batch is buffered) until :meth:`resume`: a blocking iterator fetches on its own thread."""
+        self.suspended = True
+        if self._gate is None:
+            self._gate = asyncio.Event()
+        self._gate.clear()
+
+    def resume(self) -> None:
+        self.suspended = False
+        if self._gate is not None:
+            self._gate.set()
+
     def _count(self, name: str, n: int = 1) -> None:
         if self.metrics is not None:
             self.metrics.inc(name, n)
@@ -235,6 +251,11 @@ class Fetcher:
                 await self.buffer.reserve()
             except ClientClosedError:
                 return
+            gate = self._gate
+            if self.suspended and gate is not None:
+                self.buffer.unreserve()
+                await gate.wait()
+                continue
             try:
                 slot = await self.table.acquire()
             except ClientClosedError:
@@ -244,6 +265,10 @@ class Fetcher:
                 self.buffer.unreserve()
                 raise
             booking = slot.booking
+            if self.suspended:  # taken while waiting: give it back untouched, to the iterator's fetches
+                self.table.fetch_done(slot, booking, consumed=slot.last_consumed)
+                self.buffer.unreserve()
+                continue
             kept = False
             try:
                 batch = await self.fetch_once(slot, booking)
@@ -263,6 +288,21 @@ class Fetcher:
     async def fetch_once(self, slot: PartitionSlot, booking: int) -> Batch | None:
         """One getMessage for the FETCHING ``slot``; the batch (slot now IN_FLIGHT) or None, in which
         case the slot was released (with the back-off the answer asks for) or dropped."""
+        body = self.begin(slot)
+        p = slot.partition
+        t0 = time.monotonic()
+        try:
+            conn = await self.get_connection(p.address)
+            t0 = time.monotonic()
+            data = await conn.call(ServiceType.BROKER_READ, Method.BROKER_CONSUMER_GET_MESSAGE, body,
+                                   timeout_ms=self.rpc_timeout_ms)
+        except (TubeMQError, OSError) as exc:
+            return self.answer(slot, booking, None, exc, t0)
+        return self.answer(slot, booking, data, None, t0)
+
+    def begin(self, slot: PartitionSlot) -> bytes:
+        """Count one getMessage for the FETCHING ``slot`` and return its request body; every call is
+        followed by one :meth:`answer` (the fetch workers, or a blocking iterator's own round trip)."""
         p = slot.partition
         # the request of a partition takes two shapes (lastPackConsumed true / false): built once each
         cache_key = (p, slot.last_consumed)
@@ -274,12 +314,15 @@ class Fetcher:
                                                                     slot.last_consumed)
         self.fetches += 1
         self.in_flight += 1
-        try:
-            conn = await self.get_connection(p.address)
-            t0 = time.monotonic()
-            data = await conn.call(ServiceType.BROKER_READ, Method.BROKER_CONSUMER_GET_MESSAGE, body,
-                                   timeout_ms=self.rpc_timeout_ms)
-        except (TubeMQError, OSError) as exc:
+        return body
+
+    def answer(self, slot: PartitionSlot, booking: int, data: bytes | None, exc: BaseException | None,
+               t0: float) -> Batch | None:
+        """Judge the answer to the getMessage :meth:`begin` counted (``data``: RspResponseBody.data, or
+        ``exc``: the call failed, outcome unknown; ``t0``: when the request was written). Loop thread."""
+        self.in_flight -= 1
+        p = slot.partition
+        if data is None:
             # outcome unknown: never claim the previous batch consumed again (Java: lastPackConsumed=false)
             level = logging.INFO if isinstance(exc, RemoteError) else logging.DEBUG
             log.log(level, "partition %s: getMessage failed: %s", p.key, exc)
@@ -288,10 +331,8 @@ class Fetcher:
             slot.last_code, slot.last_message = ErrorCode.UNSPECIFIED_ABNORMAL, str(exc)
             self.table.fetch_done(slot, booking, consumed=False, delay=_OTHER_ERROR_WAIT)
             if self.on_result is not None:
-                self.on_result(p.address, exc)
+                self.on_result(p.address, exc if exc is not None else TubeMQError("getMessage failed"))
             return None
-        finally:
-            self.in_flight -= 1
         if self.on_result is not None:
             self.on_result(p.address, None)
         if self._latency is not None:

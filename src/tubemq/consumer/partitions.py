@@ -23,6 +23,7 @@ next owner.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 from collections import deque
@@ -282,6 +283,14 @@ class PartitionTable:
                 return slot
             self._ready_event.clear()
             await self._ready_event.wait()
+
+    async def wait_ready(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for a partition to become fetchable (or for close)."""
+        if self._closed or (self._ready and not self._paused):
+            return
+        self._ready_event.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._ready_event.wait(), timeout)
 
     def pause(self) -> None:
         """Stop handing out partitions (in-flight fetches complete normally)."""

@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._bridge import Dispatcher, Facade, blocking, to_thread
+from .._bridge.consumer import DirectFeed
 from .._bridge.feed import BatchFeed
 from ..admin import AdminClient
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
-from ..errors import TubeMQError
+from ..errors import ClientClosedError, TubeMQError
 from . import aio
 from .core import ConsumerCore, Hook
 from .fetch import Batch
@@ -79,13 +80,15 @@ class Consumer(Facade[aio.Consumer]):
 
     def __iter__(self) -> Iterator[Message]:
         """``for msg in consumer``: same semantics as :meth:`__next__` (each batch confirmed once
-        iterated to its end; a ``break`` leaves the current batch unconfirmed), but a generator fed by
-        a :class:`BatchFeed`: no loop-thread round trip per batch and no method call per message."""
+        iterated to its end; a ``break`` leaves the current batch unconfirmed), but a generator that
+        fetches on the iterating thread (:class:`~tubemq._bridge.consumer.DirectFeed`; with TLS, or
+        while another iterator of this consumer runs, fed by a :class:`BatchFeed`): one loop-thread
+        hop per batch and no method call per message."""
         return self._messages()
 
     def _messages(self) -> Iterator[Message]:
         a = self._aio
-        feed: BatchFeed | None = None
+        feed: DirectFeed | BatchFeed | None = None
         limit = self.config.iter_timeout_ms / 1000.0
         try:
             while True:
@@ -95,9 +98,18 @@ class Consumer(Facade[aio.Consumer]):
                 if self._portal.released:
                     return
                 if feed is None:
-                    feed = BatchFeed(self._portal.lt, a)
+                    if a._core.closing:
+                        return
+                    if not a._core.started:
+                        self._portal.run(a.start())
+                    feed = DirectFeed(self._portal.lt, a)
+                    if not feed.start():  # TLS, or another iterator of this consumer fetches so
+                        feed = BatchFeed(self._portal.lt, a)
                 done, a._iter_batch, a._iter_msgs = a._iter_batch, None, None
-                batch = feed.next_batch(done, limit if limit > 0 else None)
+                try:
+                    batch = feed.next_batch(done, limit if limit > 0 else None)
+                except ClientClosedError:
+                    return  # closed (from another thread) while waiting: the loop ends, as for BatchFeed
                 if batch is None:
                     return
                 a._iter_batch, a._iter_msgs = batch, iter(batch.messages)

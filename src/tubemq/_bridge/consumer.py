@@ -1,0 +1,286 @@
+"""The blocking iterator's own fetches: ``for msg in consumer`` does the getMessage round trip on its thread.
+
+Why: through the loop, one batch costs four thread hand-offs (the fetch worker's answer wakes a feed
+task, the feed wakes the iterating thread, the iterating thread posts the confirm, the confirm wakes a
+fetch worker) plus the asyncio machinery of a request (a future, a protocol callback, a frame decoder
+fed by the loop). Measured on a 2-core VM draining a backlog of 100 B messages: about half of the
+client's CPU per message went there, not into decoding or iteration (bench/RESULTS.md, "Blocking
+iterator fetching on its own thread").
+
+Here the iterating thread writes the getMessage request and reads the answer on its own blocking
+socket (:class:`~tubemq._bridge.channel.BlockingChannel`, same client id, the consumer's rpc timeout),
+and crosses to the loop thread once per batch, with a plain function (no Task): the loop thread
+confirms the batch just iterated, opens the answer's envelope (its large copies come from the
+loop thread's malloc arena: made on the main thread they made glibc trim and regrow the heap top per
+answer) and judges it with the fetch workers' own code
+(:meth:`~tubemq.consumer.fetch.Fetcher.answer`: back-offs, lost partitions, broker health, metrics),
+hands back the batch and leases the next ready partition (OWNED -> FETCHING, exactly as a fetch
+worker takes it). The partition table is touched on the loop thread only; what crosses threads is
+written before a lock is released and read after it is acquired (:class:`~tubemq._bridge.futures.Waiter`),
+so nothing rests on the GIL.
+
+While such an iterator runs, the consumer's fetch workers are suspended (a fetch of theirs already
+running completes; its batch is delivered from the buffer first). Registration, heartbeats,
+rebalances and their hooks, pause/resume, seek and close stay on the loop. A revoke waits for the
+leased partition like for a fetch worker's (the lease is answered within the rpc timeout); close
+shuts the socket down, so a blocked read returns at once. Delivery is unchanged: a batch is
+confirmed (locally: the commit rides on the partition's next getMessage, ``lastPackConsumed``) only
+after it was iterated to its end; a crash before that redelivers it.
+
+Not used (the :class:`~tubemq._bridge.feed.BatchFeed` route instead) with TLS, or when another
+iterator of the same consumer already fetches this way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from .. import codec
+from ..errors import ClientClosedError, ConnectionLostError, TubeMQError, TubeMQTimeoutError
+from ..net.connection import unwrap_response
+from ..protocol.constants import Method, ServiceType
+from .channel import BlockingChannel, Unsent
+from .futures import Waiter
+
+if TYPE_CHECKING:
+    from ..consumer import aio
+    from ..consumer.partitions import PartitionSlot
+    from ..types import Batch
+
+log = logging.getLogger("tubemq.consumer.direct")
+
+#: (slot, booking, request body): a partition taken for one getMessage on the iterating thread
+Lease = tuple["PartitionSlot", int, bytes]
+#: (lease, the response payload or None, the error or None, when the request was written)
+Fetched = tuple[Lease, "bytes | None", "BaseException | None", float]
+
+#: bytes per ``recv``: a getMessage answer is up to a few hundred KiB; one read instead of several
+_READ_SIZE = 256 * 1024
+#: how often a thread waiting for the loop checks that the loop still runs (s)
+_HOP_CHECK = 0.5
+#: longest wait on the loop thread for a ready partition before the iterator looks again (s)
+_IDLE_WAIT = 0.05
+
+
+class DirectFeed:
+    """Batches for one blocking ``for msg in consumer`` loop, fetched on the iterating thread; see the
+    module docstring. One instance per iteration, used by one thread (``abort`` from any)."""
+
+    def __init__(self, lt: Any, consumer: aio.Consumer) -> None:
+        self._aio = consumer
+        self._core = consumer._core
+        self._loop: asyncio.AbstractEventLoop = lt.loop
+        cfg = consumer.config
+        self._rpc_timeout_ms = cfg.rpc_timeout_ms
+        self._rpc_timeout = cfg.rpc_timeout_ms / 1000.0
+        self._connect_timeout = cfg.connect_timeout_ms / 1000.0
+        #: a hop to the loop thread that takes longer than this is given up (the loop is stuck or gone)
+        self._hop_limit = self._rpc_timeout + 30.0
+        self._channels: dict[str, BlockingChannel] = {}
+        self._lease: Lease | None = None
+        self._aborted = False
+        self._started = False
+
+    # ---- loop thread
+    def _begin(self) -> bool:
+        """Take over the fetching; False when another iterator already did (or the consumer closes)."""
+        core = self._core
+        if core.fetcher.suspended or core.closing:
+            return False
+        core.fetcher.suspend()
+        core.close_hooks.append(self.abort)
+        return True
+
+    def _end(self, lease: Lease | None) -> None:
+        """The iteration stopped: an unused lease goes back untouched; the workers fetch again."""
+        core = self._core
+        if lease is not None:
+            slot, booking, _ = lease
+            core.fetcher.in_flight -= 1
+            core.table.fetch_done(slot, booking, consumed=slot.last_consumed)
+        if self.abort in core.close_hooks:
+            core.close_hooks.remove(self.abort)
+        if not core.closing:
+            core.fetcher.resume()
+
+    def _step(self, done: Batch | None, fetched: Fetched | None) -> tuple[Batch | None, Lease | None,
+                                                                          BaseException | None]:
+        """Confirm ``done``, judge ``fetched``; the next batch and the next lease (either may be None)."""
+        core = self._core
+        if done is not None and not core.closing:
+            core.confirm_local(done, True)
+        batch: Batch | None = None
+        if fetched is not None:
+            (slot, booking, _), data, exc, t0 = fetched
+            if core.closing:  # rolled back; a read cut short by close is no broker failure
+                core.fetcher.in_flight -= 1
+                core.table.fetch_done(slot, booking, consumed=False)
+            else:
+                if data is not None:
+                    # the response envelope is opened here, on the loop thread: its large transient
+                    # copies then come from this thread's malloc arena. Made on the main thread, the
+                    # heap top is trimmed and grown again per answer (~180 page faults per 400 KiB
+                    # answer measured, +40 % CPU per message at 1 KiB).
+                    try:
+                        data = unwrap_response(data)
+                    except TubeMQError as err:
+                        data, exc = None, err
+                batch = core.fetcher.answer(slot, booking, data, exc, t0)
+        if core.closing:
+            return None, None, None
+        if batch is None:
+            batch = core.buffer.take_nowait(core._deliverable)  # fetched by a worker before the suspend
+        lease: Lease | None = None
+        ready = core.table.acquire_nowait()
+        if ready is not None:
+            lease = (ready, ready.booking, core.fetcher.begin(ready))
+        error: BaseException | None = None
+        if batch is not None:
+            try:
+                core.deliver(batch)
+            except Exception as exc:  # a value_deserializer failed: rolled back, raised to the iterator
+                batch, error = None, exc
+        return batch, lease, error
+
+    async def _wait(self, timeout: float) -> tuple[Batch | None, Lease | None, BaseException | None]:
+        """Nothing ready: wait (bounded) until a partition is fetchable or a worker's batch arrives."""
+        core = self._core
+        end = self._loop.time() + timeout
+        while True:
+            out = self._step(None, None)
+            if out != (None, None, None) or core.closing:
+                return out
+            left = end - self._loop.time()
+            if left <= 0:
+                return out
+            await core.table.wait_ready(min(left, _IDLE_WAIT))
+
+    # ---- iterating thread
+    def _hop(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` on the loop thread, waited for; ClientClosedError when the loop is gone."""
+        w = Waiter()
+
+        def run() -> None:
+            try:
+                w.result = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                w.exc = exc
+            finally:
+                w.lock.release()
+
+        try:
+            self._loop.call_soon_threadsafe(run)
+        except RuntimeError:  # the loop closed
+            raise ClientClosedError("consumer is closed") from None
+        end = time.monotonic() + self._hop_limit
+        while not w.lock.acquire(timeout=_HOP_CHECK):
+            if not self._loop.is_running():  # stopped before it ran ``run`` (the consumer closed)
+                raise ClientClosedError("consumer is closed")
+            if time.monotonic() > end:
+                raise TubeMQTimeoutError(f"the consumer's event loop did not answer within "
+                                         f"{self._hop_limit:.0f} s")
+        if w.exc is not None:
+            raise w.exc
+        return w.result
+
+    def _wait_on_loop(self, timeout: float) -> Any:
+        fut = asyncio.run_coroutine_threadsafe(self._wait(timeout), self._loop)
+        try:
+            return fut.result(timeout + self._hop_limit)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise TubeMQTimeoutError(f"the consumer's event loop did not answer within {self._hop_limit:.0f} s") \
+                from None
+
+    def _frame(self, serial: int, body: bytes) -> bytes:
+        return codec.encode_request(serial, ServiceType.BROKER_READ, Method.BROKER_CONSUMER_GET_MESSAGE, body,
+                                    timeout_ms=self._rpc_timeout_ms)
+
+    def _fetch(self, lease: Lease) -> Fetched:
+        """The getMessage round trip of ``lease`` on this thread. Any failure is an answer too (the loop
+        thread backs the partition off and counts it against the broker's health)."""
+        address = lease[0].partition.address
+        t0 = time.monotonic()
+        channel = self._channels.get(address)
+        try:
+            if channel is None:
+                if self._aborted:
+                    raise ClientClosedError("consumer closed during the fetch")
+                channel = self._channels[address] = BlockingChannel(address, self._connect_timeout,
+                                                                    self._rpc_timeout, read_size=_READ_SIZE)
+                if self._aborted:  # abort() ran between the check and the connect
+                    channel.abort()
+            t0 = time.monotonic()
+            return lease, channel.round_trip(self._frame, lease[2], self._rpc_timeout), None, t0
+        except (Unsent, ConnectionLostError, TubeMQTimeoutError, OSError) as exc:
+            self._drop(address)
+            err = exc if isinstance(exc, TubeMQError) else ConnectionLostError(f"{address}: {exc}")
+            return lease, None, err, t0
+        except TubeMQError as exc:  # no connection (connect refused or timed out), or closed meanwhile
+            if channel is None or channel.closed:
+                self._drop(address)
+            return lease, None, exc, t0
+
+    def _drop(self, address: str) -> None:
+        channel = self._channels.pop(address, None)
+        if channel is not None:
+            channel.close()
+
+    def start(self) -> bool:
+        """Take over the fetching of the consumer; False if this route is not available now."""
+        if self._aio.config.tls:
+            return False
+        self._started = bool(self._hop(self._begin))
+        return self._started
+
+    def next_batch(self, done: Batch | None, timeout: float | None) -> Batch | None:
+        """Confirm ``done`` (if any) and return the next batch; None after ``timeout`` seconds (None:
+        wait forever) without one, or once the consumer closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        fetched: Fetched | None = None
+        while True:
+            lease, self._lease = self._lease, None
+            if lease is not None:
+                fetched = self._fetch(lease)
+            batch, self._lease, error = self._hop(self._step, done, fetched)
+            done = fetched = None
+            if error is not None:
+                raise error
+            if batch is not None:
+                return batch
+            if self._lease is not None:
+                continue
+            left = None if deadline is None else deadline - time.monotonic()
+            if self._core.closing or (left is not None and left <= 0):
+                return None
+            batch, self._lease, error = self._wait_on_loop(1.0 if left is None else min(1.0, left))
+            if error is not None:
+                raise error
+            if batch is not None:
+                return batch
+
+    def stop(self) -> None:
+        """The iteration is over (its thread): give an unused lease back, close the sockets."""
+        lease, self._lease = self._lease, None
+        try:
+            if self._started:
+                self._hop(self._end, lease)
+        except TubeMQError:
+            pass  # the loop is gone: the consumer is closed and rolled everything back
+        finally:
+            for address in list(self._channels):
+                self._drop(address)
+
+    def abort(self) -> None:
+        """Any thread (the consumer's close, on the loop): a read blocked on this feed's sockets returns
+        at once."""
+        self._aborted = True
+        for channel in list(self._channels.values()):
+            channel.abort()
+
+
+__all__ = ["DirectFeed"]

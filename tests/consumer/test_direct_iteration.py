@@ -1,0 +1,171 @@
+"""``for msg in consumer`` fetching on the iterating thread (:class:`tubemq._bridge.consumer.DirectFeed`).
+
+Real TCP on 127.0.0.1: an in-process embedded cluster for delivery, a server child process frozen with
+SIGSTOP for a broker that stops answering in the middle of a blocking getMessage.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import tubemq
+from tubemq.cli.common import temporary_server_process
+from tubemq.server import EmbeddedCluster
+from tubemq.server.testing import FAST_TIMERS
+
+from ._produce import produce
+from .conftest import FAST_CLIENT, drain, wait_for
+
+BODIES = [b"direct-%04d-" % i + b"y" * 60 for i in range(300)]
+
+
+@pytest.fixture
+def small_batches(tmp_path: Any) -> Iterator[EmbeddedCluster]:
+    """A broker that returns a few messages per getMessage: many round trips per partition."""
+    with EmbeddedCluster(data_dir=tmp_path / "tubemq-data", transfer_size=600, **FAST_TIMERS) as c:
+        yield c
+
+
+def open_consumer(master: str, group: str, topic: str, **kw: Any) -> tubemq.Consumer:
+    opts = {**FAST_CLIENT, "consume_from": "earliest", "iter_timeout_ms": 1500, **kw}
+    return tubemq.Consumer(master, group=group, topics=[topic], **opts)
+
+
+def test_iterator_fetches_itself_and_delivers_each_message_once(small_batches: EmbeddedCluster) -> None:
+    cluster = small_batches
+    cluster.create_topic("dir", partitions=3)
+    produce(cluster, "dir", BODIES, partitions=3)
+    got: list[bytes] = []
+    suspended: list[bool] = []
+    with open_consumer(cluster.master_address, "g_dir", "dir") as c:
+        fetcher = c._core.fetcher
+        for msg in c:
+            got.append(msg.data)
+            if len(got) % 50 == 1:
+                suspended.append(fetcher.suspended)  # the loop's fetch workers wait meanwhile
+        assert all(suspended) and suspended
+        wait_for(lambda: not fetcher.suspended, timeout=10, what="fetch workers resumed after the loop")
+        snap = c.metrics()
+        assert snap["counters"]["consumer.fetches"] > len(BODIES) // 10  # many small getMessage calls
+        assert snap["counters"].get("consumer.confirm_timeouts", 0) == 0
+    assert sorted(got) == BODIES
+    with open_consumer(cluster.master_address, "g_dir", "dir", iter_timeout_ms=800) as c:
+        assert [m.data for m in c] == []  # every batch iterated to its end was committed
+
+
+def test_poll_after_a_broken_loop_continues_where_it_stopped(small_batches: EmbeddedCluster) -> None:
+    cluster = small_batches
+    cluster.create_topic("brk2", partitions=2)
+    produce(cluster, "brk2", BODIES[:120], partitions=2)
+    got: list[bytes] = []
+    with open_consumer(cluster.master_address, "g_brk2", "brk2") as c:
+        for msg in c:
+            got.append(msg.data)
+            if len(got) == 10:
+                break  # the rest of the current batch stays unconfirmed, with the iterator
+        got.extend(m.data for m in list(c._aio._iter_msgs or []))
+        current = c._aio._iter_batch
+        assert current is not None and c.confirm(current)
+        got.extend(m.data for m in drain(c, 120 - len(got), timeout=30))  # the loop's fetch workers again
+        assert c.metrics()["counters"].get("consumer.confirm_timeouts", 0) == 0
+    assert sorted(got) == sorted(BODIES[:120])
+
+
+def test_two_iterators_of_one_consumer_share_the_messages(small_batches: EmbeddedCluster) -> None:
+    """Only one iterator fetches on its own thread; a second one is fed through the loop."""
+    cluster = small_batches
+    cluster.create_topic("two", partitions=3)
+    produce(cluster, "two", BODIES, partitions=3)
+    got: list[bytes] = []
+    lock = threading.Lock()
+    with open_consumer(cluster.master_address, "g_two", "two") as c:
+        def run() -> None:
+            for msg in c:
+                with lock:
+                    got.append(msg.data)
+
+        threads = [threading.Thread(target=run) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not any(t.is_alive() for t in threads)
+    assert sorted(got) == BODIES
+
+
+frozen_server = pytest.mark.skipif(not hasattr(signal, "SIGSTOP") or sys.platform == "win32",
+                                   reason="needs POSIX SIGSTOP/SIGCONT to freeze the server process")
+
+
+@frozen_server
+def test_a_silent_broker_during_the_blocking_fetch_ends_in_bounded_time() -> None:
+    """The server stops answering while the iterator waits for a getMessage answer: the fetch fails
+    with the rpc timeout (counted against the broker), the iteration ends by ``iter_timeout_ms``."""
+    with temporary_server_process(quiet=True, balance_period_ms=200) as server:
+        server.create_topic("frz", partitions=1)
+        with tubemq.Producer(server.master) as producer:
+            for b in BODIES[:20]:
+                producer.send("frz", b)
+        c = open_consumer(server.master, "g_frz", "frz", rpc_timeout_ms=3000, iter_timeout_ms=8000,
+                          close_timeout_ms=3000)
+        got: list[bytes] = []
+        t0 = 0.0
+        try:
+            for msg in c:
+                got.append(msg.data)
+                if len(got) == 20:
+                    os.kill(server.process.pid, signal.SIGSTOP)  # the next getMessage gets no answer
+                    t0 = time.monotonic()
+            ended = time.monotonic() - t0
+            errors = c.metrics()["counters"]["consumer.fetch_errors"]
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+            c.close()
+        print(f"iteration ended {ended:.1f} s after the server froze; {errors} fetch error(s)")
+        assert sorted(got) == BODIES[:20]
+        assert errors >= 1  # the blocking getMessage timed out, as the loop's would
+
+
+@frozen_server
+def test_close_from_another_thread_cuts_a_blocked_fetch_short() -> None:
+    """A read blocked on a silent broker returns when the consumer closes, not at the rpc timeout."""
+    with temporary_server_process(quiet=True, balance_period_ms=200) as server:
+        server.create_topic("cut", partitions=1)
+        with tubemq.Producer(server.master) as producer:
+            producer.send("cut", b"one")
+        c = open_consumer(server.master, "g_cut", "cut", rpc_timeout_ms=120_000, iter_timeout_ms=0,
+                          close_timeout_ms=2000)
+        first = threading.Event()
+        out: list[Any] = []
+
+        def run() -> None:
+            try:
+                for msg in c:
+                    out.append(msg.data)
+                    first.set()
+                out.append("ended")
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                out.append(exc)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        try:
+            assert first.wait(60), "no message arrived"
+            os.kill(server.process.pid, signal.SIGSTOP)
+            time.sleep(0.5)  # the iterator is now waiting for an answer that will not come
+            t0 = time.monotonic()
+            c.close()
+            t.join(60)  # far below the 120 s rpc timeout
+            print(f"iteration ended {time.monotonic() - t0:.2f} s after close() was called")
+            assert not t.is_alive(), "the blocked fetch was not cut short by close()"
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+        assert out == [b"one", "ended"]
