@@ -262,11 +262,7 @@ class ProducerBridge:
                 self._drop(lane, channel)
                 return None  # nothing stored: the general route sends it (finally: slot and count back)
             except TubeMQError as exc:
-                self._drop(lane, channel)
-                error = exc
-                if self._aborted:
-                    error = ClientClosedError("producer closed before the broker answered; the message "
-                                              "may or may not be stored")
+                error = self._broken(lane, channel, exc)
             written = 1
             if error is None:
                 try:
@@ -389,11 +385,7 @@ class ProducerBridge:
                     self._drop(lane, channel)
                     return None
                 except TubeMQError as exc:
-                    self._drop(lane, channel)
-                    error = exc
-                    if self._aborted:
-                        error = ClientClosedError("producer closed before the broker answered; the message "
-                                                  "may or may not be stored")
+                    error = self._broken(lane, channel, exc)
                 tally[0] += 1
                 if error is None:  # the common case first: stored
                     result = core.stored(job, part, payload)  # type: ignore[arg-type]
@@ -443,6 +435,15 @@ class ProducerBridge:
             self._channels.add(channel)
         lane.channels[address] = channel
         return channel
+
+    def _broken(self, lane: _Lane, channel: BlockingChannel, exc: TubeMQError) -> BaseException:
+        """A round trip failed after its write: the channel is dropped; the error to judge (the message
+        may or may not be stored; ClientClosedError when close() cut it short)."""
+        self._drop(lane, channel)
+        if self._aborted:
+            return ClientClosedError("producer closed before the broker answered; the message may or may not "
+                                     "be stored")
+        return exc
 
     def _drop(self, lane: _Lane, channel: BlockingChannel) -> None:
         if lane.channels.get(channel.address) is channel:
