@@ -50,11 +50,7 @@ SIBLINGS = {frozenset({"client", "server"})}
 ALLOWED_CYCLES: set[frozenset[str]] = set()
 
 #: Imports up the layers known and being removed; each entry says who removes it.
-ALLOWED_CLIMBS = {
-    # Batch still lives in consumer/fetch.py; it moves into tubemq.types with the consumer split
-    # (issue 21, the "consumer" engineer), and this entry goes with it.
-    ("tubemq.types", "tubemq.consumer.fetch"),
-}
+ALLOWED_CLIMBS: set[tuple[str, str]] = set()
 
 Edge = tuple[str, str, int, str]  # (importer, imported, line, kind)
 #: Prefix of an imported name that is no module of the package (a typo'd or stale relative import).

@@ -22,7 +22,6 @@ runs the lifecycle and housekeeping.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from .broker_send import SendHandlers, _write_failed
 from .broker_sessions import SessionHandlers
 from .broker_views import BrokerViews
 from .rpc import RpcContext
+from .tasks import cancel_and_wait
 
 log = logging.getLogger("tubemq.server.broker")
 
@@ -82,12 +82,8 @@ class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
 
     async def stop(self) -> None:
         self._running = False
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        self._tasks = []
+        tasks, self._tasks = self._tasks, []
+        await cancel_and_wait(tasks)
         for _, _, _, fut in self._sync_waiters:
             if not fut.done():
                 fut.set_exception(ConnectionError("broker stopped"))

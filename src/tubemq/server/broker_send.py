@@ -24,6 +24,7 @@ from .broker_base import _JAVA_WS, BrokerBase, _partition_missing, _refusal, _te
 from .rpc import RpcContext
 from .storage import encode_record, mem_cache_bytes
 from .store_manager import StoreManager
+from .tasks import wait_for
 
 log = logging.getLogger("tubemq.server.broker")
 
@@ -130,7 +131,7 @@ class SendHandlers(BrokerBase):
                 await self._sync_wakeup.wait()
             else:
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._sync_wakeup.wait(), interval)
+                    await wait_for(self._sync_wakeup.wait(), interval)
             self._sync_wakeup.clear()
             if policy == "never":
                 continue

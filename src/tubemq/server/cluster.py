@@ -8,7 +8,6 @@ tests and scripts can use it as a context manager.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -30,6 +29,7 @@ from .registration import STATUS_METHOD, BrokerRegistrar, BrokerTable
 from .replication import POKE_METHOD, SYNC_METHOD, MasterReplication, ReplicatedAdminApi
 from .rpc import RpcServer, frame_limit_for, rpc_options
 from .store_manager import StoreManager
+from .tasks import cancel_and_wait
 
 log = logging.getLogger("tubemq.server.cluster")
 
@@ -163,6 +163,8 @@ class EmbeddedServer:
         self.replication: MasterReplication | None = None
         self._start_standby = bool(config.standby)
         self._master_rpc: RpcServer | None = None
+        #: the broker processes that report here (role ``master``), and the topic version each loaded
+        self._broker_table: BrokerTable | None = None
         self._ssl: ssl.SSLContext | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.master_port = config.master_port
@@ -224,11 +226,7 @@ class EmbeddedServer:
 
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(tasks)
         if self.admin is not None:
             await self.admin.stop()
             self.admin = None
@@ -264,7 +262,7 @@ class EmbeddedServer:
             standby=self._is_standby,
             active_admin_url=rep.peer_admin_url,
         )
-        table = BrokerTable(
+        table = self._broker_table = BrokerTable(
             self.meta, self._broker_seen, self._is_standby, self._is_online, lambda: {"masters": rep.masters()}
         )
         api.extra_methods[("op_modify", REGISTRATION_METHOD)] = table.heartbeat
@@ -285,6 +283,9 @@ class EmbeddedServer:
     def _broker_seen(self, entry: BrokerEntry) -> None:
         if self.master is not None:
             self.master.broker_seen(entry)
+
+    def _deployed_on(self, broker_id: int, topic: str) -> bool:
+        return self._broker_table is None or self._broker_table.deployed(broker_id, topic)
 
     def _is_standby(self) -> bool:
         return self.master is None or self.master.standby
@@ -307,6 +308,7 @@ class EmbeddedServer:
         assert self.meta is not None
         cfg = self.config
         master = Master(cfg, self.meta, self.broker)
+        master.topology.deployed_on = self._deployed_on
         if self._start_standby:
             master.standby = True
         self.master = master

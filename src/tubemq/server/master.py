@@ -27,7 +27,6 @@ Every handler is synchronous (the rpc layer answers without creating a task); ti
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -60,6 +59,7 @@ from .groups import (
 )
 from .master_base import MAX_META_FORCE_UPDATE_MS, OK_MSG, MasterBase, _now_ms, _rejected, _reported_sub_ids
 from .rpc import Handler, RpcContext
+from .tasks import cancel_and_wait
 
 log = logging.getLogger("tubemq.server.master")
 
@@ -90,11 +90,7 @@ class Master(MasterBase):
 
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(tasks)
 
     # ---- timers
 

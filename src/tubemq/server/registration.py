@@ -19,7 +19,10 @@ it has seen, so a standby knows the live brokers before it takes over and a stal
 newer one's topics. When a master of a new term does not list a topic the broker has, the broker keeps
 it (and its data), reports it (``heldTopics``) and the active master adopts it: its copy had missed a
 topic created just before the previous active master died. ``method=embedded_broker_status`` (op_query) lists the brokers with ``online`` and
-``synced`` (has applied the master's current topic set). The master marks a broker that missed ``broker_heartbeat_timeout_ms`` offline:
+``synced`` (has applied the master's current topic set). A topic created while the master runs is
+handed out to producers and consumers on a broker process only once that broker echoed a version
+listing it (it loads the topic at its next heartbeat: a producer sent there before would get "topic not
+existed"); a version the master process never handed out (its previous run's) counts as none. The master marks a broker that missed ``broker_heartbeat_timeout_ms`` offline:
 its partitions leave the producers' topicInfos and the consumers' assignments until it is back.
 """
 
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .meta import BrokerEntry, MetaStore, TopicConf
+from .tasks import wait_for
 
 log = logging.getLogger("tubemq.server.registration")
 
@@ -65,8 +69,32 @@ class BrokerTable:
     online: Callable[[int], bool]
     #: more fields of every heartbeat answer (the master pair's ``masters`` list)
     extra: Callable[[], dict[str, Any]] | None = None
-    #: broker id -> the ``metaVersion`` it applied last
+    #: broker id -> the ``metaVersion`` it applied last (-1: none this master process handed out)
     applied: dict[int, int] = field(default_factory=dict, init=False)
+    #: broker id -> the ``metaVersion`` of this process's last answer to it
+    told: dict[int, int] = field(default_factory=dict, init=False)
+    #: topic created while this master runs -> the ``metaVersion`` that first listed it
+    since: dict[str, int] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self._names = {t.name for t in self.meta.topics()}
+        self.meta.on_change.append(self._topics_changed)
+
+    def _topics_changed(self) -> None:
+        names = {t.name for t in self.meta.topics()}
+        for name in names - self._names:
+            self.since[name] = self.meta.version
+        for name in self._names - names:
+            self.since.pop(name, None)
+        self._names = names
+
+    def deployed(self, broker_id: int, topic: str) -> bool:
+        """The broker has loaded the topic: a broker process echoed a version that lists it (it loads a
+        new topic at its next heartbeat; a producer sent there before that gets "topic not existed").
+        Brokers of this process read the master's store directly."""
+        applied = self.applied.get(broker_id)
+        first = self.since.get(topic)
+        return applied is None or first is None or applied >= first
 
     def status(self, params: dict[str, str]) -> dict[str, Any]:
         data = [
@@ -101,9 +129,12 @@ class BrokerTable:
         if bid < 0 or not host or not 0 < port < 65536:
             return {"result": False, "errCode": 400, "errMsg": f"bad broker record {bid}:{host}:{port}"}
         try:
-            self.applied[bid] = int(params.get("metaVersion", "-1"))
+            echo = int(params.get("metaVersion", "-1"))
         except ValueError:
-            self.applied[bid] = -1
+            echo = -1
+        # a version this process never handed out is another master process's (this one restarted)
+        self.applied[bid] = echo if echo <= self.told.get(bid, -1) else -1
+        self.told[bid] = self.meta.version
         self.broker_seen(BrokerEntry(bid, host, port, tls_port))
         if params.get("heldTopics") and not self.standby():
             self._adopt(bid, params["heldTopics"])
@@ -186,7 +217,7 @@ async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIME
             writer.close()
 
     try:
-        raw = await asyncio.wait_for(call(), timeout)
+        raw = await wait_for(call(), timeout)  # the caller's cancel wins (server/tasks.py)
     except (OSError, asyncio.TimeoutError) as exc:
         raise AdminCallError(f"admin call to {url} failed: {exc!r}") from None
     head, _, body = raw.partition(b"\r\n\r\n")

@@ -66,6 +66,7 @@ from .endpoints import lookup
 from .meta import BrokerEntry, MetaStore, TopicConf
 from .registration import METHOD as REGISTRATION_METHOD
 from .registration import STATUS_METHOD, AdminCallError, admin_get, url_host_port
+from .tasks import wait_for
 
 log = logging.getLogger("tubemq.server.replication")
 
@@ -367,7 +368,7 @@ class MasterReplication:
     async def _peer_port_open(self) -> bool:
         host, _, port = (self.peer or "").rpartition(":")
         try:
-            _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 1.0)
+            _, writer = await wait_for(asyncio.open_connection(host, int(port)), 1.0)
         except (OSError, asyncio.TimeoutError, ValueError):
             return False
         writer.close()

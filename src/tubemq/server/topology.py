@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from tubemq.codec import Partition
 from tubemq.protocol.constants import (
@@ -33,6 +33,9 @@ class Topology:
         self.offline: set[int] = set()
         #: brokers of other processes: broker id -> last registration heartbeat (monotonic)
         self.heartbeats: dict[int, float] = {}
+        #: (broker id, topic) -> the broker has the topic: a broker process loads a new topic at its next
+        #: heartbeat, and its partitions are handed out only after that (server/registration.py)
+        self.deployed_on: Callable[[int, str], bool] = lambda broker_id, topic: True
 
     def set_online(self, broker_id: int, online: bool) -> None:
         """Mark a broker (un)available: offline brokers publish and serve no partitions."""
@@ -57,6 +60,10 @@ class Topology:
 
     def online(self, broker_id: int) -> bool:
         return broker_id in self.meta.brokers and broker_id not in self.offline
+
+    def serving(self, broker_id: int, topic: str) -> bool:
+        """The broker is online and has loaded the topic: its partitions of it may be handed out."""
+        return self.online(broker_id) and self.deployed_on(broker_id, topic)
 
     def broker_infos(self, tls: bool) -> list[str]:
         """All configured brokers, ``id:host:port`` or ``id:host: `` for the default port (§4.1)."""
@@ -92,7 +99,7 @@ class Topology:
             items = [
                 f"{bid}{ATTR_SEP}{conf.num_partitions}{ATTR_SEP}{conf.num_stores}"
                 for bid in self.topic_brokers(conf)
-                if self.online(bid)
+                if self.serving(bid, name)
             ]
             if not items:
                 continue
@@ -109,7 +116,7 @@ class Topology:
             if conf is None or conf.closed or not conf.accept_subscribe:
                 continue
             for bid in self.topic_brokers(conf):
-                if not self.online(bid):
+                if not self.serving(bid, name):
                     continue
                 host, port = self.broker_port(bid, False)
                 parts.extend(Partition(bid, host, port, name, pid) for pid in conf.partition_ids())
