@@ -8,6 +8,10 @@ own client id and tokens). Paths, each run in turn for ``--seconds`` (``--rounds
 * ``raw``        the reference loop above (one request in flight; a plain blocking socket, which
                  measured faster than one with a timeout, whose every ``recv`` polls first);
 * ``sync``       ``tubemq.Producer.send`` (blocking, one thread);
+* ``floor``      the least asyncio can do per round trip, on the same loop as ``aio``: a bare
+                 ``asyncio.Protocol`` writing the ``raw`` path's pre-encoded frames and resolving one
+                 future per answer (decoded as ``raw`` decodes it), awaited by one task: what
+                 ``aio`` is to be judged against (the gap between ``raw`` and ``floor`` is asyncio's own);
 * ``aio``        ``await tubemq.aio.Producer.send`` (one task, one request in flight);
 * ``sync_pipe``  ``tubemq.Producer.send_async`` in batches of ``--batch`` (wait for each batch);
 * ``aio_pipe``   ``await tubemq.aio.Producer.send_async`` in batches of ``--batch`` + ``gather``.
@@ -17,8 +21,11 @@ the last answer of a batch for the pipelined ones) and this process's CPU second
 thread: the client's loop thread is included). The broker is an embedded server in a child process
 (its own core) unless ``--master HOST:PORT`` names any cluster (the topic must exist there).
 
-Usage: python bench/roundtrip.py [--seconds 4] [--rounds 2] [--size 100] [--paths raw,sync,aio,...]
-       [--master HOST:PORT --topic NAME]
+``--loop uvloop`` runs the asyncio paths (``floor``, ``aio``, ``aio_pipe``) on uvloop (``pip install
+uvloop``); the blocking paths do not use a loop on their hot path.
+
+Usage: python bench/roundtrip.py [--seconds 4] [--rounds 2] [--size 100] [--paths raw,sync,floor,aio,...]
+       [--loop asyncio|uvloop] [--master HOST:PORT --topic NAME]
 """
 
 from __future__ import annotations
@@ -42,7 +49,8 @@ import tubemq  # noqa: E402
 import tubemq.aio  # noqa: E402
 from tubemq import codec  # noqa: E402
 
-PATHS = ("raw", "sync", "aio", "sync_pipe", "aio_pipe")
+PATHS = ("raw", "sync", "floor", "aio", "sync_pipe", "aio_pipe")
+ASYNC_PATHS = ("floor", "aio", "aio_pipe")
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -82,16 +90,21 @@ def timed(path: str, seconds: float, one: Callable[[], None]) -> dict[str, Any]:
     return report(path, n, clock() - t0, time.process_time() - c0, lat)
 
 
+def send_frames(producer: Any, topic: str, body: bytes) -> tuple[list[bytes], Any]:
+    """1024 send frames encoded in advance under ``producer``'s client id and tokens, and the partition."""
+    core = producer._core
+    part = producer.partitions(topic)[0]
+    session = core.session
+    return [codec.encode_send_request(
+        serial, core.client_id, topic, part.partition_id, body, 0, core.sent_addr, session.visit_token,
+        auth_token=session.auth_token or None, timeout_ms=core.timeout_ms) for serial in range(1, 1025)], part
+
+
 class RawLoop:
     """The reference: a plain blocking socket to the partition's broker, frames encoded in advance."""
 
     def __init__(self, producer: tubemq.Producer, topic: str, body: bytes) -> None:
-        core = producer._core
-        part = producer.partitions(topic)[0]
-        session = core.session
-        self.frames = [codec.encode_send_request(
-            serial, core.client_id, topic, part.partition_id, body, 0, core.sent_addr, session.visit_token,
-            auth_token=session.auth_token or None, timeout_ms=core.timeout_ms) for serial in range(1, 1025)]
+        self.frames, part = send_frames(producer, topic, body)
         self.sock = socket.create_connection((part.host, part.port), timeout=10)
         self.sock.settimeout(None)  # a plain blocking socket: recv is one system call (no poll first)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -112,6 +125,63 @@ class RawLoop:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class _FloorProtocol(asyncio.Protocol):
+    """The ``floor`` path's protocol: answers resolve the one waiting future, nothing else."""
+
+    def __init__(self) -> None:
+        self.decoder = codec.FrameDecoder()
+        self.waiter: asyncio.Future[bytes] | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        for _serial, payload in self.decoder.feed(data):
+            waiter, self.waiter = self.waiter, None
+            if waiter is not None and not waiter.done():
+                waiter.set_result(payload)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError(f"floor connection lost: {exc}"))
+
+
+async def run_floor(frames: list[bytes], host: str, port: int, seconds: float) -> dict[str, Any]:
+    """One task, one request in flight, on a bare protocol: the least asyncio does per round trip."""
+    loop = asyncio.get_running_loop()
+    transport, proto = await loop.create_connection(_FloorProtocol, host, port)
+    create_future = loop.create_future
+    decode_response, decode_send = codec.decode_response, codec.decode_send_response
+
+    async def one(i: int) -> None:
+        proto.waiter = fut = create_future()
+        transport.write(frames[i & 1023])
+        rsp = decode_response(await fut)
+        if rsp.status or not decode_send(rsp.body).success:
+            raise SystemExit(f"floor send refused: {rsp}")
+
+    try:
+        for i in range(200):
+            await one(i)
+        lat: list[float] = []
+        clock = time.perf_counter
+        c0, t0 = time.process_time(), clock()
+        end = t0 + seconds
+        n = 0
+        while True:
+            a = clock()
+            await one(n)
+            b = clock()
+            lat.append(b - a)
+            n += 1
+            if b >= end:
+                break
+        return report("floor", n, clock() - t0, time.process_time() - c0, lat)
+    finally:
+        transport.close()
 
 
 def run_sync_pipe(producer: tubemq.Producer, topic: str, body: bytes, seconds: float, batch: int) -> dict[str, Any]:
@@ -140,6 +210,10 @@ async def run_aio(master: str, topic: str, body: bytes, seconds: float, batch: i
             await p.send(topic, body)
         clock = time.perf_counter
         for path in paths:
+            if path == "floor":
+                frames, part = send_frames(p, topic, body)
+                out.append(await run_floor(frames, part.host, part.port, seconds))
+                continue
             lat: list[float] = []
             c0, t0 = time.process_time(), clock()
             end = t0 + seconds
@@ -162,6 +236,21 @@ async def run_aio(master: str, topic: str, body: bytes, seconds: float, batch: i
                     n += batch
             out.append(report(path, n, clock() - t0, time.process_time() - c0, lat))
     return out
+
+
+def run_async(coro: Any, loop: str) -> Any:
+    """``asyncio.run`` on the chosen event loop implementation."""
+    if loop == "uvloop":
+        import uvloop
+
+        new_loop = uvloop.new_event_loop()
+        try:
+            asyncio.set_event_loop(new_loop)
+            return new_loop.run_until_complete(coro)
+        finally:
+            asyncio.set_event_loop(None)
+            new_loop.close()
+    return asyncio.run(coro)
 
 
 def sitting(master: str, topic: str, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -191,29 +280,35 @@ def sitting(master: str, topic: str, args: argparse.Namespace) -> list[dict[str,
                 row["round"] = rnd
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-        aio_paths = [x for x in paths if x in ("aio", "aio_pipe")]
+        aio_paths = [x for x in paths if x in ASYNC_PATHS]
         if aio_paths:
-            for row in asyncio.run(run_aio(master, topic, body, args.seconds, args.batch, aio_paths)):
+            for row in run_async(run_aio(master, topic, body, args.seconds, args.batch, aio_paths), args.loop):
                 row["round"] = rnd
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     return rows
 
 
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    return s[len(s) // 2]
+
+
 def summary(rows: list[dict[str, Any]]) -> None:
-    raw = [r["msg_per_s"] for r in rows if r["path"] == "raw"]
-    base = sorted(raw)[len(raw) // 2] if raw else None
-    print("\npath        msg/s (each round)        median  vs raw   p50 us   p99 us  p99.9 us  cpu s/M")
+    """Per path: msg/s of each round, and the ratio to the raw loop of the SAME round (the machine's
+    swing cancels out there), its median; p50 and CPU per million messages as medians of the rounds."""
+    raw_by_round = {r["round"]: r["msg_per_s"] for r in rows if r["path"] == "raw"}
+    print("\npath        msg/s (each round)           vs raw, same round (median)   p50 us  cpu s/M")
     for path in PATHS:
         mine = [r for r in rows if r["path"] == path]
         if not mine:
             continue
-        rates = [r["msg_per_s"] for r in mine]
-        med = sorted(rates)[len(rates) // 2]
-        last = mine[-1]
-        ratio = f"{med / base:5.2f}x" if base else "   - "
-        print(f"{path:<11} {' / '.join(str(x) for x in rates):<25} {med:>7} {ratio:>7} {last.get('p50_us', 0):>8} "
-              f"{last.get('p99_us', 0):>8} {last.get('p999_us', 0):>9} {last['cpu_s_per_million']:>8}")
+        rates = " / ".join(str(r["msg_per_s"]) for r in mine)
+        ratios = [r["msg_per_s"] / raw_by_round[r["round"]] for r in mine if raw_by_round.get(r["round"])]
+        ratio = (f"{' / '.join(f'{x:.2f}' for x in ratios)} ({_median(ratios):.2f})" if ratios else "-")
+        p50 = _median([r.get("p50_us", 0.0) for r in mine])
+        cpu = _median([r["cpu_s_per_million"] for r in mine])
+        print(f"{path:<11} {rates:<28} {ratio:<29} {p50:>8} {cpu:>8}")
 
 
 def main() -> None:
@@ -225,9 +320,12 @@ def main() -> None:
     ap.add_argument("--paths", default=",".join(PATHS))
     ap.add_argument("--master", help="HOST:PORT of any cluster (default: an embedded server child process)")
     ap.add_argument("--topic", default="roundtrip")
+    ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
+                    help="event loop of the asyncio paths (uvloop: pip install uvloop)")
     args = ap.parse_args()
     print(f"# tubemq {tubemq.__version__} codec={codec.implementation} python={sys.version.split()[0]} "
-          f"size={args.size} seconds={args.seconds} rounds={args.rounds}", flush=True)
+          f"size={args.size} seconds={args.seconds} rounds={args.rounds} loop={args.loop} "
+          f"load={os.getloadavg()[0]:.1f}", flush=True)
     if args.master:
         rows = sitting(args.master, args.topic, args)
     else:

@@ -34,6 +34,7 @@ from ._codec_py import decode_payload as decode_payload
 from ._codec_py import decode_request as decode_request
 from ._codec_py import decode_response as decode_response
 from ._codec_py import decode_send_response as decode_send_response
+from ._codec_py import decode_send_result as decode_send_result
 from ._codec_py import encode_attributes as encode_attributes
 from ._codec_py import encode_error_response as encode_error_response
 from ._codec_py import encode_frame as encode_frame

@@ -57,6 +57,7 @@ from ._twin.send import (
     decode_get_message_response,
     decode_message,
     decode_send_response,
+    decode_send_result,
     encode_send_request,
     encode_transfered_message,
     ip_to_int,

@@ -58,6 +58,20 @@ def encode_send_request(serial, str client_id, str topic, partition_id, data, fl
         _release(&b, &buf)
 
 
+def decode_send_result(payload, result_type, topic, partition, key):
+    """A send answer (a response frame's payload) straight to what a sender returns:
+    ``result_type(topic, partition, message_id, append_time, append_offset, key)`` when the broker
+    stored the message, None when it did not (an error status or a refusal: decode_response and
+    decode_send_response tell which). Raises DecodeError on a malformed answer."""
+    rsp = decode_response(payload)
+    if rsp[1]:  # status
+        return None
+    answer = decode_send_response(rsp[3])  # body
+    if not answer[0]:  # success
+        return None
+    return tuple.__new__(result_type, (topic, partition, answer[3], answer[4], answer[5], key))
+
+
 def decode_send_response(body) -> SendResponse:
     """SendMessageResponseB2P; the message id falls back to errMsg for old brokers (§3.7)."""
     cdef Py_buffer buf

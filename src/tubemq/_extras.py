@@ -11,6 +11,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "inlong": ("cramjam>=2.11",),
     "spark": ("pyspark>=4.2", "pyarrow>=15"),
     "otel": ("opentelemetry-api>=1.20",),
+    "uvloop": ("uvloop>=0.19; sys_platform != 'win32'",),
 }
 
 

@@ -91,6 +91,7 @@ parse_partition = _impl.parse_partition
 parse_subscribe_info = _impl.parse_subscribe_info
 encode_send_request = _impl.encode_send_request
 decode_send_response = _impl.decode_send_response
+decode_send_result = _impl.decode_send_result
 decode_message = _impl.decode_message
 decode_get_message_response = _impl.decode_get_message_response
 
@@ -141,6 +142,7 @@ __all__ = [
     "GetMessageResult",
     "encode_send_request",
     "decode_send_response",
+    "decode_send_result",
     "decode_get_message_response",
     "implementation",
 ]

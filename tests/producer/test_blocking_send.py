@@ -177,25 +177,29 @@ def test_close_during_blocking_sends(fake_cluster: Any) -> None:
 
 
 def test_unwritable_channel_falls_back_to_the_loop(cluster: Any, stored: Any, monkeypatch: Any) -> None:
-    """A channel whose write fails (nothing reached the broker): the message goes through the loop and
-    is stored exactly once, in order, the caller sees a plain success; the next send opens a new channel."""
+    """A channel whose write fails (nothing reached the broker): the message is written once more on a
+    new channel of the thread, then goes through the loop; it is stored exactly once, in order, and
+    the caller sees a plain success; the next send opens a new channel."""
     cluster.create_topic("fb", partitions=1)
-    real = BlockingChannel.round_trip
+    real = BlockingChannel.exchange  # every write of a blocking send, whichever function builds its frame
     plan: list[bool] = []
 
-    def flaky(self: BlockingChannel, build: Any, job: Any, timeout: float) -> bytes:
+    def flaky(self: BlockingChannel, frame: bytes, serial: int, timeout: float, now: float) -> bytes:
         if plan and plan.pop(0):
             self.sock.shutdown(socket.SHUT_RDWR)  # what a dead peer leaves: the write fails
-        return real(self, build, job, timeout)
+        return real(self, frame, serial, timeout, now)
 
-    monkeypatch.setattr(BlockingChannel, "round_trip", flaky)
+    monkeypatch.setattr(BlockingChannel, "exchange", flaky)
     with tubemq.Producer(cluster.master_address, **FAST) as p:
         p.send("fb", b"warm-up")
         plan.extend([True, False, True, True, False, False])
         results = [p.send("fb", b"m%d" % i) for i in range(8)]
         direct = p._bridge.round_trips
     assert not plan
-    assert direct == 8 - 3  # the three failed writes went through the loop (and the first send, publishing)
+    # plan T, F: m0's write fails, its second write on a fresh channel of the thread succeeds (direct);
+    # T, T: m1 fails on both channels -> through the loop; F, F: m2, m3 direct; m4..m7 direct (the
+    # warm-up went through the loop: it published the topic)
+    assert direct == 8 - 1
     assert len({r.message_id for r in results}) == 8
     bodies = [m.data for ms in stored(cluster.broker_address, "fb", [0]).values() for m in ms]
     assert bodies == [b"warm-up"] + [b"m%d" % i for i in range(8)]  # once each, in order
@@ -294,3 +298,27 @@ def test_close_right_after_send_async_leaves_no_future_pending(cluster: Any) -> 
     outcomes = [f.exception(timeout=30) for f in futures]  # raises TimeoutError if one hangs
     print(f"{len(futures)} queued, {sum(e is None for e in outcomes)} acknowledged before the close")
     assert all(e is None or isinstance(e, TubeMQError) for e in outcomes)
+
+
+def test_send_from_a_callback_on_the_loop_thread_is_refused(cluster: Any) -> None:
+    """A blocking send called on the client's own event-loop thread (a send_async callback) would
+    stall every other message: it is refused with a typed error, before anything is written."""
+    cluster.create_topic("cbsend", partitions=1)
+    seen: list[BaseException | None] = []
+    with tubemq.Producer(cluster.master_address, **FAST) as p:
+        p.send("cbsend", b"warm-up")  # publishes the topic
+        p.send("cbsend", b"warm-up 2")  # this thread's channel is open: the route is ready
+        before = p._bridge.round_trips
+
+        def callback(result: Any, exc: Any) -> None:
+            try:
+                p.send("cbsend", b"from the callback")
+                seen.append(None)
+            except TubeMQError as e:
+                seen.append(e)
+
+        p.send_async("cbsend", b"first", callback=callback).result(10)
+        p.send_async("cbsend", b"second", callback=callback).result(10)  # the loop thread has a lane now
+        direct = p._bridge.round_trips
+    assert len(seen) == 2 and all(isinstance(e, TubeMQError) and "event-loop thread" in str(e) for e in seen)
+    assert direct == before  # nothing went out from the loop thread

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -94,3 +95,16 @@ def test_buffer_wakes_an_asyncio_waiter_from_another_thread() -> None:
     waited = asyncio.run(main())
     print(f"task woken {waited:.3f} s after the wait began (release after 0.05 s)")
     assert waited < 20
+
+
+def test_a_threads_partition_cache_is_bounded() -> None:
+    """The per-thread partition -> channel cache of the blocking send never grows past its bound
+    (metadata refreshes may bring ever new partitions): it starts over when full."""
+    from tubemq._bridge import producer as bridge_producer
+
+    lane = bridge_producer._Lane()
+    channel: Any = object()
+    for i in range(bridge_producer._MAX_CACHED_PARTS * 3 + 7):
+        lane.cache(("part", i), channel)
+        assert len(lane.by_part) <= bridge_producer._MAX_CACHED_PARTS
+    assert lane.by_part[("part", bridge_producer._MAX_CACHED_PARTS * 3 + 6)] is channel

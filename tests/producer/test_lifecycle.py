@@ -76,17 +76,13 @@ def test_requests_match_java_field_presence(cluster, relay, monkeypatch) -> None
     monkeypatch.setattr(conn_mod.Connection, "start_call_cb", spying(conn_mod.Connection.start_call_cb))
     from tubemq._bridge.channel import BlockingChannel
 
-    real_round_trip = BlockingChannel.round_trip
+    real_exchange = BlockingChannel.exchange
 
-    def round_trip(self, build, job, timeout):
-        def capture(serial: int, a) -> bytes:
-            frame = build(serial, a)
-            frames.append(frame)
-            return frame
+    def exchange(self, frame, serial, timeout, now):  # every frame a blocking send writes itself
+        frames.append(frame)
+        return real_exchange(self, frame, serial, timeout, now)
 
-        return real_round_trip(self, capture, job, timeout)
-
-    monkeypatch.setattr(BlockingChannel, "round_trip", round_trip)
+    monkeypatch.setattr(BlockingChannel, "exchange", exchange)
     with tubemq.Producer(r.address) as p:  # default rpc timeout 10000 like Java
         p.send("cap_main", b"plain message #1")
         p.send("cap_main", b"attr message #5", attributes={"k": "v"}, stream_id="typeA", msg_time="202611221030")

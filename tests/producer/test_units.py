@@ -11,7 +11,7 @@ import pytest
 
 from tubemq import codec
 from tubemq._bridge.futures import SendFuture
-from tubemq.errors import InvalidMessageError, MessageTooLargeError, TopicNotPublishedError
+from tubemq.errors import DecodeError, InvalidMessageError, MessageTooLargeError, TopicNotPublishedError
 from tubemq.producer.message import format_msg_time, prepare_message
 from tubemq.producer.quality import BrokerQuality
 from tubemq.producer.router import Router, key_partition
@@ -153,3 +153,41 @@ def test_send_future_semantics() -> None:
     assert k in done
     with pytest.raises(concurrent.futures.TimeoutError):
         SendFuture().result(timeout=0.01)
+
+
+@pytest.mark.parametrize("impl_name", ["cython", "python"])
+def test_decode_send_result_agrees_with_the_two_step_decode(impl_name: str) -> None:
+    """The senders' one-call decode (``codec.decode_send_result``) gives what decode_response +
+    decode_send_response + SendResult give, in both codec implementations: a SendResult when stored,
+    None for a refusal or an error status, DecodeError for a malformed answer."""
+    from tubemq import _codec_py
+    from tubemq.protocol import broker_pb
+    from tubemq.types import Partition, SendResult
+
+    if impl_name == "cython":
+        impl = pytest.importorskip("tubemq._codec", reason="the compiled codec is not built")
+    else:
+        impl = _codec_py
+
+    def payload(frame: bytes) -> bytes:
+        ((_serial, body),) = _codec_py.FrameDecoder().feed(frame)
+        return body
+
+    part = Partition(1, "127.0.0.1", 8123, "t", 3)
+    stored = payload(_codec_py.encode_response(5, 8, broker_pb.SendMessageResponseB2P(
+        success=True, errCode=200, errMsg="ok", messageId=7, appendTime=1700000000000, appendOffset=280,
+    ).SerializeToString()))
+    refused = payload(_codec_py.encode_response(6, 8, broker_pb.SendMessageResponseB2P(
+        success=False, errCode=503, errMsg="busy").SerializeToString()))
+    error = payload(_codec_py.encode_error_response(7, "java.lang.Exception", "boom"))
+    got = impl.decode_send_result(stored, SendResult, "t", part, b"k")
+    assert type(got) is SendResult and got == SendResult("t", part, 7, 1700000000000, 280, b"k")
+    assert got.partition_id == 3 and got.broker_id == 1
+    rsp = impl.decode_response(stored)
+    two_step = impl.decode_send_response(rsp.body)
+    assert (got.message_id, got.append_time, got.append_offset) == (
+        two_step.message_id, two_step.append_time, two_step.append_offset)
+    assert impl.decode_send_result(refused, SendResult, "t", part, None) is None
+    assert impl.decode_send_result(error, SendResult, "t", part, None) is None
+    with pytest.raises(DecodeError):
+        impl.decode_send_result(b"\x05\x01", SendResult, "t", part, None)

@@ -54,8 +54,8 @@ class BlockingChannel:
     thread) only shuts the socket down, which makes a blocked read in the owner return at once.
     """
 
-    __slots__ = ("__weakref__", "_buf", "_decoder", "_serial", "_timeout", "_view", "address", "bytes_received",
-                 "bytes_sent", "closed", "last_used", "sock")
+    __slots__ = ("__weakref__", "_buf", "_decoder", "_timeout", "_view", "address", "bytes_received",
+                 "bytes_sent", "closed", "last_used", "serial", "sock")
 
     def __init__(self, address: str, connect_timeout: float, timeout: float,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, read_size: int = _READ_SIZE) -> None:
@@ -78,7 +78,7 @@ class BlockingChannel:
             raise TubeMQConnectionError(f"{address}: socket setup failed: {exc}") from exc
         self.address = address
         self._decoder = codec.FrameDecoder(max_frame_size)
-        self._serial = 0
+        self.serial = 0  # the last request serial used (owner thread only)
         self._buf = bytearray(read_size)
         self._view = memoryview(self._buf)
         self.closed = False
@@ -112,15 +112,18 @@ class BlockingChannel:
         return True  # EOF, or unexpected bytes: either way not a channel to use
 
     def round_trip(self, frame_for: object, job: object, timeout: float) -> bytes:
-        """Write ``frame_for(serial, job)`` and return the answer's payload (its serial matched).
+        """Write ``frame_for(serial, job)`` and return the answer's payload (see :meth:`exchange`)."""
+        self.serial = serial = (self.serial + 1) & _SERIAL_MASK
+        return self.exchange(frame_for(serial, job), serial, timeout, time.monotonic())  # type: ignore[operator]
+
+    def exchange(self, frame: bytes, serial: int, timeout: float, now: float) -> bytes:
+        """Write ``frame`` (request ``serial``, the caller took it from :attr:`serial`) and return the
+        answer's payload (its serial matched); ``now`` is the caller's ``time.monotonic()``.
 
         Raises :class:`Unsent` (nothing stored; the channel is dead), TubeMQTimeoutError (no answer
         within ``timeout``) or ConnectionLostError (the connection broke after the write: the outcome
         is unknown). After any of them the channel must be closed.
         """
-        self._serial = serial = (self._serial + 1) & _SERIAL_MASK
-        frame = frame_for(serial, job)  # type: ignore[operator]
-        start = time.monotonic()
         sock = self.sock
         try:
             if timeout != self._timeout:
@@ -128,7 +131,7 @@ class BlockingChannel:
             sock.sendall(frame, _SEND_FLAGS)
         except OSError as exc:
             raise Unsent(f"{self.address}: write failed: {exc}") from exc
-        self.last_used = start
+        self.last_used = now
         self.bytes_sent += len(frame)
         decoder = self._decoder
         view = self._view
@@ -155,7 +158,7 @@ class BlockingChannel:
                 if got == serial:
                     return payload
                 # an answer to an earlier request that timed out: late, ignored
-            left = start + timeout - time.monotonic()
+            left = now + timeout - time.monotonic()
             if left <= 0:
                 raise TubeMQTimeoutError(f"{self.address}: no answer to request serial {serial} within "
                                          f"{timeout:.1f} s")

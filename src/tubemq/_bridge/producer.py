@@ -1,6 +1,7 @@
 """The blocking producer's two routes, each readable top to bottom (issue 20).
 
-``send`` (blocking): validate, take a buffer slot, then, when this thread has no ``send_async`` of
+``send`` (blocking; :meth:`ProducerBridge.send_plain` is the same route for a plain message in one
+function, tried first): validate, take a buffer slot, then, when this thread has no ``send_async`` of
 its own still outstanding (it must not overtake them) and the topic is routable without waiting,
 do the round trip on this thread over its own :class:`BlockingChannel` to the partition's broker:
 write, read the answer, judge it with the dispatcher's rules (:meth:`ProducerCore.judge`: retries
@@ -29,10 +30,12 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ClientClosedError, TubeMQError, TubeMQTimeoutError
+from .. import codec
+from ..errors import ClientClosedError, DecodeError, TubeMQError, TubeMQTimeoutError
 from ..net.loop import LoopThread
 from ..producer.core import RETRY, ProducerCore
 from ..producer.message import Job, SendCallback, check_callback, make_job, run_callback
+from ..protocol.constants import MAX_MAX_MSG_SIZE
 from ..types import SendResult
 from .channel import _STALE_CHECK_AFTER, BlockingChannel, Unsent
 from .futures import SendFuture, Waiter
@@ -45,6 +48,12 @@ log = logging.getLogger("tubemq.producer")
 _monotonic = time.monotonic
 _get_ident = threading.get_ident
 
+#: Partitions whose channel a thread remembers for ``send_plain`` (the cache is cleared when full).
+_MAX_CACHED_PARTS = 1024
+_SERIAL_MASK = 0xFFFFFFFF
+_encode_send = codec.encode_send_request
+_send_result = codec.decode_send_result
+
 #: A submitter wakes the loop itself when the inbox was last drained longer ago than this (s).
 _MAX_DRAIN_DELAY = 0.002
 
@@ -55,12 +64,22 @@ class _Lane:
     ``finished``: the loop thread only), so neither side needs a lock: a stale ``finished`` read by
     the thread is too low, never too high, which only sends a blocking send through the loop."""
 
-    __slots__ = ("__weakref__", "channels", "finished", "submitted")
+    __slots__ = ("__weakref__", "by_part", "channels", "finished", "submitted")
 
     def __init__(self) -> None:
         self.submitted = 0
         self.finished = 0
         self.channels: dict[str, BlockingChannel] = {}
+        #: the channel last used for a partition (``send_plain``'s lookup without building an address);
+        #: a closed one is skipped there
+        self.by_part: dict[Any, BlockingChannel] = {}
+
+    def cache(self, part: Any, channel: BlockingChannel) -> None:
+        by_part = self.by_part
+        if by_part.get(part) is not channel:
+            if len(by_part) >= _MAX_CACHED_PARTS:
+                by_part.clear()
+            by_part[part] = channel
 
 
 class ProducerBridge:
@@ -187,6 +206,94 @@ class ProducerBridge:
 
     # ------------------------------------------------------------------ send (blocking)
 
+    def send_plain(self, topic: str, data: bytes, key: Any) -> SendResult | None:
+        """The common blocking send in one function: a ``bytes`` body to a ``str`` topic without
+        attributes, serializers or a timeout, on a channel this thread already has to a routable
+        partition. None when it is not that case (nothing was taken or written: take :meth:`send`).
+
+        Why its own function: after every wake-up from ``recv`` the Python work of a send costs several
+        times what it does hot, so the common case makes as few calls as it can (one encode, one write,
+        one read, two decodes, the counters' locks). A refusal or an error continues in the general
+        loop (:meth:`_attempts`) with what this attempt got.
+        """
+        core = self.core
+        if type(data) is not bytes or self._serialize is not None or _get_ident() == self._loop_ident:
+            return None  # (on the loop thread, send() refuses it)
+        n = len(data)
+        if not 0 < n <= MAX_MAX_MSG_SIZE:
+            return None
+        try:
+            lane: _Lane = self._local.lane
+        except AttributeError:
+            lane = self._lane()
+        if lane.submitted != lane.finished:
+            return None
+        name = topic.strip()
+        part = core.route_plain(name, n, key)
+        if part is None:
+            return None
+        channel = lane.by_part.get(part)
+        now = _monotonic()
+        if channel is None or channel.closed or now - channel.last_used >= _STALE_CHECK_AFTER:
+            channel = self._channel_for(lane, part, now)
+            if channel is None:
+                return None
+        buffer = self.buffer
+        if not buffer.try_take():
+            return None
+        if not core.begin_external():
+            buffer.release()
+            return None
+        written = 0
+        failed = False
+        handed = False
+        result: SendResult | None = None
+        try:
+            channel.serial = serial = (channel.serial + 1) & _SERIAL_MASK
+            session = core.session
+            frame = _encode_send(serial, core.client_id, name, part.partition_id, data, 0, core.sent_addr,
+                                 session.visit_token, auth_token=session.auth_token or None,
+                                 timeout_ms=core.timeout_ms)
+            payload: bytes | None = None
+            error: BaseException | None = None
+            try:
+                payload = channel.exchange(frame, serial, self._rpc_timeout, now)
+            except Unsent:
+                self._drop(lane, channel)
+                return None  # nothing stored: the general route sends it (finally: slot and count back)
+            except TubeMQError as exc:
+                error = self._broken(lane, channel, exc)
+            written = 1
+            if error is None:
+                try:
+                    result = _send_result(payload, SendResult, name, part, key)  # type: ignore[arg-type]
+                except DecodeError:
+                    result = None  # judged below
+                if result is not None:
+                    if core.quality._failures:
+                        core.quality.success(part.broker_id)
+                    return result
+            # a refusal, a malformed answer or an error: judged (and retried) by the general loop
+            job = Job(name, data, 0, n, None, None, key, self._done)
+            job.part = part
+            tally = [written, 0]
+            try:
+                result = self._attempts(job, lane, now, now + self.max_wait, tally, (part, payload, error))
+            except BaseException:
+                failed = True
+                raise
+            finally:
+                written = tally[0]
+            if result is not None:
+                return result
+            handed = True  # refused, to be resent, and not routable here now (a shielded broker)
+        finally:
+            core.end_external(n, result, now, failed, written, 0)
+            if not handed:
+                buffer.release()
+        # the loop's route: the slot now belongs to the job (released by _done)
+        return self._via_loop(job, now + self.max_wait, self.max_wait)
+
     def send(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None, stream_id: str | None,
              msg_time: Any, key: Any, timeout: float | None) -> SendResult:
         core = self.core
@@ -214,6 +321,10 @@ class ProducerBridge:
                 buffer.release()
                 return result
         # the loop's route: the slot now belongs to the job (released by _done)
+        return self._via_loop(job, deadline, wait)
+
+    def _via_loop(self, job: Job, deadline: float, wait: float) -> SendResult:
+        """Hand ``job`` (its buffer slot taken) to the loop and wait for its outcome until ``deadline``."""
         waiter = Waiter()
         job.fut = waiter
         self._submit(job)
@@ -232,29 +343,41 @@ class ProducerBridge:
         core = self.core
         if not core.begin_external():
             raise ClientClosedError("producer is closed")
-        now = t0
         first_attempt = job.attempt
-        written = 0
+        tally = [0, 0]  # attempts written, failed for good
         result: SendResult | None = None
-        failed = False
         try:
-            while True:
+            result = self._attempts(job, lane, t0, deadline, tally, None)
+            return result
+        except BaseException:
+            tally[1] = 1
+            raise
+        finally:
+            core.end_external(job.size, result, t0, bool(tally[1]), tally[0], first_attempt)
+
+    def _attempts(self, job: Job, lane: _Lane, now: float, deadline: float, tally: list[int],
+                  first: tuple[Any, bytes | None, BaseException | None] | None) -> SendResult | None:
+        """The attempts of ``job`` on this thread until an outcome (``first``: one already made and
+        counted in ``tally[0]``, to be judged first); None when it must take the loop's route
+        (nothing was stored by the attempts made here); raises the failure."""
+        core = self.core
+        while True:
+            if first is not None:
+                part, payload, error = first
+                first = None
+            else:
                 part = core.route_now(job)
                 if part is None:
                     return None
-                address = part.address
-                channel = lane.channels.get(address)
-                if channel is None or (now - channel.last_used >= _STALE_CHECK_AFTER and channel.stale()):
-                    channel = self._channel(lane, address, channel)
-                    if channel is None:
-                        return None
+                channel = self._channel_for(lane, part, now)
+                if channel is None:
+                    return None
                 left = deadline - now
                 if left <= 0:
-                    failed = True
                     raise TubeMQTimeoutError(f"no answer for the message to topic {job.topic!r} in time")
                 job.part = part
-                payload: bytes | None = None
-                error: BaseException | None = None
+                payload = None
+                error = None
                 try:
                     payload = channel.round_trip(core.build_frame, job, left if left < self._rpc_timeout
                                                  else self._rpc_timeout)
@@ -262,33 +385,37 @@ class ProducerBridge:
                     self._drop(lane, channel)
                     return None
                 except TubeMQError as exc:
-                    self._drop(lane, channel)
-                    error = exc
-                    if self._aborted:
-                        error = ClientClosedError("producer closed before the broker answered; the message "
-                                                  "may or may not be stored")
-                written += 1
+                    error = self._broken(lane, channel, exc)
+                tally[0] += 1
                 if error is None:  # the common case first: stored
                     result = core.stored(job, part, payload)  # type: ignore[arg-type]
                     if result is not None:
                         return result
-                judged = core.judge(job, part, payload, error)
-                if type(judged) is SendResult:
-                    result = judged
-                    return result
-                if judged is RETRY:
-                    time.sleep(max(0.0, min(self._backoff, deadline - _monotonic())))
-                    now = _monotonic()
-                    continue
-                failed = True
-                raise judged  # type: ignore[misc]
-        finally:
-            core.end_external(job, result, t0, failed, written, first_attempt)
+            judged = core.judge(job, part, payload, error)
+            if type(judged) is SendResult:
+                return judged  # type: ignore[return-value]
+            if judged is RETRY:
+                time.sleep(max(0.0, min(self._backoff, deadline - _monotonic())))
+                now = _monotonic()
+                continue
+            raise judged  # type: ignore[misc]
 
     @property
     def round_trips(self) -> int:
         """Messages acknowledged through a round trip on the caller's thread (tests, debugging)."""
         return self.core.external_acknowledged
+
+    def _channel_for(self, lane: _Lane, part: Any, now: float) -> BlockingChannel | None:
+        """This thread's channel to ``part``'s broker, checked when idle, opened when missing; None if
+        it cannot be opened (the loop's route then)."""
+        address = part.address
+        channel = lane.channels.get(address)
+        if channel is None or (now - channel.last_used >= _STALE_CHECK_AFTER and channel.stale()):
+            channel = self._channel(lane, address, channel)
+            if channel is None:
+                return None
+        lane.cache(part, channel)
+        return channel
 
     def _channel(self, lane: _Lane, address: str, dead: BlockingChannel | None) -> BlockingChannel | None:
         """A new channel of this thread to ``address`` (replacing ``dead``); None if it cannot be opened."""
@@ -308,6 +435,15 @@ class ProducerBridge:
             self._channels.add(channel)
         lane.channels[address] = channel
         return channel
+
+    def _broken(self, lane: _Lane, channel: BlockingChannel, exc: TubeMQError) -> BaseException:
+        """A round trip failed after its write: the channel is dropped; the error to judge (the message
+        may or may not be stored; ClientClosedError when close() cut it short)."""
+        self._drop(lane, channel)
+        if self._aborted:
+            return ClientClosedError("producer closed before the broker answered; the message may or may not "
+                                     "be stored")
+        return exc
 
     def _drop(self, lane: _Lane, channel: BlockingChannel) -> None:
         if lane.channels.get(channel.address) is channel:

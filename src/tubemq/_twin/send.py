@@ -10,7 +10,7 @@ from ..errors import DecodeError
 from ..protocol import wire_fields as F
 from ..protocol.constants import INDEX_ENTRY_SIZE, TOKEN_MSG_TIME, TOKEN_MSG_TYPE, Method, ServiceType
 from .datatypes import GetMessageResult, Message, Partition, RawMessage, SendResponse
-from .envelope import encode_request
+from .envelope import decode_response, encode_request
 from .payload import decode_payload
 from .pbwire import FieldSpec, _f_bytes, _f_varint, _read_fields, _signed32, _signed64, _utf8, _varint
 
@@ -96,6 +96,21 @@ def encode_send_request(
         serial, service_type, Method.BROKER_PRODUCER_SEND_MESSAGE, body, timeout_ms=timeout_ms,
         protocol_ver=protocol_ver,
     )
+
+
+def decode_send_result(payload: Any, result_type: Any, topic: Any, partition: Any, key: Any) -> Any:
+    """A send answer (a response frame's payload) straight to what a sender returns:
+    ``result_type(topic, partition, message_id, append_time, append_offset, key)`` when the broker
+    stored the message, None when it did not (an error status or a refusal: :func:`decode_response`
+    and :func:`decode_send_response` tell which). Raises DecodeError on a malformed answer."""
+    rsp = decode_response(payload)
+    if rsp.status:
+        return None
+    answer = decode_send_response(rsp.body)
+    if not answer.success:
+        return None
+    return tuple.__new__(result_type, (topic, partition, answer.message_id, answer.append_time,
+                                       answer.append_offset, key))
 
 
 def decode_send_response(body: Any) -> SendResponse:

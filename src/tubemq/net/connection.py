@@ -424,7 +424,7 @@ class Connection:
         return fut
 
     def start_call_cb(self, build: Callable[[int, Any], bytes], arg: Any, timeout_ms: int,
-                      callback: ResponseCallback, *, flush: bool = True) -> None:
+                      callback: ResponseCallback, *, flush: bool = True, write: bool = False) -> None:
         """Queue ``build(serial, arg)``; ``callback(arg, payload, None)`` on the answer or
         ``callback(arg, None, exc)`` on timeout / connection loss, called straight from the read path.
 
@@ -432,14 +432,29 @@ class Connection:
         ``callback`` are long-lived callables, ``arg`` carries the request's state).
         ``flush=False``: the caller promises :meth:`flush_now` in this same callback (it queues a
         batch and writes it at once), so no flush is scheduled; a scheduled-then-cancelled handle
-        would still cost the loop an extra ``epoll`` round before it can sleep.
+        would still cost the loop an extra ``epoll`` round before it can sleep. ``write=True``: write
+        it now, with whatever is queued before it (one request awaited alone: no loop round first).
         """
         if self.closed:
             raise self._closed_error()
         serial = next(self._serials) & _SERIAL_MASK
         frame = build(serial, arg)
         self._pending[serial] = (None, time.monotonic() + timeout_ms / 1000.0, callback, arg)
-        self._wbuf.append(frame)
+        if write and not self._wbuf and self._transport is not None:  # nothing queued before it: straight out
+            self.bytes_sent += len(frame)
+            try:
+                self._transport.write(frame)
+            except Exception as exc:  # transport already closing
+                self._shutdown(ConnectionLostError(f"{self.address}: write failed: {exc}"))
+            flush = False
+        else:
+            self._wbuf.append(frame)
+            if write:
+                if self._flush_handle is not None:
+                    self._flush_handle.cancel()
+                    self._flush_handle = None
+                self._write_queued()
+                flush = False
         if flush and self._flush_handle is None:
             self._flush_handle = self._loop.call_soon(self._flush)
         if self._sweeper is None:

@@ -95,7 +95,17 @@ class Producer:
     async def send(self, topic: str, data: bytes, *, attributes: Mapping[str, Any] | None = None,
                    stream_id: str | None = None, msg_time: Any = None, key: Any = None) -> SendResult:
         """Send one message and wait for the broker's answer (written at once, not batched)."""
-        fut = await self._queue(topic, data, attributes, stream_id, msg_time, key, None, True)
+        # _queue inlined: the one-in-flight path pays for every call (no nested coroutine here)
+        core = self._core
+        if self._closed or not core.started:
+            await self._ensure_started()
+        job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done, self.config.serialize_hook)
+        job.now = True
+        if not self._buffer.try_take():
+            await self._buffer.take_async()
+        fut: asyncio.Future[SendResult] = core._loop.create_future()  # type: ignore[union-attr]
+        job.fut = fut
+        core.accept(job)
         return await fut
 
     #: aiokafka's name for the same thing (``await producer.send_and_wait(topic, value)``)

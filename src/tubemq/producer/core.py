@@ -69,6 +69,8 @@ _LATENCY_SAMPLE_MASK = 7
 RETRY = object()
 
 _encode_send = codec.encode_send_request
+#: a send answer straight to the SendResult (one compiled call; None: not stored, judge() says why)
+_send_result = codec.decode_send_result
 _decode_response = codec.decode_response
 _decode_send = codec.decode_send_response
 
@@ -271,11 +273,12 @@ class ProducerCore:
             return True
         quality = self.quality
         try:
-            part = self.router.choose(topic, parts, job.key, quality.shielded() if quality.any_shielded else ())
+            part = self.router.choose(topic, parts, job.key, quality.shielded() if quality._until else ())
         except Exception as exc:  # a bad key or a user partitioner's error belongs to this message only
             self._finish(job, None, exc)
             return True
-        conn = session.pool.connected(part.address)
+        pool = session._pool
+        conn = None if pool is None else pool.connected(part.address)
         if conn is None or not conn.has_capacity:
             return False
         self._start(job, part, conn)
@@ -391,8 +394,7 @@ class ProducerCore:
             if self._batch:  # accept_batch writes the batch itself
                 conn.start_call_cb(self._build, job, self.timeout_ms, self._answer, flush=False)
             elif job.now:  # awaited alone: write it now (saves the loop a round before the write)
-                conn.start_call_cb(self._build, job, self.timeout_ms, self._answer, flush=False)
-                conn.flush_now()
+                conn.start_call_cb(self._build, job, self.timeout_ms, self._answer, write=True)
             else:
                 conn.start_call_cb(self._build, job, self.timeout_ms, self._answer)
         except TubeMQError as exc:
@@ -417,17 +419,12 @@ class ProducerCore:
         """The SendResult when ``payload`` says the message was stored, else None (then :meth:`judge`
         tells what it says); any thread."""
         try:
-            envelope = _decode_response(payload)
-            if envelope.status:
-                return None
-            rsp = _decode_send(envelope.body)
+            result: SendResult | None = _send_result(payload, SendResult, job.topic, part, job.key)
         except DecodeError:
             return None
-        if not rsp.success:
-            return None
-        if self.quality._failures:
+        if result is not None and self.quality._failures:
             self.quality.success(part.broker_id)
-        return SendResult(job.topic, part, rsp.message_id, rsp.append_time, rsp.append_offset, job.key)
+        return result
 
     def judge(self, job: Job, part: codec.Partition, payload: bytes | None,
               exc: BaseException | None) -> SendResult | BaseException | object:
@@ -469,12 +466,13 @@ class ProducerCore:
             self.after_answer()
         if job.finished:
             return
+        part = job.part
         if exc is None:  # the common case first: stored
-            result = self.stored(job, job.part, payload)  # type: ignore[arg-type]
+            result = self.stored(job, part, payload)  # type: ignore[arg-type]
             if result is not None:
                 self._finish(job, result, None)
                 return
-        outcome = self.judge(job, job.part, payload, exc)  # type: ignore[arg-type]
+        outcome = self.judge(job, part, payload, exc)  # type: ignore[arg-type]
         if outcome is RETRY:
             self.loop.call_later(self.config.retry_backoff_ms / 1000.0, self._requeue, job)
         elif isinstance(outcome, SendResult):
@@ -517,19 +515,23 @@ class ProducerCore:
 
     def route_now(self, job: Job) -> codec.Partition | None:
         """The partition for a round trip on the caller's thread, or None when the job must go through
-        the loop instead: not started or closed, topic not published or without partitions, too
-        large (the loop reports it), shielded brokers or a user partitioner (loop business), TLS."""
+        the loop instead (see :meth:`route_plain`)."""
+        return self.route_plain(job.topic, job.size, job.key)
+
+    def route_plain(self, topic: str, size: int, key: Any) -> codec.Partition | None:
+        """:meth:`route_now` without a job (any thread): None when the message must go through the
+        loop: not started or closed, topic not published or without partitions, too large (the loop
+        reports it), shielded brokers or a user partitioner (loop business), TLS."""
         if self.closed or not self._external_ok:
             return None
         session = self.session
-        topic = job.topic
         parts = session.partitions.get(topic)
-        if not parts or topic not in session.topics or self.quality.any_shielded:
+        if not parts or topic not in session.topics or self.quality._until:
             return None
-        if job.size > session.topic_max_sizes.get(topic, session.max_msg_size):
+        if size > session.topic_max_sizes.get(topic, session.max_msg_size):
             return None
         try:
-            return self.router.choose(topic, parts, job.key)
+            return self.router.choose(topic, parts, key)
         except Exception:  # noqa: BLE001 - the loop path reports it to the caller
             return None
 
@@ -541,18 +543,19 @@ class ProducerCore:
             self._ext += 1
         return True
 
-    def end_external(self, job: Job, result: SendResult | None, t0: float, failed: bool, written: int,
+    def end_external(self, size: int, result: SendResult | None, t0: float, failed: bool, written: int,
                      first_attempt: int) -> None:
         """A send on a caller's thread ended: acknowledged (``result``), failed for good (``failed``),
         or neither (handed over to the loop, which counts it from then on); ``written`` attempts of it
-        went out from that thread, starting with attempt number ``first_attempt``."""
+        went out from that thread, starting with attempt number ``first_attempt``; ``size``: the
+        message's body + attribute bytes."""
         sample = False
         with self._ext_lock:
             self._ext -= 1
             if written:
                 if first_attempt == 0:
                     self._ext_sent += 1
-                    self._ext_bytes += job.size
+                    self._ext_bytes += size
                     self._ext_retried += written - 1
                 else:
                     self._ext_retried += written

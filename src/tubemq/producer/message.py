@@ -170,11 +170,11 @@ def make_job(topic: Any, data: Any, attributes: Mapping[str, Any] | None, stream
     """
     if serialize is not None:
         data, key = serialize(topic.strip() if isinstance(topic, str) else str(topic), data, key)
-    if (type(data) is bytes and type(topic) is str and attributes is None and stream_id is None
-            and msg_time is None and 0 < len(data) <= MAX_MAX_MSG_SIZE):
+    if type(data) is bytes and type(topic) is str and attributes is None and stream_id is None and msg_time is None:
+        n = len(data)
         name = topic.strip()  # the common case, checked as prepare_message would (a plain body, no attributes)
-        if name:
-            return Job(name, data, 0, len(data), None, None, key, done)
+        if name and 0 < n <= MAX_MAX_MSG_SIZE:
+            return Job(name, data, 0, n, None, None, key, done)
     t, payload, flag, size, mtype, mtime = prepare_message(topic, data, attributes, stream_id, msg_time)
     return Job(t, payload, flag, size, mtype, mtime, key, done)
 
