@@ -2,7 +2,8 @@
 
 Off until :func:`instrument` is called, and zero cost then: nothing here is imported by the client,
 ``instrument()`` wraps the public send methods of both producers and the consumer's one delivery
-point (``ConsumerCore.poll``, behind ``poll``, iteration and listeners of both APIs), like the
+point (``ConsumerCore.deliver``, behind ``poll``, iteration (including a blocking iterator's own
+fetches) and listeners of both APIs), like the
 opentelemetry-instrumentation packages of other clients do; :func:`uninstrument` restores them.
 
 * producer: a ``send {topic}`` span (kind PRODUCER) per message, ended when the broker answers,
@@ -130,7 +131,7 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None) -> None:
                             (paio.Producer, "send_and_wait", partial(_wrap_async, finish=_send_answered)),
                             (paio.Producer, "send_async", partial(_wrap_async, finish=_send_pending)),
                             (paio.Producer, "send_nowait", partial(_wrap_sync, finish=_send_pending)),
-                            (ConsumerCore, "poll", _wrap_poll)):
+                            (ConsumerCore, "deliver", _wrap_deliver)):
         original = cls.__dict__[name]
         originals.append((cls, name, original))
         setattr(cls, name, wrap(original))
@@ -232,14 +233,13 @@ def _wrap_async(original: Callable[..., Any], finish: _Finish) -> Callable[..., 
 
 # ---------------------------------------------------------------------------------------- consumer
 
-def _wrap_poll(original: Callable[..., Any]) -> Callable[..., Any]:
+def _wrap_deliver(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
-    async def poll(self: Any, timeout: float | None = None) -> Any:
-        batch = await original(self, timeout)
-        if batch is not None and _state:
+    def deliver(self: Any, batch: Any) -> None:
+        original(self, batch)  # a value_deserializer error rolls the batch back: no receive span then
+        if _state:
             _record_receive(self, batch)
-        return batch
-    return poll
+    return deliver
 
 
 def _record_receive(core: Any, batch: Any) -> None:

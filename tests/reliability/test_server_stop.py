@@ -1,4 +1,4 @@
-"""A server's stop always ends, however its cancel meets the background loops (server/tasks.py).
+"""A server's stop always ends, however its cancel meets the background loops (tubemq/_tasks.py).
 
 The failure this guards: on Python < 3.12 ``asyncio.wait_for`` returns the inner call's outcome when
 its caller is cancelled in the same loop step the inner call finishes. A standby master whose peer
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from cluster.helpers import free_ports
 
+from tubemq._tasks import cancel_and_wait, wait_for
 from tubemq.server.cluster import EmbeddedServer
 from tubemq.server.config import ServerConfig
-from tubemq.server.tasks import cancel_and_wait, wait_for
 
 Waiter = Callable[[Awaitable[Any], float], Awaitable[Any]]
 

@@ -23,6 +23,8 @@ from typing import Any
 
 from tubemq.errors import AdminError, ConfigError, TubeMQConnectionError, TubeMQTimeoutError
 
+from .._tasks import wait_for
+
 log = logging.getLogger("tubemq.admin")
 
 #: Answers larger than this are refused (a full topic listing of a big cluster is a few MiB).
@@ -167,7 +169,7 @@ async def call_async(req: Request, base_url: str, token: str | None, timeout: fl
     """One call over asyncio streams (HTTP/1.1, ``Connection: close``), the whole exchange in ``timeout``."""
     url, body = req.encode(base_url, token)
     try:
-        return await asyncio.wait_for(_exchange(url, body, req.method), timeout)
+        return await wait_for(_exchange(url, body, req.method), timeout)
     except asyncio.TimeoutError:
         raise TubeMQTimeoutError(f"{_where(url)} did not answer {req.method} in {timeout:g}s{_HINT}") from None
 
@@ -209,7 +211,7 @@ async def _exchange(url: str, body: bytes | None, method: str) -> dict[str, Any]
     finally:
         writer.close()
         try:
-            await asyncio.wait_for(writer.wait_closed(), 2)
+            await wait_for(writer.wait_closed(), 2)
         except (OSError, asyncio.TimeoutError):
             pass
     if status != 200:

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import codec
+from .._tasks import wait_for
 from ..config import ClientConfig
 from ..errors import (
     AuthenticationError,
@@ -180,7 +181,7 @@ class MasterSessionBase:
             try:
                 assert self._rpc_lock is not None
                 async with self._rpc_lock:
-                    await asyncio.wait_for(self._close_once(), wait)
+                    await wait_for(self._close_once(), wait)
             except (TubeMQError, asyncio.TimeoutError) as exc:
                 log.info("%s %s: close request failed (ignored): %s", self.role, self.client_id, exc)
         self.registered = False
@@ -365,7 +366,7 @@ class MasterSessionBase:
             await asyncio.sleep(seconds)
             return
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+            await wait_for(self._wake.wait(), seconds)
         self._wake.clear()  # after waking: a trigger that came during the last heartbeat is not lost
 
     # ------------------------------------------------------------------ helpers for subclasses

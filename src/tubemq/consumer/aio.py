@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from .._tasks import wait_for
 from ..admin.aio import AdminClient as AsyncAdminClient
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
@@ -343,7 +344,7 @@ class Consumer:
             if not inside:
                 wait = self.config.shutdown_wait_ms / 1000.0 if timeout is None else timeout
                 with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                    await asyncio.wait_for(asyncio.shield(task), wait)
+                    await wait_for(asyncio.shield(task), wait)
                 if not task.done():
                     log.warning("push listener still running after %.1f s; closing anyway", wait)
             if task is not asyncio.current_task():

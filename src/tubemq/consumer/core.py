@@ -39,6 +39,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from .._tasks import wait_for
 from ..client.identity import consumer_id
 from ..codec import Partition
 from ..errors import BadRequestError, ClientClosedError, TubeMQConnectionError, TubeMQError
@@ -220,7 +221,7 @@ class ConsumerCore:
         deadline = time.monotonic() + budget
         try:
             # most of the budget for the brokers, the rest for telling the master
-            await asyncio.wait_for(self._release_all(deadline - budget * 0.3), max(0.0, budget * 0.7))
+            await wait_for(self._release_all(deadline - budget * 0.3), max(0.0, budget * 0.7))
         except asyncio.TimeoutError:
             left = [s.key for s in self.table.slots() if s.state is not PartitionState.RELEASED]
             log.warning("consumer %s: partitions not released within %.1f s (%d left: the broker(s) did not "
@@ -501,7 +502,7 @@ class ConsumerCore:
         hook = self.on_partitions_lost or self.on_partitions_revoked
         try:
             if hook is not None and not self.closing:
-                await asyncio.wait_for(_call_hook(hook, [s.partition for s in slots]),
+                await wait_for(_call_hook(hook, [s.partition for s in slots]),
                                        self.config.hook_timeout_ms / 1000.0)
         except asyncio.TimeoutError:
             log.error("on_partitions_lost did not return within %.1f s; reporting the loss anyway",

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._tasks import wait_for
 from ..codec import Partition, SubscribeInfo
 from ..errors import ClientClosedError, TubeMQError
 
@@ -290,7 +291,7 @@ class PartitionTable:
             return
         self._ready_event.clear()
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._ready_event.wait(), timeout)
+            await wait_for(self._ready_event.wait(), timeout)
 
     def pause(self) -> None:
         """Stop handing out partitions (in-flight fetches complete normally)."""
@@ -398,7 +399,7 @@ class PartitionTable:
         if slot._settled is None:
             slot._settled = asyncio.Event()
         try:
-            await asyncio.wait_for(slot._settled.wait(), timeout)
+            await wait_for(slot._settled.wait(), timeout)
             return True
         except asyncio.TimeoutError:
             if slot.state in (PartitionState.FETCHING, PartitionState.IN_FLIGHT):

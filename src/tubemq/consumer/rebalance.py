@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._tasks import wait_for
 from ..codec import Partition, parse_subscribe_info
 from ..errors import DecodeError, TubeMQError
 from ..protocol.constants import ErrorCode, EventStatus, EventType
@@ -359,7 +360,7 @@ class RebalanceWorker:
 
     async def _call_hook(self, hook: Hook, partitions: list[Partition], name: str) -> None:
         try:
-            await asyncio.wait_for(hook(list(partitions)), self.hook_timeout)
+            await wait_for(hook(list(partitions)), self.hook_timeout)
         except asyncio.CancelledError:
             raise
         except asyncio.TimeoutError:

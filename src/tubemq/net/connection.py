@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import codec
+from .._tasks import wait_for
 from ..errors import (
     ConnectionLostError,
     FrameError,
@@ -98,7 +99,7 @@ async def _open_tls(conn: Connection, loop: asyncio.AbstractEventLoop, host: str
     "connect timed out" (and not retried: NotTubeMQPortError)."""
     address = conn.address
     try:
-        infos = await asyncio.wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), connect_timeout)
+        infos = await wait_for(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), connect_timeout)
         family, kind, proto, _, addr = infos[0]
         sock = socket.socket(family, kind, proto)
     except asyncio.TimeoutError as exc:
@@ -108,13 +109,13 @@ async def _open_tls(conn: Connection, loop: asyncio.AbstractEventLoop, host: str
     try:
         sock.setblocking(False)
         try:
-            await asyncio.wait_for(loop.sock_connect(sock, addr), connect_timeout)
+            await wait_for(loop.sock_connect(sock, addr), connect_timeout)
         except asyncio.TimeoutError as exc:
             raise TubeMQConnectionError(f"connect to {address} timed out after {connect_timeout:g} s") from exc
         except OSError as exc:
             raise TubeMQConnectionError(f"connect to {address} failed: {exc}") from exc
         try:
-            await asyncio.wait_for(
+            await wait_for(
                 loop.create_connection(lambda: _Protocol(conn), sock=sock, ssl_handshake_timeout=connect_timeout,
                                        **kwargs),
                 connect_timeout + 0.5,
@@ -274,7 +275,7 @@ class Connection:
             await _open_tls(conn, loop, host, port, connect_timeout, kwargs)
             return conn
         try:
-            await asyncio.wait_for(
+            await wait_for(
                 loop.create_connection(lambda: _Protocol(conn), host, port, **kwargs), connect_timeout
             )
         except asyncio.TimeoutError as exc:
@@ -361,7 +362,7 @@ class Connection:
             await self._wait_capacity()
             return
         try:
-            await asyncio.wait_for(self._wait_capacity(), max(0.0, timeout))
+            await wait_for(self._wait_capacity(), max(0.0, timeout))
         except asyncio.TimeoutError:
             if self.closed:
                 raise self._closed_error() from None

@@ -15,6 +15,7 @@ import collections
 import threading
 import time
 
+from .._tasks import wait_for
 from ..errors import ClientClosedError, TubeMQTimeoutError
 
 
@@ -70,7 +71,7 @@ class SendBuffer:
             left = deadline - loop.time()
             try:
                 if left > 0:
-                    await asyncio.wait_for(waiter, left)
+                    await wait_for(waiter, left)
             except asyncio.TimeoutError:
                 pass
             finally:

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import codec
+from .._tasks import wait_for
 from ..client.identity import local_ip, producer_id
 from ..config import ProducerConfig
 from ..errors import (
@@ -172,7 +173,7 @@ class ProducerCore:
             fut: asyncio.Future[None] = loop.create_future()
             self._idle_waiters.append(fut)
             try:
-                await asyncio.wait_for(asyncio.shield(fut), 0.02 if left is None else min(left, 0.02))
+                await wait_for(asyncio.shield(fut), 0.02 if left is None else min(left, 0.02))
             except asyncio.TimeoutError:
                 pass
             finally:

@@ -10,6 +10,7 @@ import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
+from .._tasks import wait_for
 from .admin_params import ERR_BAD_REQUEST, ERR_NOT_FOUND, ERR_UNAUTHORIZED, _AdminError, _fail, _json_params
 from .auth import FailureThrottle
 
@@ -62,7 +63,7 @@ class AdminServer:
                 await t
         if self._server is not None:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                await wait_for(self._server.wait_closed(), 5)
             self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -73,7 +74,7 @@ class AdminServer:
         if len(self._conns) >= MAX_ADMIN_CONNECTIONS and not self._evict_slowest_reader():
             log.warning("admin API: %d requests in progress, answering 503", len(self._conns))
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._respond(writer, 503, _fail(503, "too many admin requests")), 2)
+                await wait_for(self._respond(writer, 503, _fail(503, "too many admin requests")), 2)
             await self._close(writer)
             return
         self._conns[task] = time.monotonic()
@@ -81,12 +82,12 @@ class AdminServer:
             peer = writer.get_extra_info("peername")
             source = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
             status, body = await self._read_and_handle(reader, task, source)
-            await asyncio.wait_for(self._respond(writer, status, body), HEADER_DEADLINE_S)
+            await wait_for(self._respond(writer, status, body), HEADER_DEADLINE_S)
         except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass  # slow, vanished or evicted client: nothing to answer
         except (asyncio.LimitOverrunError, ValueError):  # header line over the stream limit
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(
+                await wait_for(
                     self._respond(writer, 431, _fail(ERR_BAD_REQUEST, "request header too large")), 2
                 )
         except Exception:  # never let one request kill the listener
@@ -111,17 +112,17 @@ class AdminServer:
     async def _close(writer: asyncio.StreamWriter) -> None:
         writer.close()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(writer.wait_closed(), 2)
+            await wait_for(writer.wait_closed(), 2)
 
     async def _read_and_handle(
         self, reader: asyncio.StreamReader, task: asyncio.Task[None], source: str = "?"
     ) -> tuple[int, dict[str, Any]]:
-        first = await asyncio.wait_for(reader.readexactly(1), HEADER_DEADLINE_S)
+        first = await wait_for(reader.readexactly(1), HEADER_DEADLINE_S)
         if not (b"A" <= first <= b"Z" or b"a" <= first <= b"z"):
             # not an HTTP method (e.g. a TubeMQ RPC frame: a client pointed at this port): say so at
             # once, as Jetty does, instead of waiting for a header end that never comes
             return 400, _fail(ERR_BAD_REQUEST, "not an HTTP request")
-        head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEADER_DEADLINE_S)
+        head = first + await wait_for(reader.readuntil(b"\r\n\r\n"), HEADER_DEADLINE_S)
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/"):
@@ -145,7 +146,7 @@ class AdminServer:
                 return 400, _fail(ERR_BAD_REQUEST, "bad Content-Length")
             if length < 0 or length > MAX_BODY_BYTES:
                 return 413, _fail(ERR_BAD_REQUEST, "request body too large")
-            body = await asyncio.wait_for(reader.readexactly(length), BODY_DEADLINE_S) if length else b""
+            body = await wait_for(reader.readexactly(length), BODY_DEADLINE_S) if length else b""
             ctype = headers.get("content-type", "")
             text = body.decode("utf-8", "replace")
             if "json" in ctype and text.strip():

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .._tasks import cancel_and_wait
 from ..protocol import constants as C
 from .broker_base import FaultRecord, _int32
 from .broker_fetch import FetchHandlers
@@ -34,7 +35,6 @@ from .broker_send import SendHandlers, _write_failed
 from .broker_sessions import SessionHandlers
 from .broker_views import BrokerViews
 from .rpc import RpcContext
-from .tasks import cancel_and_wait
 
 log = logging.getLogger("tubemq.server.broker")
 

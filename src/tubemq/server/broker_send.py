@@ -17,6 +17,7 @@ import zlib
 from typing import Any
 
 from .. import codec
+from .._tasks import wait_for
 from ..protocol import broker_pb
 from ..protocol import constants as C
 from ..protocol.constants import ErrorCode as E
@@ -24,7 +25,6 @@ from .broker_base import _JAVA_WS, BrokerBase, _partition_missing, _refusal, _te
 from .rpc import RpcContext
 from .storage import encode_record, mem_cache_bytes
 from .store_manager import StoreManager
-from .tasks import wait_for
 
 log = logging.getLogger("tubemq.server.broker")
 

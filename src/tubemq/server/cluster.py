@@ -15,6 +15,7 @@ import ssl
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from .._tasks import cancel_and_wait
 from ..errors import ConfigError, ServerBindError
 from . import offset_history
 from .admin import AdminApi, AdminServer
@@ -29,7 +30,6 @@ from .registration import STATUS_METHOD, BrokerRegistrar, BrokerTable
 from .replication import POKE_METHOD, SYNC_METHOD, MasterReplication, ReplicatedAdminApi
 from .rpc import RpcServer, frame_limit_for, rpc_options
 from .store_manager import StoreManager
-from .tasks import cancel_and_wait
 
 log = logging.getLogger("tubemq.server.cluster")
 

@@ -43,6 +43,7 @@ from tubemq.protocol.constants import (
     Method,
 )
 
+from .._tasks import cancel_and_wait
 from . import master_views
 from .groups import (
     CONSUME_BOUND,
@@ -59,7 +60,6 @@ from .groups import (
 )
 from .master_base import MAX_META_FORCE_UPDATE_MS, OK_MSG, MasterBase, _now_ms, _rejected, _reported_sub_ids
 from .rpc import Handler, RpcContext
-from .tasks import cancel_and_wait
 
 log = logging.getLogger("tubemq.server.master")
 

@@ -37,8 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._tasks import wait_for
 from .meta import BrokerEntry, MetaStore, TopicConf
-from .tasks import wait_for
 
 log = logging.getLogger("tubemq.server.registration")
 
@@ -217,7 +217,7 @@ async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIME
             writer.close()
 
     try:
-        raw = await wait_for(call(), timeout)  # the caller's cancel wins (server/tasks.py)
+        raw = await wait_for(call(), timeout)  # the caller's cancel wins (tubemq/_tasks.py)
     except (OSError, asyncio.TimeoutError) as exc:
         raise AdminCallError(f"admin call to {url} failed: {exc!r}") from None
     head, _, body = raw.partition(b"\r\n\r\n")

@@ -61,12 +61,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .._tasks import wait_for
 from .admin import AdminApi
 from .endpoints import lookup
 from .meta import BrokerEntry, MetaStore, TopicConf
 from .registration import METHOD as REGISTRATION_METHOD
 from .registration import STATUS_METHOD, AdminCallError, admin_get, url_host_port
-from .tasks import wait_for
 
 log = logging.getLogger("tubemq.server.replication")
 

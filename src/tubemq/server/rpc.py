@@ -38,6 +38,7 @@ from typing import Any, Union
 from google.protobuf.message import Message
 
 from .. import codec
+from .._tasks import wait_for
 from ..protocol import constants as C
 from . import wire
 from .auth import FailureThrottle
@@ -269,7 +270,7 @@ class RpcServer:
             conn.close()
         if self._server is not None:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                await wait_for(self._server.wait_closed(), 5)
             except asyncio.TimeoutError:  # pragma: no cover - defensive
                 log.warning("%s: listener did not close within 5 s", self.name)
             self._server = None

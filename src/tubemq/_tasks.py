@@ -1,4 +1,4 @@
-"""Cancel-safe waits and bounded task shutdown for the server's background loops.
+"""Cancel-safe waits and bounded task shutdown, for every background loop of the clients and the server.
 
 Why this exists: on Python < 3.12 ``asyncio.wait_for`` returns (or raises) the inner call's outcome
 when its caller is cancelled in the same loop step the inner call finishes (bpo-42130, gh-86296; fixed
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Awaitable, Iterable
 from typing import Any, TypeVar
 
-log = logging.getLogger("tubemq.server.tasks")
+log = logging.getLogger("tubemq.tasks")
 
 T = TypeVar("T")
 
@@ -64,20 +64,20 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], patience_s: floa
     first = True
     while pending:
         if not first:
-            log.warning("%d server task(s) still running after their cancel: cancelling again (%s)",
+            log.warning("%d task(s) still running after their cancel: cancelling again (%s)",
                         len(pending), ", ".join(sorted(_name(t) for t in pending)))
         first = False
         for t in pending:
             t.cancel()
         left = deadline - loop.time()
         if left <= 0:
-            log.error("server task(s) ignored their cancel for %.0f s and are left running: %s", patience_s,
+            log.error("task(s) ignored their cancel for %.0f s and are left running: %s", patience_s,
                       ", ".join(sorted(_name(t) for t in pending)))
             break
         _, pending = await asyncio.wait(pending, timeout=min(RECANCEL_S, left))
     for t in tasks:
         if t.done() and not t.cancelled() and t.exception() is not None:
-            log.warning("server task %s ended with an error", _name(t), exc_info=t.exception())
+            log.warning("task %s ended with an error", _name(t), exc_info=t.exception())
 
 
 def _name(task: asyncio.Future[Any]) -> str:
