@@ -35,7 +35,8 @@ def small_batches(tmp_path: Any) -> Iterator[EmbeddedCluster]:
 
 
 def open_consumer(master: str, group: str, topic: str, **kw: Any) -> tubemq.Consumer:
-    opts = {**FAST_CLIENT, "consume_from": "earliest", "iter_timeout_ms": 1500, **kw}
+    # fetch_concurrency=1: the one setting where the iterator fetches on its own thread
+    opts = {**FAST_CLIENT, "consume_from": "earliest", "iter_timeout_ms": 1500, "fetch_concurrency": 1, **kw}
     return tubemq.Consumer(master, group=group, topics=[topic], **opts)
 
 

@@ -33,7 +33,7 @@ _PEEK_FLAGS: int = int(socket.MSG_PEEK) | int(getattr(socket, "MSG_DONTWAIT", 0)
 #: a channel idle longer than this is checked for a peer that closed it before it is written to (s)
 _STALE_CHECK_AFTER = 0.001
 _READ_SIZE = 64 * 1024
-_SERIAL_MASK = 0xFFFFFFFF
+SERIAL_MASK = 0xFFFFFFFF
 
 
 class Unsent(Exception):
@@ -113,7 +113,7 @@ class BlockingChannel:
 
     def round_trip(self, frame_for: object, job: object, timeout: float) -> bytes:
         """Write ``frame_for(serial, job)`` and return the answer's payload (see :meth:`exchange`)."""
-        self.serial = serial = (self.serial + 1) & _SERIAL_MASK
+        self.serial = serial = (self.serial + 1) & SERIAL_MASK
         return self.exchange(frame_for(serial, job), serial, timeout, time.monotonic())  # type: ignore[operator]
 
     def exchange(self, frame: bytes, serial: int, timeout: float, now: float) -> bytes:
@@ -124,6 +124,13 @@ class BlockingChannel:
         within ``timeout``) or ConnectionLostError (the connection broke after the write: the outcome
         is unknown). After any of them the channel must be closed.
         """
+        self.write(frame, timeout, now)
+        return self.read(serial, timeout, now)
+
+    def write(self, frame: bytes, timeout: float, now: float) -> None:
+        """The first half of :meth:`exchange`: write ``frame`` (raises :class:`Unsent`). The answer
+        is read later with :meth:`read`; at most one request may wait on a channel (an answer of
+        another serial is dropped)."""
         sock = self.sock
         try:
             if timeout != self._timeout:
@@ -133,6 +140,11 @@ class BlockingChannel:
             raise Unsent(f"{self.address}: write failed: {exc}") from exc
         self.last_used = now
         self.bytes_sent += len(frame)
+
+    def read(self, serial: int, timeout: float, now: float) -> bytes:
+        """The second half of :meth:`exchange`: the payload of the answer to ``serial``, waited for
+        at most ``timeout`` seconds from ``now`` (``time.monotonic()``)."""
+        sock = self.sock
         decoder = self._decoder
         view = self._view
         buf = self._buf

@@ -37,7 +37,7 @@ from ..producer.core import RETRY, ProducerCore
 from ..producer.message import Job, SendCallback, check_callback, make_job, run_callback
 from ..protocol.constants import MAX_MAX_MSG_SIZE
 from ..types import SendResult
-from .channel import _STALE_CHECK_AFTER, BlockingChannel, Unsent
+from .channel import _STALE_CHECK_AFTER, SERIAL_MASK, BlockingChannel, Unsent
 from .futures import SendFuture, Waiter
 
 if TYPE_CHECKING:
@@ -50,7 +50,6 @@ _get_ident = threading.get_ident
 
 #: Partitions whose channel a thread remembers for ``send_plain`` (the cache is cleared when full).
 _MAX_CACHED_PARTS = 1024
-_SERIAL_MASK = 0xFFFFFFFF
 _encode_send = codec.encode_send_request
 _send_result = codec.decode_send_result
 
@@ -249,7 +248,7 @@ class ProducerBridge:
         handed = False
         result: SendResult | None = None
         try:
-            channel.serial = serial = (channel.serial + 1) & _SERIAL_MASK
+            channel.serial = serial = (channel.serial + 1) & SERIAL_MASK
             session = core.session
             frame = _encode_send(serial, core.client_id, name, part.partition_id, data, 0, core.sent_addr,
                                  session.visit_token, auth_token=session.auth_token or None,
