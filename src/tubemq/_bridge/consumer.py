@@ -277,12 +277,8 @@ class DirectFeed:
         while True:
             pending, self._pending = self._pending, None
             fetched = self._finish(pending) if pending is not None else None
-            batch, lease, error = self._hop(self._step, done, fetched)
+            batch = self._took(self._hop(self._step, done, fetched))
             done = None
-            if lease is not None:
-                self._pending = self._start(lease)
-            if error is not None:
-                raise error
             if batch is not None:
                 return batch
             if self._pending is not None:
@@ -290,13 +286,18 @@ class DirectFeed:
             left = None if deadline is None else deadline - time.monotonic()
             if self._core.closing or (left is not None and left <= 0):
                 return None
-            batch, lease, error = self._wait_on_loop(1.0 if left is None else min(1.0, left))
-            if lease is not None:
-                self._pending = self._start(lease)
-            if error is not None:
-                raise error
+            batch = self._took(self._wait_on_loop(1.0 if left is None else min(1.0, left)))
             if batch is not None:
                 return batch
+
+    def _took(self, out: tuple[Batch | None, Lease | None, BaseException | None]) -> Batch | None:
+        """What a step on the loop gave: write the new lease's request at once, raise its error."""
+        batch, lease, error = out
+        if lease is not None:
+            self._pending = self._start(lease)
+        if error is not None:
+            raise error
+        return batch
 
     def stop(self) -> None:
         """The iteration is over (its thread): the answer to a request written ahead is read (bounded
