@@ -38,7 +38,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -82,6 +82,24 @@ def timed(path: str, seconds: float, one: Callable[[], None]) -> dict[str, Any]:
     while True:
         a = clock()
         one()
+        b = clock()
+        lat.append(b - a)
+        n += 1
+        if b >= end:
+            break
+    return report(path, n, clock() - t0, time.process_time() - c0, lat)
+
+
+async def timed_async(path: str, seconds: float, one: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
+    """:func:`timed` for a coroutine: ``await one()`` (one message) until ``seconds`` passed."""
+    lat: list[float] = []
+    clock = time.perf_counter
+    c0, t0 = time.process_time(), clock()
+    end = t0 + seconds
+    n = 0
+    while True:
+        a = clock()
+        await one()
         b = clock()
         lat.append(b - a)
         n += 1
@@ -156,30 +174,21 @@ async def run_floor(frames: list[bytes], host: str, port: int, seconds: float) -
     create_future = loop.create_future
     decode_response, decode_send = codec.decode_response, codec.decode_send_response
 
-    async def one(i: int) -> None:
+    sent = 0
+
+    async def one() -> None:
+        nonlocal sent
         proto.waiter = fut = create_future()
-        transport.write(frames[i & 1023])
+        transport.write(frames[sent & 1023])
+        sent += 1
         rsp = decode_response(await fut)
         if rsp.status or not decode_send(rsp.body).success:
             raise SystemExit(f"floor send refused: {rsp}")
 
     try:
-        for i in range(200):
-            await one(i)
-        lat: list[float] = []
-        clock = time.perf_counter
-        c0, t0 = time.process_time(), clock()
-        end = t0 + seconds
-        n = 0
-        while True:
-            a = clock()
-            await one(n)
-            b = clock()
-            lat.append(b - a)
-            n += 1
-            if b >= end:
-                break
-        return report("floor", n, clock() - t0, time.process_time() - c0, lat)
+        for _ in range(200):
+            await one()
+        return await timed_async("floor", seconds, one)
     finally:
         transport.close()
 
@@ -214,26 +223,19 @@ async def run_aio(master: str, topic: str, body: bytes, seconds: float, batch: i
                 frames, part = send_frames(p, topic, body)
                 out.append(await run_floor(frames, part.host, part.port, seconds))
                 continue
+            if path == "aio":
+                out.append(await timed_async("aio", seconds, lambda: p.send(topic, body)))
+                continue
             lat: list[float] = []
             c0, t0 = time.process_time(), clock()
             end = t0 + seconds
             n = 0
-            if path == "aio":
-                while True:
-                    a = clock()
-                    await p.send(topic, body)
-                    b = clock()
-                    lat.append(b - a)
-                    n += 1
-                    if b >= end:
-                        break
-            else:
-                while clock() < end:
-                    a = clock()
-                    futs = [await p.send_async(topic, body) for _ in range(batch)]
-                    await asyncio.gather(*futs)
-                    lat.append(clock() - a)
-                    n += batch
+            while clock() < end:
+                a = clock()
+                futs = [await p.send_async(topic, body) for _ in range(batch)]
+                await asyncio.gather(*futs)
+                lat.append(clock() - a)
+                n += batch
             out.append(report(path, n, clock() - t0, time.process_time() - c0, lat))
     return out
 
