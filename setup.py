@@ -22,8 +22,9 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import CCompilerError, CompileError, ExecError, LinkError, PlatformError
 
-#: The compiled modules: ``tubemq.<name>`` built from ``src/tubemq/<name>.pyx`` (or the shipped ``.c``).
-EXTENSION_MODULES = ["_codec", "_inlongmsg"]
+#: The compiled modules: ``tubemq.<name>`` built from ``src/tubemq/<name as a path>.pyx`` (or the shipped
+#: ``.c``); ``_bridge._plain`` cimports ``_codec`` (the blocking send's compiled route).
+EXTENSION_MODULES = ["_codec", "_inlongmsg", "_bridge._plain"]
 
 #: The hand-written C the generated modules include (shipped in the sdist by MANIFEST.in).
 C_HEADERS = sorted(glob.glob("src/tubemq/_c/*.h"))
@@ -36,6 +37,10 @@ def _flag(name: str) -> bool:
     return os.environ.get(name, "") not in ("", "0")
 
 
+def _path(module: str) -> str:
+    return module.replace(".", "/")
+
+
 def extensions() -> list:
     if _flag("TUBEMQ_NO_EXTENSIONS"):
         return []
@@ -43,16 +48,17 @@ def extensions() -> list:
         from Cython.Build import cythonize
     except ImportError:
         cythonize = None
-    pyx = [f"src/tubemq/{m}.pyx" for m in EXTENSION_MODULES]
+    pyx = [f"src/tubemq/{_path(m)}.pyx" for m in EXTENSION_MODULES]
     if cythonize is not None and all(os.path.exists(p) for p in pyx):
         return cythonize(
             [Extension(f"tubemq.{m}", [p], depends=C_HEADERS) for m, p in zip(EXTENSION_MODULES, pyx, strict=True)],
             compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
+            include_path=["src"],
         )
     return [
-        Extension(f"tubemq.{m}", [f"src/tubemq/{m}.c"], depends=C_HEADERS)
+        Extension(f"tubemq.{m}", [f"src/tubemq/{_path(m)}.c"], depends=C_HEADERS)
         for m in EXTENSION_MODULES
-        if os.path.exists(f"src/tubemq/{m}.c")
+        if os.path.exists(f"src/tubemq/{_path(m)}.c")
     ]
 
 

@@ -1,6 +1,6 @@
 # Declarations other Cython modules may cimport from tubemq._codec (sans-IO wire codec).
 #
-#   from tubemq._codec cimport Message, FrameDecoder, c_crc32, c_encode_frame
+#   from tubemq._codec cimport Message, FrameDecoder, c_crc32, c_encode_frame, c_encode_send
 #
 # Everything here has the same behaviour as the Python-visible functions of tubemq._codec.
 
@@ -59,3 +59,7 @@ cdef uint32_t c_crc32(const unsigned char* p, Py_ssize_t n) noexcept nogil
 cdef bytes c_encode_frame(uint32_t serial, const char* payload, Py_ssize_t n)
 cdef Message c_new_message(object topic, object data, object attributes, object stream_id, object msg_time,
                            object message_id, object flag, object partition, object offset, bint track=*)
+cdef bytes c_encode_send(uint32_t s, str client_id, str topic, int64_t partition_id, object data, int64_t flag,
+                         int64_t sent_addr, int64_t visit_token, object msg_type, object msg_time,
+                         object auth_token, int64_t checksum, int64_t timeout_ms, int64_t service_type,
+                         int64_t protocol_ver)

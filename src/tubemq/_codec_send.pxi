@@ -7,12 +7,22 @@ def encode_send_request(serial, str client_id, str topic, partition_id, data, fl
     """The whole send-message frame, byte-identical to building SendMessageRequestP2B with protobuf."""
     if timeout_ms is None or timeout_ms <= 0:
         raise ValueError("timeout_ms must be positive: the server never answers a request without it")
-    cdef uint32_t s = _serial32(serial)
-    cdef uint64_t pid = <uint64_t>_i64(partition_id), fl = <uint64_t>_i64(flag)
-    cdef uint64_t cs = <uint64_t>_i64(checksum), addr = <uint64_t>_i64(sent_addr)
-    cdef uint64_t vt = <uint64_t>_i64(visit_token)
-    cdef uint64_t st = <uint64_t>_i64(service_type), pv = <uint64_t>_i64(protocol_ver)
-    cdef uint64_t t = <uint64_t>_i64(timeout_ms)
+    return c_encode_send(_serial32(serial), client_id, topic, _i64(partition_id), data, _i64(flag),
+                         _i64(sent_addr), _i64(visit_token), msg_type, msg_time, auth_token or None,
+                         _i64(checksum), _i64(timeout_ms), _i64(service_type), _i64(protocol_ver))
+
+
+cdef bytes c_encode_send(uint32_t s, str client_id, str topic, int64_t partition_id, object data, int64_t flag,
+                         int64_t sent_addr, int64_t visit_token, object msg_type, object msg_time,
+                         object auth_token, int64_t checksum, int64_t timeout_ms, int64_t service_type,
+                         int64_t protocol_ver):
+    """:func:`encode_send_request` for callers in C (the blocking send's compiled route): the same
+    frame, the arguments already checked (``auth_token``: None or a non-empty str)."""
+    cdef uint64_t pid = <uint64_t>partition_id, fl = <uint64_t>flag
+    cdef uint64_t cs = <uint64_t>checksum, addr = <uint64_t>sent_addr
+    cdef uint64_t vt = <uint64_t>visit_token
+    cdef uint64_t st = <uint64_t>service_type, pv = <uint64_t>protocol_ver
+    cdef uint64_t t = <uint64_t>timeout_ms
     cdef Py_ssize_t cn, tn, mtn = -1, mtin = -1, an = -1
     cdef const char* cid = _utf8(client_id, &cn)
     cdef const char* tp = _utf8(topic, &tn)
@@ -23,7 +33,7 @@ def encode_send_request(serial, str client_id, str topic, partition_id, data, fl
         mt = _utf8(msg_type, &mtn)
     if msg_time is not None:
         mti = _utf8(msg_time, &mtin)
-    if auth_token:
+    if auth_token is not None:
         at = _utf8(auth_token, &an)
     cdef Py_buffer buf
     cdef CBuf b

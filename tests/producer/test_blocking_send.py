@@ -181,15 +181,29 @@ def test_unwritable_channel_falls_back_to_the_loop(cluster: Any, stored: Any, mo
     new channel of the thread, then goes through the loop; it is stored exactly once, in order, and
     the caller sees a plain success; the next send opens a new channel."""
     cluster.create_topic("fb", partitions=1)
-    real = BlockingChannel.exchange  # every write of a blocking send, whichever function builds its frame
+    real_init = BlockingChannel.__init__
     plan: list[bool] = []
 
-    def flaky(self: BlockingChannel, frame: bytes, serial: int, timeout: float, now: float) -> bytes:
-        if plan and plan.pop(0):
-            self.sock.shutdown(socket.SHUT_RDWR)  # what a dead peer leaves: the write fails
-        return real(self, frame, serial, timeout, now)
+    class FlakySocket:
+        """The channel's socket; ``plan`` decides, per write of a blocking send (whichever route
+        makes it: the compiled one or the general one), whether the peer is gone first."""
 
-    monkeypatch.setattr(BlockingChannel, "exchange", flaky)
+        def __init__(self, sock: socket.socket) -> None:
+            self._sock = sock
+
+        def sendall(self, frame: bytes, *flags: int) -> None:
+            if plan and plan.pop(0):
+                self._sock.shutdown(socket.SHUT_RDWR)  # what a dead peer leaves: the write fails
+            self._sock.sendall(frame, *flags)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._sock, name)
+
+    def flaky_init(self: BlockingChannel, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        self.sock = FlakySocket(self.sock)  # type: ignore[assignment]
+
+    monkeypatch.setattr(BlockingChannel, "__init__", flaky_init)
     with tubemq.Producer(cluster.master_address, **FAST) as p:
         p.send("fb", b"warm-up")
         plan.extend([True, False, True, True, False, False])

@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 import tubemq.aio
+from tubemq import codec
 from tubemq.errors import ClientClosedError, TubeMQTimeoutError
 from tubemq.producer.buffer import SendBuffer
 
@@ -97,14 +99,28 @@ def test_buffer_wakes_an_asyncio_waiter_from_another_thread() -> None:
     assert waited < 20
 
 
-def test_a_threads_partition_cache_is_bounded() -> None:
-    """The per-thread partition -> channel cache of the blocking send never grows past its bound
-    (metadata refreshes may bring ever new partitions): it starts over when full."""
+def _FakeChannel() -> Any:  # noqa: N802 - stands in for a class
+    """What a route reads of a channel (never written to here)."""
+    sock = SimpleNamespace(sendall=lambda *a: None, recv_into=lambda *a: 0)
+    buf = bytearray(16)
+    return SimpleNamespace(sock=sock, _buf=buf, _view=memoryview(buf), _decoder=codec.FrameDecoder())
+
+
+def test_a_threads_route_cache_is_bounded() -> None:
+    """The per-thread topic -> route cache of the blocking send never grows past its bound (a
+    thread may send to ever new topics): it starts over when full."""
     from tubemq._bridge import producer as bridge_producer
 
     lane = bridge_producer._Lane()
-    channel: Any = object()
-    for i in range(bridge_producer._MAX_CACHED_PARTS * 3 + 7):
-        lane.cache(("part", i), channel)
-        assert len(lane.by_part) <= bridge_producer._MAX_CACHED_PARTS
-    assert lane.by_part[("part", bridge_producer._MAX_CACHED_PARTS * 3 + 6)] is channel
+    parts = [codec.Partition(1, "127.0.0.1", 1, "t", 0)]
+    session = SimpleNamespace(route_gen=0, partitions={}, topics={}, topic_max_sizes={}, max_msg_size=1024)
+    core = SimpleNamespace(session=session, closed=False, _external_ok=True)
+    bridge: Any = SimpleNamespace(core=core, _channel_for=lambda lane, part, now: _FakeChannel())
+    for i in range(bridge_producer._MAX_ROUTES * 3 + 7):
+        topic = f"t{i}"
+        session.partitions[topic] = parts
+        session.topics[topic] = 1
+        route = bridge_producer.ProducerBridge._plain_route(bridge, lane, topic)
+        assert route is not None and route.topic == topic
+        assert len(lane.routes) <= bridge_producer._MAX_ROUTES
+    assert lane.routes[f"t{bridge_producer._MAX_ROUTES * 3 + 6}"] is route

@@ -22,7 +22,7 @@ import sys
 import time
 
 from .. import codec
-from ..errors import ConnectionLostError, FrameError, TubeMQConnectionError, TubeMQTimeoutError
+from ..errors import ConnectionLostError, FrameError, TubeMQConnectionError, TubeMQError, TubeMQTimeoutError
 from ..net.connection import DEFAULT_MAX_FRAME_SIZE, foreign_protocol, split_address
 
 #: send() flags: MSG_NOSIGNAL where it exists (Linux); elsewhere SIGPIPE is not raised by sockets
@@ -152,30 +152,47 @@ class BlockingChannel:
             try:
                 n = sock.recv_into(buf)
             except (BlockingIOError, TimeoutError):
-                raise TubeMQTimeoutError(f"{self.address}: no answer to request serial {serial} within "
-                                         f"{timeout:.1f} s") from None
+                raise self._timed_out(serial, timeout) from None
             except OSError as exc:
-                raise ConnectionLostError(f"{self.address}: connection lost: {exc}") from exc
+                raise self._lost(exc) from exc
             if not n:
-                raise ConnectionLostError(f"{self.address}: connection closed by the peer")
+                raise self._lost(None)
             self.bytes_received += n
             try:
                 frames = decoder.feed(view[:n])
             except FrameError as exc:
-                foreign = foreign_protocol(self.address, bytes(view[:n]))
-                if foreign is not None:
-                    raise foreign from None
-                raise ConnectionLostError(f"{self.address}: malformed frame from peer: {exc}") from exc
+                raise self._malformed(bytes(view[:n]), exc) from exc
             for got, payload in frames:
                 if got == serial:
                     return payload
                 # an answer to an earlier request that timed out: late, ignored
             left = now + timeout - time.monotonic()
             if left <= 0:
-                raise TubeMQTimeoutError(f"{self.address}: no answer to request serial {serial} within "
-                                         f"{timeout:.1f} s")
+                raise self._timed_out(serial, timeout)
             if left < self._timeout:
                 self._set_timeout(left)
+
+    # the errors of a read (also raised by the compiled send, tubemq._bridge._plain, for this channel)
+
+    def _timed_out(self, serial: int, timeout: float) -> TubeMQTimeoutError:
+        return TubeMQTimeoutError(f"{self.address}: no answer to request serial {serial} within {timeout:.1f} s")
+
+    def _lost(self, exc: OSError | None) -> ConnectionLostError:
+        """``exc``: the read's error; None: the peer closed the connection."""
+        if exc is None:
+            return ConnectionLostError(f"{self.address}: connection closed by the peer")
+        lost = ConnectionLostError(f"{self.address}: connection lost: {exc}")
+        lost.__cause__ = exc
+        return lost
+
+    def _malformed(self, data: bytes, exc: FrameError) -> TubeMQError:
+        """Bytes that are no TubeMQ frame: another protocol's answer (named), or a broken stream."""
+        foreign = foreign_protocol(self.address, data)
+        if foreign is not None:
+            return foreign
+        bad = ConnectionLostError(f"{self.address}: malformed frame from peer: {exc}")
+        bad.__cause__ = exc
+        return bad
 
     def abort(self) -> None:
         """Shut the socket down (any thread): a read blocked in the owner returns at once."""

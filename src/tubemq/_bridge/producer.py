@@ -1,7 +1,8 @@
 """The blocking producer's two routes, each readable top to bottom (issue 20).
 
-``send`` (blocking; :meth:`ProducerBridge.send_plain` is the same route for a plain message in one
-function, tried first): validate, take a buffer slot, then, when this thread has no ``send_async`` of
+``send`` (blocking; a plain message, the common case, first tries :attr:`ProducerBridge.plain`: the
+same route in one compiled call, :mod:`tubemq._bridge._plain`, over a route this thread caches per
+topic until the session's ``route_gen`` moves): validate, take a buffer slot, then, when this thread has no ``send_async`` of
 its own still outstanding (it must not overtake them) and the topic is routable without waiting,
 do the round trip on this thread over its own :class:`BlockingChannel` to the partition's broker:
 write, read the answer, judge it with the dispatcher's rules (:meth:`ProducerCore.judge`: retries
@@ -30,14 +31,24 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import codec
-from ..errors import ClientClosedError, DecodeError, TubeMQError, TubeMQTimeoutError
+import os
+import random
+
+from ..errors import ClientClosedError, TubeMQError, TubeMQTimeoutError
 from ..net.loop import LoopThread
 from ..producer.core import RETRY, ProducerCore
 from ..producer.message import Job, SendCallback, check_callback, make_job, run_callback
-from ..protocol.constants import MAX_MAX_MSG_SIZE
+from ..producer.router import key_index
 from ..types import SendResult
-from .channel import _STALE_CHECK_AFTER, SERIAL_MASK, BlockingChannel, Unsent
+from .channel import _STALE_CHECK_AFTER, BlockingChannel, Unsent
+
+if os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0"):
+    from . import _plain_py as _plain
+else:
+    try:
+        from . import _plain  # type: ignore[no-redef]
+    except ImportError:  # pragma: no cover - exercised when the extension was not built
+        from . import _plain_py as _plain  # type: ignore[no-redef]
 from .futures import SendFuture, Waiter
 
 if TYPE_CHECKING:
@@ -48,37 +59,27 @@ log = logging.getLogger("tubemq.producer")
 _monotonic = time.monotonic
 _get_ident = threading.get_ident
 
-#: Partitions whose channel a thread remembers for ``send_plain`` (the cache is cleared when full).
-_MAX_CACHED_PARTS = 1024
-_encode_send = codec.encode_send_request
-_send_result = codec.decode_send_result
+#: Topics a thread keeps a route for (the cache is cleared when full).
+_MAX_ROUTES = 1024
 
 #: A submitter wakes the loop itself when the inbox was last drained longer ago than this (s).
 _MAX_DRAIN_DELAY = 0.002
 
 
 class _Lane:
-    """One thread's state in one producer: its broker channels, and how many of its ``send_async``
-    messages are not finished yet, as two single-writer counters (``submitted``: this thread only;
+    """One thread's state in one producer: its broker channels, its routes for the compiled send
+    (topic -> route, see :mod:`tubemq._bridge._plain`), and how many of its ``send_async`` messages
+    are not finished yet, as two single-writer counters (``submitted``: this thread only;
     ``finished``: the loop thread only), so neither side needs a lock: a stale ``finished`` read by
     the thread is too low, never too high, which only sends a blocking send through the loop."""
 
-    __slots__ = ("__weakref__", "by_part", "channels", "finished", "submitted")
+    __slots__ = ("__weakref__", "channels", "finished", "routes", "submitted")
 
     def __init__(self) -> None:
         self.submitted = 0
         self.finished = 0
         self.channels: dict[str, BlockingChannel] = {}
-        #: the channel last used for a partition (``send_plain``'s lookup without building an address);
-        #: a closed one is skipped there
-        self.by_part: dict[Any, BlockingChannel] = {}
-
-    def cache(self, part: Any, channel: BlockingChannel) -> None:
-        by_part = self.by_part
-        if by_part.get(part) is not channel:
-            if len(by_part) >= _MAX_CACHED_PARTS:
-                by_part.clear()
-            by_part[part] = channel
+        self.routes: dict[str, Any] = {}
 
 
 class ProducerBridge:
@@ -111,6 +112,8 @@ class ProducerBridge:
         self.core.ext_abort.append(self._abort)
         self.core.external_io = self._io
         self.core.queued_elsewhere = lambda: len(self._inbox)
+        #: the compiled (or twin) common blocking send: ``plain.send(topic, data, key)``
+        self.plain = _plain.PlainSender(self, key_index)
 
     def _lane(self) -> _Lane:
         try:
@@ -205,93 +208,79 @@ class ProducerBridge:
 
     # ------------------------------------------------------------------ send (blocking)
 
-    def send_plain(self, topic: str, data: bytes, key: Any) -> SendResult | None:
-        """The common blocking send in one function: a ``bytes`` body to a ``str`` topic without
-        attributes, serializers or a timeout, on a channel this thread already has to a routable
-        partition. None when it is not that case (nothing was taken or written: take :meth:`send`).
-
-        Why its own function: after every wake-up from ``recv`` the Python work of a send costs several
-        times what it does hot, so the common case makes as few calls as it can (one encode, one write,
-        one read, two decodes, the counters' locks). A refusal or an error continues in the general
-        loop (:meth:`_attempts`) with what this attempt got.
-        """
+    def _plain_route(self, lane: _Lane, topic: str) -> Any:
+        """This thread's route for ``topic`` (built now, cached in ``lane``), or None when the topic
+        is not routable on this thread now (not published yet, no partition, a channel that cannot
+        be opened, a closed producer, TLS or a user partitioner: the general route then)."""
         core = self.core
-        if type(data) is not bytes or self._serialize is not None or _get_ident() == self._loop_ident:
-            return None  # (on the loop thread, send() refuses it)
-        n = len(data)
-        if not 0 < n <= MAX_MAX_MSG_SIZE:
-            return None
-        try:
-            lane: _Lane = self._local.lane
-        except AttributeError:
-            lane = self._lane()
-        if lane.submitted != lane.finished:
+        session = core.session
+        gen = session.route_gen  # read before what it covers: a change after this shows as a new gen
+        if core.closed or not core._external_ok:
             return None
         name = topic.strip()
-        part = core.route_plain(name, n, key)
-        if part is None:
+        parts = session.partitions.get(name)
+        if not parts or name not in session.topics:
             return None
-        channel = lane.by_part.get(part)
         now = _monotonic()
-        if channel is None or channel.closed or now - channel.last_used >= _STALE_CHECK_AFTER:
+        legs = []
+        for part in parts:
             channel = self._channel_for(lane, part, now)
             if channel is None:
                 return None
+            legs.append(_plain.Leg(part, channel))
+        route = _plain.PlainRoute(name, gen, legs, session.topic_max_sizes.get(name, session.max_msg_size),
+                                  random.randrange(1 << 30))
+        routes = lane.routes
+        if len(routes) >= _MAX_ROUTES:
+            routes.clear()
+        routes[topic] = route
+        return route
+
+    def _fresh_channel(self, lane: _Lane, part: Any, now: float) -> BlockingChannel | None:
+        """An idle channel checked (and replaced when its peer closed it) before the compiled send
+        writes to it."""
+        return self._channel_for(lane, part, now)
+
+    def _resume_plain(self, lane: _Lane, part: Any, channel: BlockingChannel, name: str, data: bytes, key: Any,
+                      now: float, payload: bytes | None, error: BaseException | None,
+                      unsent: bool) -> SendResult | None:
+        """What follows a compiled send whose write failed (``unsent``: nothing stored; None is
+        returned and the general route sends it) or whose answer was not a stored message (a
+        refusal, a malformed answer, an error): judged and retried here, as the general route does.
+        The slot and the count the compiled send took are given back here."""
+        core = self.core
         buffer = self.buffer
-        if not buffer.try_take():
-            return None
-        if not core.begin_external():
+        n = len(data)
+        if unsent:
+            self._drop(lane, channel)
+            core.end_external(n, None, now, False, 0, 0)
             buffer.release()
             return None
-        written = 0
-        failed = False
-        handed = False
-        result: SendResult | None = None
+        if error is not None:  # (a channel's read error: always a TubeMQError)
+            error = self._broken(lane, channel, error)  # type: ignore[arg-type]
+        job = Job(name, data, 0, n, None, None, key, self._done)
+        job.part = part
+        tally = [1, 0]  # attempts written (this one), failed for good
         try:
-            channel.serial = serial = (channel.serial + 1) & SERIAL_MASK
-            session = core.session
-            frame = _encode_send(serial, core.client_id, name, part.partition_id, data, 0, core.sent_addr,
-                                 session.visit_token, auth_token=session.auth_token or None,
-                                 timeout_ms=core.timeout_ms)
-            payload: bytes | None = None
-            error: BaseException | None = None
-            try:
-                payload = channel.exchange(frame, serial, self._rpc_timeout, now)
-            except Unsent:
-                self._drop(lane, channel)
-                return None  # nothing stored: the general route sends it (finally: slot and count back)
-            except TubeMQError as exc:
-                error = self._broken(lane, channel, exc)
-            written = 1
-            if error is None:
-                try:
-                    result = _send_result(payload, SendResult, name, part, key)  # type: ignore[arg-type]
-                except DecodeError:
-                    result = None  # judged below
-                if result is not None:
-                    if core.quality._failures:
-                        core.quality.success(part.broker_id)
-                    return result
-            # a refusal, a malformed answer or an error: judged (and retried) by the general loop
-            job = Job(name, data, 0, n, None, None, key, self._done)
-            job.part = part
-            tally = [written, 0]
-            try:
-                result = self._attempts(job, lane, now, now + self.max_wait, tally, (part, payload, error))
-            except BaseException:
-                failed = True
-                raise
-            finally:
-                written = tally[0]
-            if result is not None:
-                return result
-            handed = True  # refused, to be resent, and not routable here now (a shielded broker)
-        finally:
-            core.end_external(n, result, now, failed, written, 0)
-            if not handed:
-                buffer.release()
-        # the loop's route: the slot now belongs to the job (released by _done)
+            result = self._attempts(job, lane, now, now + self.max_wait, tally, (part, payload, error))
+        except BaseException:
+            core.end_external(n, None, now, True, tally[0], 0)
+            buffer.release()
+            raise
+        core.end_external(n, result, now, False, tally[0], 0)
+        if result is not None:
+            buffer.release()
+            return result
+        # refused, to be resent, and not routable here now (a shielded broker): the loop's route;
+        # the slot now belongs to the job (released by _done)
         return self._via_loop(job, now + self.max_wait, self.max_wait)
+
+    def _abandon_plain(self, lane: _Lane, channel: BlockingChannel, n: int, now: float) -> None:
+        """A compiled send was cut short by an unexpected exception (KeyboardInterrupt, MemoryError):
+        its channel is dropped (an answer may still come on it) and its slot and count given back."""
+        self._drop(lane, channel)
+        self.core.end_external(n, None, now, True, 1, 0)
+        self.buffer.release()
 
     def send(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None, stream_id: str | None,
              msg_time: Any, key: Any, timeout: float | None) -> SendResult:
@@ -413,7 +402,6 @@ class ProducerBridge:
             channel = self._channel(lane, address, channel)
             if channel is None:
                 return None
-        lane.cache(part, channel)
         return channel
 
     def _channel(self, lane: _Lane, address: str, dead: BlockingChannel | None) -> BlockingChannel | None:

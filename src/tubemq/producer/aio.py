@@ -48,7 +48,8 @@ class Producer:
         self.config = config
         self._core = ProducerCore(config)
         self.client_id: str = self._core.client_id
-        self._buffer = SendBuffer(config.max_pending, config.max_block_ms / 1000.0)
+        # one lock for the buffer's slots and the core's count of blocking sends (tubemq._bridge._plain)
+        self._buffer = SendBuffer(config.max_pending, config.max_block_ms / 1000.0, lock=self._core._ext_lock)
         self._start_lock: asyncio.Lock | None = None
         self._closed = False
         self._release_loop: Callable[[], None] | None = None  # a sync facade's loop-thread reference

@@ -32,9 +32,14 @@ def key_bytes(key: Any) -> bytes:
     raise TypeError(f"key must be str, bytes or int, not {type(key).__name__}")
 
 
+def key_index(key: Any, count: int) -> int:
+    """The index a key maps to among ``count`` partitions in a stable order."""
+    return zlib.crc32(key_bytes(key)) % count
+
+
 def key_partition(key: Any, partitions: Sequence[codec.Partition]) -> codec.Partition:
     """The partition a key maps to (partitions must be in a stable order)."""
-    return partitions[zlib.crc32(key_bytes(key)) % len(partitions)]
+    return partitions[key_index(key, len(partitions))]
 
 
 class Router:
@@ -86,4 +91,4 @@ class Router:
         return partitions[n % size]
 
 
-__all__ = ["Partitioner", "Router", "key_bytes", "key_partition"]
+__all__ = ["Partitioner", "Router", "key_bytes", "key_index", "key_partition"]

@@ -33,6 +33,11 @@ class ProducerSession(MasterSessionBase):
         self.partitions: dict[str, list[codec.Partition]] = {}
         self.topic_max_sizes: dict[str, int] = {}
         self.metadata_version = 0
+        #: bumped after every change of what a send is routed by (published topics, their partitions,
+        #: broker addresses, size limits): callers' threads cache routes under it (tubemq._bridge).
+        #: Written by the loop thread only, after the change it announces.
+        self.route_gen = 0
+        self._routed_max_size = self.max_msg_size
         self.on_metadata: list[Callable[[], object]] = []
         self._last_forced_hb = 0.0
 
@@ -62,6 +67,7 @@ class ProducerSession(MasterSessionBase):
         new = [t for t in dict.fromkeys(wanted) if t not in self.topics]
         for t in wanted:
             self.topics[t] = self.topics.get(t, 0) + 1
+        self.route_gen += 1
         if new or any(not self.partitions.get(t) for t in wanted):
             try:
                 await self.heartbeat_now()
@@ -89,6 +95,7 @@ class ProducerSession(MasterSessionBase):
                 del self.topics[t]
             else:
                 self.topics[t] = n - 1
+        self.route_gen += 1
 
     async def refresh(self, min_interval: float = 1.0) -> None:
         """A rate-limited extra heartbeat (a published topic lost its partitions)."""
@@ -117,6 +124,7 @@ class ProducerSession(MasterSessionBase):
         self.apply_appd_config(rsp)
         if self.apply_brokers(rsp.brokerCheckSum, rsp.brokerInfos):
             self._rebuild_partitions_for_new_brokers()
+        self.route_gen += 1  # (a new session: its limits and brokers)
 
     async def _heartbeat_once(self) -> None:
         req = master_pb.HeartRequestP2M(
@@ -149,9 +157,14 @@ class ProducerSession(MasterSessionBase):
         for plist in by_topic.values():
             plist.sort(key=lambda p: (p.broker_id, p.partition_id))
         # the answer is the complete picture: replace wholesale (§4.2)
+        same = (by_topic == self.partitions and sizes == self.topic_max_sizes
+                and self.max_msg_size == self._routed_max_size)
+        self._routed_max_size = self.max_msg_size
         self.partitions = by_topic
         self.topic_max_sizes = sizes
         self.metadata_version += 1
+        if not same:
+            self.route_gen += 1
         for cb in self.on_metadata:
             try:
                 cb()
@@ -170,6 +183,7 @@ class ProducerSession(MasterSessionBase):
             if new:
                 rebuilt[topic] = new
         self.partitions = rebuilt
+        self.route_gen += 1
 
     async def _close_once(self) -> None:
         req = master_pb.CloseRequestP2M(clientId=self.client_id)

@@ -39,6 +39,7 @@ class Producer(Facade[aio.Producer]):
         self._open(lambda: aio.Producer(master, config=config, **options), _close_now)
         self.config: ProducerConfig = self._aio.config
         self._bridge = ProducerBridge(self._aio, self._portal.lt)
+        self._plain = self._bridge.plain.send  # the common blocking send in one (compiled) call
 
     @property
     def _core(self) -> Any:
@@ -76,12 +77,11 @@ class Producer(Facade[aio.Producer]):
         or the message needs waiting (first publish, a broker being reconnected), which the loop does.
         ``timeout`` (s) bounds the whole call; default: every attempt's timeout and backoff.
         """
-        bridge = self._bridge
-        if attributes is None and stream_id is None and msg_time is None and timeout is None and type(topic) is str:
-            result = bridge.send_plain(topic, data, key)  # the common case in one call (None: not that case)
+        if attributes is None and stream_id is None and msg_time is None and timeout is None:
+            result = self._plain(topic, data, key)  # the common case in one call (None: not that case)
             if result is not None:
                 return result
-        return bridge.send(topic, data, attributes, stream_id, msg_time, key, timeout)
+        return self._bridge.send(topic, data, attributes, stream_id, msg_time, key, timeout)
 
     def flush(self, timeout: float | None = 10.0) -> int:
         """Wait until every queued message is answered; returns the number still pending."""
