@@ -169,7 +169,8 @@ cdef class PlainSender:
             return None  # this thread's send_async messages must not be overtaken
         session = self.session
         found = PyDict_GetItem(lane.routes, topic)
-        if found is NULL or (<PlainRoute><object>found).gen != session.route_gen:
+        if (found is NULL or type(<object>found) is not PlainRoute
+                or (<PlainRoute><object>found).gen != session.route_gen):
             route_obj = self.build_route(lane, topic)
             if route_obj is None:
                 return None
