@@ -14,6 +14,8 @@ pytestmark = pytest.mark.slow
 REQUIRED = [
     "src/tubemq/_codec.c",  # generated: an sdist must build without Cython
     "src/tubemq/_codec.pyx",
+    "src/tubemq/_bridge/_plain.c",  # the blocking send's compiled route, generated likewise
+    "src/tubemq/_bridge/_plain.pyx",
     "tests/_data.py",
     "tests/conftest.py",
     "tests/data/vectors.json",

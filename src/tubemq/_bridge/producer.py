@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
+import random
 import threading
 import time
 import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-
-import os
-import random
 
 from ..errors import ClientClosedError, TubeMQError, TubeMQTimeoutError
 from ..net.loop import LoopThread
