@@ -1,6 +1,6 @@
 # Declarations other Cython modules may cimport from tubemq._codec (sans-IO wire codec).
 #
-#   from tubemq._codec cimport Message, FrameDecoder, c_crc32, c_encode_frame, c_encode_send
+#   from tubemq._codec cimport Message, FrameDecoder, c_crc32, c_encode_frame, c_encode_send, c_send_result
 #
 # Everything here has the same behaviour as the Python-visible functions of tubemq._codec.
 
@@ -63,3 +63,4 @@ cdef bytes c_encode_send(uint32_t s, str client_id, str topic, int64_t partition
                          int64_t sent_addr, int64_t visit_token, object msg_type, object msg_time,
                          object auth_token, int64_t checksum, int64_t timeout_ms, int64_t service_type,
                          int64_t protocol_ver)
+cdef object c_send_result(object payload, object result_type, object topic, object partition, object key)

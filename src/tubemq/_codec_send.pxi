@@ -73,58 +73,133 @@ def decode_send_result(payload, result_type, topic, partition, key):
     ``result_type(topic, partition, message_id, append_time, append_offset, key)`` when the broker
     stored the message, None when it did not (an error status or a refusal: decode_response and
     decode_send_response tell which). Raises DecodeError on a malformed answer."""
-    rsp = decode_response(payload)
-    if rsp[1]:  # status
-        return None
-    answer = decode_send_response(rsp[3])  # body
-    if not answer[0]:  # success
-        return None
-    return tuple.__new__(result_type, (topic, partition, answer[3], answer[4], answer[5], key))
+    return c_send_result(payload, result_type, topic, partition, key)
+
+
+cdef object c_send_result(object payload, object result_type, object topic, object partition, object key):
+    """:func:`decode_send_result` for callers in C: the envelope and the answer are read in place
+    (no intermediate Response or SendResponse objects, no copy of the body)."""
+    cdef Py_buffer buf
+    cdef CBuf b
+    cdef Py_ssize_t pos = 0, cn, hn, bn, q = 0
+    cdef const unsigned char* conn
+    cdef const unsigned char* header
+    cdef const unsigned char* body
+    cdef const unsigned char* data = NULL
+    cdef Py_ssize_t dn = 0
+    cdef Field f
+    cdef bint has_status = False, has_method = False
+    cdef int32_t status = 0
+    cdef SendAnswer a
+    cdef object mid_obj
+    _get(payload, &b, &buf)
+    try:
+        _delimited(b.p, &pos, b.n, &conn, &cn)
+        _delimited(b.p, &pos, b.n, &header, &hn)
+        _delimited(b.p, &pos, b.n, &body, &bn)
+        while _next(conn, &q, cn, &f):  # (read as decode_response reads it: the same errors)
+            pass
+        q = 0
+        while _next(header, &q, hn, &f):
+            if f.num == RSP_HDR_STATUS and f.wt == WT_VARINT:
+                status = _signed32(f.v)
+                has_status = True
+        if not has_status:
+            raise DecodeError("ResponseHeader without status")
+        if status != C_STATUS_SUCCESS:
+            decode_response(payload)  # an error answer (rare): read whole, so a malformed one raises alike
+            return None
+        q = 0
+        while _next(body, &q, bn, &f):
+            if f.num == RSP_BODY_METHOD and f.wt == WT_VARINT:
+                has_method = True
+            elif f.num == RSP_BODY_DATA and f.wt == WT_LEN:
+                data = f.p
+                dn = f.n
+        if not has_method or data == NULL:
+            raise DecodeError("RspResponseBody: Message missing required fields")
+        _send_answer(data, dn, &a)
+        if not a.success:
+            return None
+        if a.has_mid:
+            mid_obj = PyLong_FromLongLong(a.mid)
+        else:
+            mid_obj = java_parse_long(_dec_msg(a.msg_p, a.msg_n))
+        return tq_nt6(result_type, topic, partition, mid_obj, a.atime, a.aoff, key)
+    finally:
+        _release(&b, &buf)
+
+
+cdef struct SendAnswer:
+    bint success
+    bint require_auth
+    bint has_mid
+    int32_t code
+    int64_t mid
+    int64_t atime
+    int64_t aoff
+    const unsigned char* msg_p
+    Py_ssize_t msg_n
+
+
+cdef int _send_answer(const unsigned char* p, Py_ssize_t n, SendAnswer* a) except -1:
+    """SendMessageResponseB2P's fields, read in place (errMsg as a pointer into ``p``)."""
+    cdef Py_ssize_t q = 0
+    cdef Field f
+    cdef int seen = 0
+    a.success = False
+    a.require_auth = False
+    a.has_mid = False
+    a.code = 0
+    a.mid = -1
+    a.atime = -1
+    a.aoff = -1
+    a.msg_p = NULL
+    a.msg_n = 0
+    while _next(p, &q, n, &f):
+        # one switch on the key as read (a field of another wire type is skipped, as before)
+        if f.key == K_SEND_RSP_SUCCESS:
+            a.success = f.v != 0
+            seen |= 1
+        elif f.key == K_SEND_RSP_ERR_CODE:
+            a.code = _signed32(f.v)
+            seen |= 2
+        elif f.key == K_SEND_RSP_ERR_MSG:
+            a.msg_p = f.p
+            a.msg_n = f.n
+            seen |= 4
+        elif f.key == K_SEND_RSP_REQUIRE_AUTH:
+            a.require_auth = f.v != 0
+        elif f.key == K_SEND_RSP_MESSAGE_ID:
+            a.mid = _signed(f.v)
+            a.has_mid = True
+        elif f.key == K_SEND_RSP_APPEND_TIME:
+            a.atime = _signed(f.v)
+        elif f.key == K_SEND_RSP_APPEND_OFFSET:
+            a.aoff = _signed(f.v)
+    if seen != 7:
+        raise DecodeError("SendMessageResponseB2P: Message missing required fields")
+    return 0
 
 
 def decode_send_response(body) -> SendResponse:
     """SendMessageResponseB2P; the message id falls back to errMsg for old brokers (§3.7)."""
     cdef Py_buffer buf
     cdef CBuf b
-    cdef Py_ssize_t q = 0
-    cdef Field f
-    cdef bint success = False, require_auth = False, has_mid = False
-    cdef int32_t code = 0
-    cdef int64_t mid = -1, atime = -1, aoff = -1
-    cdef int seen = 0
-    cdef object msg = "", mid_obj
+    cdef SendAnswer a
+    cdef object msg, mid_obj
     _get(body, &b, &buf)
     try:
-        while _next(b.p, &q, b.n, &f):
-            # one switch on the key as read (a field of another wire type is skipped, as before)
-            if f.key == K_SEND_RSP_SUCCESS:
-                success = f.v != 0
-                seen |= 1
-            elif f.key == K_SEND_RSP_ERR_CODE:
-                code = _signed32(f.v)
-                seen |= 2
-            elif f.key == K_SEND_RSP_ERR_MSG:
-                msg = _dec_msg(f.p, f.n)
-                seen |= 4
-            elif f.key == K_SEND_RSP_REQUIRE_AUTH:
-                require_auth = f.v != 0
-            elif f.key == K_SEND_RSP_MESSAGE_ID:
-                mid = _signed(f.v)
-                has_mid = True
-            elif f.key == K_SEND_RSP_APPEND_TIME:
-                atime = _signed(f.v)
-            elif f.key == K_SEND_RSP_APPEND_OFFSET:
-                aoff = _signed(f.v)
+        _send_answer(b.p, b.n, &a)
+        msg = _dec_msg(a.msg_p, a.msg_n)
     finally:
         _release(&b, &buf)
-    if seen != 7:
-        raise DecodeError("SendMessageResponseB2P: Message missing required fields")
-    if has_mid:
-        mid_obj = PyLong_FromLongLong(mid)
+    if a.has_mid:
+        mid_obj = PyLong_FromLongLong(a.mid)
     else:
-        mid_obj = java_parse_long(msg) if success else -1
+        mid_obj = java_parse_long(msg) if a.success else -1
     # bools, ints and a str only: untracked, as CPython's collector would leave a plain tuple of them
-    return tq_nt7_untracked(SendResponse, success, code, msg, mid_obj, atime, aoff, require_auth)
+    return tq_nt7_untracked(SendResponse, a.success, a.code, msg, mid_obj, a.atime, a.aoff, a.require_auth)
 
 
 cdef int _transfered(const unsigned char* p, Py_ssize_t n, int64_t* mid, int32_t* cs,

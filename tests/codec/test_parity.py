@@ -192,6 +192,30 @@ def test_encoders(serial: int, method: int, body: bytes, name: str, msg: str, st
     same("encode_transfered_message", serial, method, body, status)
 
 
+@PARITY
+@given(fields=fields_strategy, junk=st.binary(max_size=30), status=st.sampled_from([0, 1, 500]),
+       key=st.one_of(st.none(), st.text(max_size=5)))
+def test_send_result_decoders(fields: list[tuple[int, int, int, bytes]], junk: bytes, status: int,
+                              key: str | None) -> None:
+    """decode_send_result (the blocking send reads every answer with it): the same result, None or
+    error on well-formed answers, refusals, error statuses and damaged payloads."""
+    from tubemq.types import SendResult
+
+    if status:
+        frame = py.encode_error_response(7, "org.apache.E", "refused", status=status)
+    else:
+        frame = py.encode_response(7, 2, _pb(fields))
+    ((_, payload),) = py.FrameDecoder().feed(frame)
+    part = py.Partition(1, "127.0.0.1", 8123, "t", 0)
+    for data in (payload, payload + junk, payload[: len(payload) // 2], junk):
+        same("decode_send_result", data, SendResult, "t", part, key)
+    ok = broker_pb.SendMessageResponseB2P(success=True, errCode=200, errMsg="OK", messageId=5, appendTime=6,
+                                          appendOffset=7).SerializeToString()
+    ((_, payload),) = py.FrameDecoder().feed(py.encode_response(7, 2, ok))
+    r = cy.decode_send_result(payload + junk, SendResult, "t", part, key)
+    assert type(r) is SendResult and r == ("t", part, 5, 6, 7, key)
+
+
 def test_unknown_wire_types_and_bad_varints() -> None:
     for data in (b"\x0b", b"\x0c", b"\x00\x01", b"\x08" + b"\xff" * 11, b"\x08\xff", b"\x12\x05ab",
                  b"\x09" + b"\x01" * 7, b"\x0d\x01", b"\x09" + b"\x01" * 8 + b"\x10\x01\x1a\x00"):

@@ -21,9 +21,8 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint32_t
 
-from tubemq._codec cimport c_encode_send
+from tubemq._codec cimport c_encode_send, c_send_result
 
-from tubemq import codec
 from tubemq._bridge.channel import _SEND_FLAGS as _FLAGS
 from tubemq._bridge.channel import _STALE_CHECK_AFTER as _STALE
 from tubemq.errors import DecodeError, FrameError
@@ -36,7 +35,6 @@ cdef extern from "pythread.h":
 import time
 
 cdef object _monotonic = time.monotonic
-cdef object _send_result = codec.decode_send_result
 cdef object _SEND_RESULT = SendResult
 
 cdef double _STALE_CHECK_AFTER = _STALE
@@ -239,7 +237,7 @@ cdef class PlainSender:
                     payload = None
                 else:
                     try:
-                        result = _send_result(payload, _SEND_RESULT, route.topic, leg.part, key)
+                        result = c_send_result(payload, _SEND_RESULT, route.topic, leg.part, key)
                     except DecodeError:
                         result = None
         except BaseException:
