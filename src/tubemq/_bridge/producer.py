@@ -113,6 +113,7 @@ class ProducerBridge:
         self.core.queued_elsewhere = lambda: len(self._inbox)
         #: the compiled (or twin) common blocking send: ``plain.send(topic, data, key)``
         self.plain = _plain.PlainSender(self, key_index)
+        self.core.plain_figures = self.plain.figures
 
     def _lane(self) -> _Lane:
         try:

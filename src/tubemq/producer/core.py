@@ -114,6 +114,9 @@ class ProducerCore:
         #: other threads (both set by the bridge), for metrics
         self.external_io: Callable[[str], dict[str, int]] = lambda address: {}
         self.queued_elsewhere: Callable[[], int] = lambda: 0
+        #: (sent, bytes, acknowledged) of the bridge's compiled blocking sends (tubemq._bridge._plain),
+        #: which count themselves
+        self.plain_figures: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0)
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._bg: set[asyncio.Task[Any]] = set()
         # hot-path counters: plain ints bumped on the loop thread, read by metrics snapshots
@@ -571,7 +574,12 @@ class ProducerCore:
     @property
     def external_acknowledged(self) -> int:
         """Messages acknowledged through round trips on callers' threads."""
-        return self._ext_acked
+        return self._ext_acked + self.plain_figures()[2]
+
+    def external_figures(self) -> tuple[int, int, int]:
+        """(sent, bytes, acknowledged) of the round trips on callers' threads, both routes."""
+        sent, size, acked = self.plain_figures()
+        return self._ext_sent + sent, self._ext_bytes + size, self._ext_acked + acked
 
     # ------------------------------------------------------------------ pre-connect
 

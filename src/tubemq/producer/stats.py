@@ -18,13 +18,13 @@ if TYPE_CHECKING:
 def register_metrics(core: ProducerCore) -> SessionHealth:
     """Register the producer's counters and gauges on ``core.metrics``; returns its health sections."""
     m = core.metrics
-    m.register_counter("producer.accepted", lambda: core.acknowledged + core._ext_acked + core.failed
+    m.register_counter("producer.accepted", lambda: core.acknowledged + core.external_acknowledged + core.failed
                        + core._ext_failed + core.outstanding)
-    m.register_counter("producer.sent", lambda: core.sent + core._ext_sent)
-    m.register_counter("producer.acknowledged", lambda: core.acknowledged + core._ext_acked)
+    m.register_counter("producer.sent", lambda: core.sent + core.external_figures()[0])
+    m.register_counter("producer.acknowledged", lambda: core.acknowledged + core.external_acknowledged)
     m.register_counter("producer.failed", lambda: core.failed + core._ext_failed)
     m.register_counter("producer.retried", lambda: core.retried + core._ext_retried)
-    m.register_counter("producer.bytes_sent", lambda: core.bytes_sent + core._ext_bytes)
+    m.register_counter("producer.bytes_sent", lambda: core.bytes_sent + core.external_figures()[1])
     m.inc("producer.unknown_outcome", 0)  # present from the start (counted on the failure path)
     m.set_gauge("producer.outstanding", lambda: core.outstanding)
     m.set_gauge("producer.in_flight", lambda: len(core._inflight))
