@@ -9,6 +9,7 @@ dispatcher thread per consumer (:class:`~tubemq._bridge.Dispatcher`).
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -83,10 +84,13 @@ class Consumer(Facade[aio.Consumer]):
         iterated to its end; a ``break`` leaves the current batch unconfirmed), but a generator that
         fetches on the iterating thread (:class:`~tubemq._bridge.consumer.DirectFeed`; with TLS, or
         while another iterator of this consumer runs, fed by a :class:`BatchFeed`): one loop-thread
-        hop per batch and no method call per message."""
-        return self._messages()
+        hop per batch and no Python frame per message: ``itertools.chain`` walks each batch's list
+        in C and asks :meth:`_batches` for the next batch only at a batch's end."""
+        return itertools.chain.from_iterable(self._batches())
 
-    def _messages(self) -> Iterator[Message]:
+    def _batches(self) -> Iterator[Iterator[Message]]:
+        """The message iterators of the batches :meth:`__iter__` walks, the one :meth:`__next__`
+        shares first; asked for the next, it confirms the batch just walked."""
         a = self._aio
         feed: DirectFeed | BatchFeed | None = None
         limit = self.config.iter_timeout_ms / 1000.0
@@ -94,7 +98,7 @@ class Consumer(Facade[aio.Consumer]):
             while True:
                 msgs = a._iter_msgs
                 if msgs is not None:
-                    yield from msgs
+                    yield msgs
                 if self._portal.released:
                     return
                 if feed is None:
