@@ -207,3 +207,36 @@ def test_first_readable_picks_the_channel_with_an_answer_and_times_out_without_o
         for a, b in pairs:
             a.close()
             b.close()
+
+
+def test_an_idle_channel_the_broker_closed_is_replaced_before_a_request_is_written() -> None:
+    """A channel idle for a while (nothing was fetchable) is checked before reuse: one the peer closed
+    is replaced, so the next getMessage is not lost to it (and not counted against the broker)."""
+    import socket
+
+    from tubemq._bridge.consumer import DirectFeed
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    address = f"127.0.0.1:{srv.getsockname()[1]}"
+    feed = DirectFeed.__new__(DirectFeed)  # only the channel bookkeeping is exercised here
+    feed._idle, feed._channels, feed._aborted = {}, [], False
+    feed._connect_timeout = feed._rpc_timeout = 5.0
+    peers: list[socket.socket] = []
+    try:
+        first = feed._channel(address)
+        peers.append(srv.accept()[0])
+        feed._idle[address] = [first]
+        assert feed._channel(address) is first  # just used: taken as it is
+        feed._idle[address] = [first]
+        first.last_used -= 60.0
+        peers[0].close()  # the broker side goes away while the channel is idle
+        wait_for(first.stale, timeout=10, what="the peer's close seen by the idle channel")
+        second = feed._channel(address)
+        peers.append(srv.accept()[0])
+        assert second is not first and first.closed and feed._channels == [second]
+    finally:
+        for c in feed._channels:
+            c.close()
+        for p in peers:
+            p.close()
+        srv.close()

@@ -78,6 +78,8 @@ _READ_SIZE = 256 * 1024
 _HOP_CHECK = 0.5
 #: longest wait on the loop thread for a ready partition before the iterator looks again (s)
 _IDLE_WAIT = 0.05
+#: an idle channel unused this long (s) is checked for a peer that closed it before it is written to
+_STALE_AFTER = 1.0
 _HAS_POLL = hasattr(select, "poll")
 _POLL_IN = getattr(select, "POLLIN", 1) | getattr(select, "POLLERR", 8) | getattr(select, "POLLHUP", 16)
 
@@ -246,8 +248,14 @@ class DirectFeed:
     def _channel(self, address: str) -> BlockingChannel:
         """A channel to ``address`` with no request waiting on it: an idle one, else a new one."""
         idle = self._idle.get(address)
-        if idle:
-            return idle.pop()
+        while idle:
+            channel = idle.pop()
+            # idle a while (nothing was fetchable): the broker may have closed it meanwhile, and a
+            # request written there would only fail after the fact, counted against the broker
+            if time.monotonic() - channel.last_used < _STALE_AFTER or not channel.stale():
+                return channel
+            self._channels.remove(channel)
+            channel.close()
         if self._aborted:
             raise ClientClosedError("consumer closed during the fetch")
         channel = BlockingChannel(address, self._connect_timeout, self._rpc_timeout, read_size=_READ_SIZE)
