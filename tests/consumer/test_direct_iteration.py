@@ -240,3 +240,22 @@ def test_an_idle_channel_the_broker_closed_is_replaced_before_a_request_is_writt
         for p in peers:
             p.close()
         srv.close()
+
+
+def test_close_on_the_iterator_ends_it_like_a_break(small_batches: EmbeddedCluster) -> None:
+    """``iter(consumer)`` walks batches in C (``itertools.chain``) and keeps a generator's
+    ``close()``: the loop thread's fetch workers take over again and nothing is lost."""
+    cluster = small_batches
+    cluster.create_topic("cls", partitions=2)
+    produce(cluster, "cls", BODIES[:60], partitions=2)
+    with open_consumer(cluster.master_address, "g_cls", "cls", fetch_concurrency=3) as c:
+        it = iter(c)
+        got = [next(it).data]
+        assert c._core.fetcher.suspended
+        it.close()
+        wait_for(lambda: not c._core.fetcher.suspended, timeout=10, what="fetch workers resumed after close()")
+        got.extend(m.data for m in list(c._aio._iter_msgs or []))  # the current batch stays with the iterator
+        current = c._aio._iter_batch
+        assert current is not None and c.confirm(current)
+        got.extend(m.data for m in drain(c, 60 - len(got), timeout=30))
+    assert sorted(got) == sorted(BODIES[:60])
