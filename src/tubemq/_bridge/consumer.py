@@ -172,6 +172,8 @@ class DirectFeed:
         if done is not None and not core.closing:
             core.confirm_local(done, True)
         batch = self._judge(fetched) if fetched is not None else None
+        if batch is not None and not core._deliverable(batch):
+            batch = None  # its partition was paused after the request was written: rolled back
         if core.closing:
             return None, [], None
         if batch is None:
