@@ -296,11 +296,7 @@ class EmbeddedServer:
     async def _start_registrar(self) -> None:
         cfg = self.config
         assert self.meta is not None and cfg.master_admin_url
-        node = self.nodes[0]
-        urls = [u.strip() for u in cfg.master_admin_url.split(",") if u.strip()]
-        self.registrar = BrokerRegistrar(
-            urls, node.entry, self.meta, cfg.broker_heartbeat_period_ms / 1000, cfg.admin_token
-        )
+        self.registrar = BrokerRegistrar(cfg, self.nodes[0].entry, self.meta)
         await self.registrar.beat_once()  # a reachable master knows us before start() returns
         self._tasks.append(asyncio.create_task(self.registrar.run(), name="tubemq-broker-registration"))
 
