@@ -91,7 +91,7 @@ def test_shared_pool_is_refcounted(frame_server, run) -> None:
         c = ConnectionPool.acquire_shared()
         assert c is not a
         d = ConnectionPool.acquire_shared(PoolSettings(max_inflight=8))  # other settings: another pool
-        assert d is not c and d.max_inflight == 8
+        assert d is not c and d.settings.max_inflight == 8
         await c.close()
         await d.close()
         await srv.close()

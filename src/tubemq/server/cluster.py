@@ -239,14 +239,7 @@ class EmbeddedServer:
     async def _start_master_and_admin(self) -> None:
         cfg = self.config
         assert self.meta is not None
-        rep = self.replication = MasterReplication(
-            cfg,
-            self.meta,
-            lambda: self.master,
-            lambda: self.master_address,
-            lambda: self.admin_url,
-            lambda: self.admin.api if self.admin is not None else None,
-        )
+        rep = self.replication = MasterReplication(cfg, self.meta, self)
         if cfg.peer_master and not cfg.standby and await rep.initial_standby():
             self._start_standby = True  # the peer is active: join it as its standby
         if not self._start_standby:
@@ -351,6 +344,11 @@ class EmbeddedServer:
     @property
     def admin_url(self) -> str:
         return f"http://{self.config.host}:{self.admin_port}/webapi.htm"
+
+    @property
+    def admin_api(self) -> AdminApi | None:
+        """The running admin API (None before it starts and after it stops)."""
+        return self.admin.api if self.admin is not None else None
 
     def endpoints(self) -> Endpoints:
         """This server's addresses, as ``tubemq serve`` publishes them (server/endpoints.py)."""
