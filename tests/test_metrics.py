@@ -20,7 +20,7 @@ from tubemq.errors import MessageTooLargeError, TubeMQConnectionError, TubeMQTim
 from tubemq.metrics import Histogram, Metrics
 from tubemq.net.connection import Connection
 from tubemq.net.loop import LoopThread
-from tubemq.net.pool import ConnectionPool
+from tubemq.net.pool import ConnectionPool, PoolSettings
 
 #: client timers that keep the integration tests fast (the server side is FAST_SERVER)
 FAST: dict[str, Any] = {"heartbeat_period_ms": 200, "register_retry_wait_ms": 100, "rpc_timeout_ms": 3000,
@@ -136,7 +136,7 @@ def test_pool_stats_count_connects_losses_failures_and_bytes() -> None:
 
         server = await asyncio.start_server(serve, "127.0.0.1", 0)
         address = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        pool = ConnectionPool(connect_timeout=1.0, backoff_base=0.2)
+        pool = ConnectionPool(PoolSettings(connect_timeout=1.0, backoff_base=0.2))
         try:
             conn: Connection = await pool.get(address)
             conn.start_call_cb(lambda serial, arg: b"ping", None, 1000, lambda *a: None)

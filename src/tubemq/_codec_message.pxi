@@ -154,6 +154,13 @@ cdef class Message:
             _parse_attrs(self)
         self._attributes = value if value is not None else {}
 
+    @attributes.deleter
+    def attributes(self):
+        _track(self)
+        if self._attributes is _UNBUILT:
+            _parse_attrs(self)
+        self._attributes = {}  # as for the other fields, deleting resets: here to the empty dict
+
     def __repr__(self):
         return message_repr(self)
 

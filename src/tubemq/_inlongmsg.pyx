@@ -72,18 +72,28 @@ cdef class _View:
             PyBuffer_Release(&self.view)
 
 
-cdef list _split(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end):
-    cdef list out = []
+cdef Py_ssize_t _walk_items(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, list out) except -1:
+    """``([int32 len][len bytes])*`` exactly filling ``p[pos:end]``: the number of items, each copied into
+    ``out`` unless it is None (the decoder splits bodies with it; the builder checks a v3 record)."""
+    cdef Py_ssize_t items = 0
     cdef int32_t n
     while pos < end:
         if end - pos < 4:
-            raise InLongMsgError(f"body at offset {pos}: {end - pos} stray bytes where a 4-byte length belongs")
+            raise InLongMsgError(f"item at offset {pos}: {end - pos} stray bytes where a 4-byte length belongs")
         n = rd_i32(p + pos)
         pos += 4
         if n < 0 or n > end - pos:
-            raise InLongMsgError(f"body at offset {pos - 4}: length {n} but {end - pos} bytes are left")
-        PyList_Append(out, PyBytes_FromStringAndSize(<const char*>(p + pos), n))
+            raise InLongMsgError(f"item at offset {pos - 4}: length {n} but {end - pos} bytes are left")
+        if out is not None:
+            PyList_Append(out, PyBytes_FromStringAndSize(<const char*>(p + pos), n))
         pos += n
+        items += 1
+    return items
+
+
+cdef list _split(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end):
+    cdef list out = []
+    _walk_items(p, pos, end, out)
     return out
 
 
@@ -388,19 +398,13 @@ cdef class BuilderBase:
 
     cdef object _add(self, str attr, const uint8_t* p, Py_ssize_t n):
         cdef int version = self.version
-        cdef Py_ssize_t pos = 0, items = 0, old, gi
-        cdef int32_t ln
+        cdef Py_ssize_t items, old, gi
         cdef Py_ssize_t added = 1
         if version == 3:
-            while pos < n:
-                if n - pos < 4:
-                    raise ValueError(f"v3 record: {n - pos} stray bytes where a 4-byte length belongs")
-                ln = rd_i32(p + pos)
-                pos += 4
-                if ln < 0 or ln > n - pos:
-                    raise ValueError(f"v3 record: item length {ln} but {n - pos} bytes are left")
-                pos += ln
-                items += 1
+            try:
+                items = _walk_items(p, 0, n, None)
+            except InLongMsgError as exc:
+                raise ValueError(f"v3 record: {exc}") from None
             added = items // 2 if items >= 2 else 1
         cdef PyObject* hit = PyDict_GetItem(self._groups, attr)
         if hit == NULL:

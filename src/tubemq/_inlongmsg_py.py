@@ -209,21 +209,30 @@ def java_length(text: str) -> int:
 # ---- item lists
 
 
-def split_items(buf: Any, start: int, end: int) -> list[bytes]:
-    """``([int32 len][len bytes])*`` exactly filling ``buf[start:end]`` -> the bodies (copies)."""
-    out: list[bytes] = []
-    append = out.append
+def _walk_items(buf: Any, start: int, end: int, out: list[bytes] | None) -> int:
+    """``([int32 len][len bytes])*`` exactly filling ``buf[start:end]``: the number of items, each copied
+    into ``out`` unless it is None (the decoder splits bodies with it; the builder checks a v3 record)."""
+    items = 0
     pos = start
     mv = memoryview(buf)
     while pos < end:
         if end - pos < 4:
-            raise InLongMsgError(f"body at offset {pos}: {end - pos} stray bytes where a 4-byte length belongs")
+            raise InLongMsgError(f"item at offset {pos}: {end - pos} stray bytes where a 4-byte length belongs")
         (n,) = _unpack_i32(buf, pos)
         pos += 4
         if n < 0 or n > end - pos:
-            raise InLongMsgError(f"body at offset {pos - 4}: length {n} but {end - pos} bytes are left")
-        append(bytes(mv[pos : pos + n]))
+            raise InLongMsgError(f"item at offset {pos - 4}: length {n} but {end - pos} bytes are left")
+        if out is not None:
+            out.append(bytes(mv[pos : pos + n]))
         pos += n
+        items += 1
+    return items
+
+
+def split_items(buf: Any, start: int, end: int) -> list[bytes]:
+    """``([int32 len][len bytes])*`` exactly filling ``buf[start:end]`` -> the bodies (copies)."""
+    out: list[bytes] = []
+    _walk_items(buf, start, end, out)
     return out
 
 
@@ -378,17 +387,10 @@ class BuilderBase:
         n = mv.nbytes
         added = 1
         if version == 3:
-            items = 0
-            pos = 0
-            while pos < n:
-                if n - pos < 4:
-                    raise ValueError(f"v3 record: {n - pos} stray bytes where a 4-byte length belongs")
-                (ln,) = _unpack_i32(mv, pos)
-                pos += 4
-                if ln < 0 or ln > n - pos:
-                    raise ValueError(f"v3 record: item length {ln} but {n - pos} bytes are left")
-                pos += ln
-                items += 1
+            try:
+                items = _walk_items(mv, 0, n, None)
+            except InLongMsgError as exc:
+                raise ValueError(f"v3 record: {exc}") from None
             added = max(1, items // 2)
         group = self._groups.get(attr)
         if group is None:

@@ -84,6 +84,25 @@ def test_demo_with_master_and_no_admin_endpoint_creates_nothing(cluster: Any, ad
     assert "not created" in capsys.readouterr().err
 
 
+def test_temporary_server_in_process_serves_and_cleans_up(capsys: pytest.CaptureFixture[str]) -> None:
+    """``bench`` / ``demo`` without --master, with --in-process: an embedded cluster in this process that
+    takes the command's topic, is named so in the summary, and leaves no directory behind."""
+    import os
+    import re
+
+    from tubemq import Producer
+    from tubemq.cli.common import temporary_server
+
+    with temporary_server(in_process=True) as server:
+        server.create_topic("tmp_topic", 2)
+        assert server.where == f"embedded server at {server.master} (in-process)"
+        with Producer(server.master) as producer:
+            assert producer.send("tmp_topic", b"x").partition.topic == "tmp_topic"
+        started = re.search(r"data in (\S+)\)", capsys.readouterr().err)
+        assert started is not None and os.path.isdir(started.group(1))
+    assert not os.path.exists(started.group(1))
+
+
 def test_verbose_after_the_subcommand(tmp_path: Path) -> None:
     from tubemq.cli import build_parser
 

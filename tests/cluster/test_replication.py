@@ -239,12 +239,15 @@ def test_a_standby_that_never_held_a_copy_does_not_take_over(tmp_path: Path) -> 
 def test_a_broker_keeps_its_term_and_ignores_a_stale_master(tmp_path: Path) -> None:
     """A restarted broker does not take the topic set of a master of an older term while one of its own
     term may still answer; after STALE_TERM_PERIODS without one (the masters were set up anew) it does."""
+    from tubemq.server.config import ServerConfig
     from tubemq.server.meta import BrokerEntry, MetaStore
     from tubemq.server.registration import STALE_TERM_PERIODS, BrokerRegistrar
 
     def registrar() -> BrokerRegistrar:
         entry = BrokerEntry(1, "127.0.0.1", 1)
-        return BrokerRegistrar(["http://127.0.0.1:1/webapi.htm"], lambda: entry, MetaStore(tmp_path), 1.0)
+        cfg = ServerConfig(tmp_path, role="broker", master_admin_url="http://127.0.0.1:1/webapi.htm",
+                           broker_heartbeat_period_ms=1000)
+        return BrokerRegistrar(cfg, lambda: entry, MetaStore(tmp_path))
 
     r = registrar()
     assert r._take_term("new", 1) and r.term == 1
@@ -273,11 +276,13 @@ def test_a_topic_the_new_master_missed_is_kept_and_adopted(tmp_path: Path) -> No
     """The previous active master created ``late`` just before it died, before its standby copied it.
     The brokers keep ``late`` and its data when the new term's master does not list it, report it, and
     the new master deploys it again. A deletion within one term still drops it."""
+    from tubemq.server.config import ServerConfig
     from tubemq.server.meta import BrokerEntry, MetaStore, TopicConf
     from tubemq.server.registration import BrokerRegistrar, BrokerTable
 
     entry = BrokerEntry(1, "127.0.0.1", 1)
-    broker = BrokerRegistrar(["http://a", "http://b"], lambda: entry, MetaStore(tmp_path / "broker"), 1.0)
+    cfg = ServerConfig(tmp_path / "broker", role="broker", master_admin_url="http://a,http://b")
+    broker = BrokerRegistrar(cfg, lambda: entry, MetaStore(tmp_path / "broker"))
     early, late = TopicConf("early").to_json(), TopicConf("late", num_partitions=5).to_json()
 
     def answer(term: int, *topics: dict[str, Any]) -> dict[str, Any]:

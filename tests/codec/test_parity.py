@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tubemq import _codec_py as py
+from tubemq._twin.datatypes import MESSAGE_FIELDS
 from tubemq.errors import DecodeError
 from tubemq.protocol import broker_pb
 
@@ -28,7 +29,7 @@ PARITY = settings(max_examples=300, deadline=None)
 def _norm(value: Any) -> Any:
     """Messages of the two implementations are different classes: compare their attributes."""
     if isinstance(value, (py.Message, cy.Message)):
-        return ("Message",) + tuple(_norm(getattr(value, a)) for a in py.Message.__slots__)
+        return ("Message",) + tuple(_norm(getattr(value, a)) for a in MESSAGE_FIELDS)
     if isinstance(value, tuple):
         return type(value).__name__, tuple(_norm(v) for v in value)
     if isinstance(value, list):

@@ -7,7 +7,7 @@ import asyncio
 from _support.ports import dead_address
 
 from tubemq.errors import TubeMQConnectionError
-from tubemq.net.pool import ConnectionPool, jittered
+from tubemq.net.pool import ConnectionPool, PoolSettings, jittered
 
 
 def test_jittered_bounds() -> None:
@@ -21,7 +21,7 @@ def test_jittered_bounds() -> None:
 def test_pools_failing_together_back_off_differently() -> None:
     async def main() -> list[float]:
         addr = dead_address()
-        pools = [ConnectionPool(backoff_base=1.0, backoff_max=1.0) for _ in range(8)]
+        pools = [ConnectionPool(PoolSettings(backoff_base=1.0, backoff_max=1.0)) for _ in range(8)]
         for pool in pools:
             try:
                 await pool.get(addr)

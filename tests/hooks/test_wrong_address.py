@@ -102,7 +102,7 @@ def test_a_master_that_answered_once_is_not_judged_by_its_silence() -> None:
 
     from tubemq.errors import TubeMQTimeoutError
     from tubemq.net.invoker import MasterInvoker
-    from tubemq.net.pool import ConnectionPool
+    from tubemq.net.pool import ConnectionPool, PoolSettings
     from tubemq.protocol import master_pb
 
     async def main() -> None:
@@ -110,7 +110,7 @@ def test_a_master_that_answered_once_is_not_judged_by_its_silence() -> None:
         srv.bind(("127.0.0.1", 0))
         srv.listen(16)
         address = f"127.0.0.1:{srv.getsockname()[1]}"
-        pool = ConnectionPool(connect_timeout=0.5)
+        pool = ConnectionPool(PoolSettings(connect_timeout=0.5))
         inv = MasterInvoker([address], pool, timeout_ms=3000)
         inv.first_answer_s = 0.5
         req = master_pb.CloseRequestP2M(clientId="c")

@@ -11,7 +11,7 @@ from _support.ports import dead_address
 from tubemq import codec
 from tubemq.errors import RemoteError, StandbyError, TubeMQConnectionError
 from tubemq.net.invoker import MasterInvoker, normalize_master_list
-from tubemq.net.pool import ConnectionPool
+from tubemq.net.pool import ConnectionPool, PoolSettings
 from tubemq.protocol import master_pb
 from tubemq.protocol.constants import EXC_STANDBY
 
@@ -39,7 +39,7 @@ def test_pool_shares_one_connection_per_address(frame_server, run) -> None:
 
 def test_pool_backoff_after_connect_failure(run) -> None:
     async def main() -> None:
-        pool = ConnectionPool(backoff_base=0.2, backoff_max=0.4)
+        pool = ConnectionPool(PoolSettings(backoff_base=0.2, backoff_max=0.4))
         addr = dead_address()
         with pytest.raises(TubeMQConnectionError):
             await pool.get(addr)
@@ -64,7 +64,7 @@ def test_pool_backoff_after_connect_failure(run) -> None:
 def test_pool_idle_recycling(frame_server, run) -> None:
     async def main() -> None:
         srv = await frame_server()
-        pool = ConnectionPool(idle_timeout=0.2)
+        pool = ConnectionPool(PoolSettings(idle_timeout=0.2))
         conn = await pool.get(srv.address)
         deadline = time.monotonic() + 5
         while not conn.closed and time.monotonic() < deadline:
@@ -90,8 +90,8 @@ def test_shared_pool_is_refcounted(frame_server, run) -> None:
         assert conn.closed and b.closed
         c = ConnectionPool.acquire_shared()
         assert c is not a
-        d = ConnectionPool.acquire_shared(max_inflight=8)  # other settings: another pool
-        assert d is not c and d.max_inflight == 8
+        d = ConnectionPool.acquire_shared(PoolSettings(max_inflight=8))  # other settings: another pool
+        assert d is not c and d.settings.max_inflight == 8
         await c.close()
         await d.close()
         await srv.close()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tubemq import _codec_py as py
+from tubemq._twin.datatypes import MESSAGE_FIELDS
 from tubemq.errors import TubeMQError
 from tubemq.protocol import broker_pb
 
@@ -42,7 +43,7 @@ def _norm(value: Any) -> Any:
     if type(value) in _SCALARS:
         return value
     if hasattr(value, "attributes") and hasattr(value, "offset") and hasattr(value, "data"):
-        return ("Message",) + tuple([_norm(getattr(value, a)) for a in py.Message.__slots__])
+        return ("Message",) + tuple([_norm(getattr(value, a)) for a in MESSAGE_FIELDS])
     if isinstance(value, tuple):
         return type(value).__name__, tuple([v if type(v) in _SCALARS else _norm(v) for v in value])
     if isinstance(value, list):

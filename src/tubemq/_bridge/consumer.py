@@ -26,12 +26,15 @@ While such an iterator runs, the consumer's fetch workers are suspended (a fetch
 running completes; its batch is delivered from the buffer first). Registration, heartbeats,
 rebalances and their hooks, pause/resume, seek and close stay on the loop. A revoke waits for the
 leased partition like for a fetch worker's (the lease is answered within the rpc timeout); close
-shuts the socket down, so a blocked read returns at once. Delivery is unchanged: a batch is
+shuts the sockets down, so a blocked read returns at once. Delivery is unchanged: a batch is
 confirmed (locally: the commit rides on the partition's next getMessage, ``lastPackConsumed``) only
 after it was iterated to its end; a crash before that redelivers it.
 
-Used with ``fetch_concurrency=1`` only: with more, the loop keeps as many getMessage calls in
-flight and drains a backlog faster than one thread can fetch for itself. Not used either (the
+Up to ``fetch_concurrency`` getMessage requests are in flight, as with the loop's fetch workers (a
+broker that is the bottleneck is never left idle while this thread decodes or iterates): each on a
+channel of its own (a :class:`BlockingChannel` holds one request at a time), so a broker gets up to
+that many sockets from this iterator. Answers are read in the order they arrive (``poll`` over the
+channels waiting), so a slow broker does not hold up another's answers. Not used (the
 :class:`~tubemq._bridge.feed.BatchFeed` route instead) with TLS, or when another iterator of the same
 consumer already fetches this way.
 """
@@ -39,8 +42,10 @@ consumer already fetches this way.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
+import select
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +69,8 @@ Lease = tuple["PartitionSlot", int, bytes]
 Fetched = tuple[Lease, "bytes | None", "BaseException | None", float]
 #: (lease, the channel its request was written on or None, its serial, when written, the error or None)
 Pending = tuple[Lease, "BlockingChannel | None", int, float, "BaseException | None"]
+#: what a step on the loop thread gives: the batch to hand out, new leases, an error to raise
+Step = tuple["Batch | None", "list[Lease]", "BaseException | None"]
 
 #: bytes per ``recv``: a getMessage answer is up to a few hundred KiB; one read instead of several
 _READ_SIZE = 256 * 1024
@@ -71,6 +78,27 @@ _READ_SIZE = 256 * 1024
 _HOP_CHECK = 0.5
 #: longest wait on the loop thread for a ready partition before the iterator looks again (s)
 _IDLE_WAIT = 0.05
+#: an idle channel unused this long (s) is checked for a peer that closed it before it is written to
+_STALE_AFTER = 1.0
+_HAS_POLL = hasattr(select, "poll")
+_POLL_IN = getattr(select, "POLLIN", 1) | getattr(select, "POLLERR", 8) | getattr(select, "POLLHUP", 16)
+
+
+def _first_readable(channels: list[BlockingChannel], timeout: float) -> int | None:
+    """Index of the first of ``channels`` with bytes (or EOF, or an error) to read within ``timeout``
+    seconds, or None. ``poll`` where there is one (no descriptor limit), else ``select`` (Windows)."""
+    fds = [c.sock.fileno() for c in channels]
+    if _HAS_POLL:
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, _POLL_IN)
+        ready = {fd for fd, _ in poller.poll(max(0, int(timeout * 1000) + 1))}
+    else:
+        ready = set(select.select(fds, [], [], max(0.0, timeout))[0])
+    for i, fd in enumerate(fds):
+        if fd in ready:
+            return i
+    return None
 
 
 class DirectFeed:
@@ -85,10 +113,14 @@ class DirectFeed:
         self._rpc_timeout_ms = cfg.rpc_timeout_ms
         self._rpc_timeout = cfg.rpc_timeout_ms / 1000.0
         self._connect_timeout = cfg.connect_timeout_ms / 1000.0
+        #: getMessage requests this iterator keeps in flight at most
+        self._limit = max(1, cfg.fetch_concurrency)
         #: a hop to the loop thread that takes longer than this is given up (the loop is stuck or gone)
         self._hop_limit = self._rpc_timeout + 30.0
-        self._channels: dict[str, BlockingChannel] = {}
-        self._pending: Pending | None = None
+        #: every open channel (for abort and stop), and per broker those with no request waiting
+        self._channels: list[BlockingChannel] = []
+        self._idle: dict[str, list[BlockingChannel]] = {}
+        self._pending: collections.deque[Pending] = collections.deque()
         self._aborted = False
         self._started = False
 
@@ -102,14 +134,14 @@ class DirectFeed:
         core.close_hooks.append(self.abort)
         return True
 
-    def _end(self, fetched: Fetched | None) -> None:
-        """The iteration stopped: the answer to a request written ahead goes to the head of the buffer,
-        not delivered (the next poll or iteration hands it out); the workers fetch again."""
+    def _end(self, fetched: list[Fetched]) -> None:
+        """The iteration stopped: the answers to requests written ahead go to the head of the buffer
+        (in the order they were read), not delivered (the next poll or iteration hands them out); the
+        workers fetch again."""
         core = self._core
-        if fetched is not None:
-            batch = self._judge(fetched)
-            if batch is not None:
-                core.buffer.put_back(batch)
+        batches = [b for b in (self._judge(f) for f in fetched) if b is not None]
+        for batch in reversed(batches):
+            core.buffer.put_back(batch)
         if self.abort in core.close_hooks:
             core.close_hooks.remove(self.abort)
         if not core.closing:
@@ -134,36 +166,40 @@ class DirectFeed:
                 data, exc = None, err
         return core.fetcher.answer(slot, booking, data, exc, t0)
 
-    def _step(self, done: Batch | None, fetched: Fetched | None) -> tuple[Batch | None, Lease | None,
-                                                                          BaseException | None]:
-        """Confirm ``done``, judge ``fetched``; the next batch and the next lease (either may be None)."""
+    def _step(self, done: Batch | None, fetched: Fetched | None, room: int) -> Step:
+        """Confirm ``done``, judge ``fetched``; the next batch and up to ``room`` new leases."""
         core = self._core
         if done is not None and not core.closing:
             core.confirm_local(done, True)
         batch = self._judge(fetched) if fetched is not None else None
+        if batch is not None and not core._deliverable(batch):
+            batch = None  # its partition was paused after the request was written: rolled back
         if core.closing:
-            return None, None, None
+            return None, [], None
         if batch is None:
             batch = core.buffer.take_nowait(core._deliverable)  # fetched by a worker before the suspend
-        lease: Lease | None = None
-        ready = core.table.acquire_nowait()
-        if ready is not None:
-            lease = (ready, ready.booking, core.fetcher.begin(ready))
+        leases: list[Lease] = []
+        fetcher, table = core.fetcher, core.table
+        while len(leases) < room:
+            ready = table.acquire_nowait()
+            if ready is None:
+                break
+            leases.append((ready, ready.booking, fetcher.begin(ready)))
         error: BaseException | None = None
         if batch is not None:
             try:
                 core.deliver(batch)
             except Exception as exc:  # a value_deserializer failed: rolled back, raised to the iterator
                 batch, error = None, exc
-        return batch, lease, error
+        return batch, leases, error
 
-    async def _wait(self, timeout: float) -> tuple[Batch | None, Lease | None, BaseException | None]:
+    async def _wait(self, timeout: float) -> Step:
         """Nothing ready: wait (bounded) until a partition is fetchable or a worker's batch arrives."""
         core = self._core
         end = self._loop.time() + timeout
         while True:
-            out = self._step(None, None)
-            if out != (None, None, None) or core.closing:
+            out = self._step(None, None, self._limit)
+            if out[0] is not None or out[1] or out[2] is not None or core.closing:
                 return out
             left = end - self._loop.time()
             if left <= 0:
@@ -211,77 +247,112 @@ class DirectFeed:
         return codec.encode_request(serial, ServiceType.BROKER_READ, Method.BROKER_CONSUMER_GET_MESSAGE, body,
                                     timeout_ms=self._rpc_timeout_ms)
 
-    def _start(self, lease: Lease) -> Pending:
+    def _channel(self, address: str) -> BlockingChannel:
+        """A channel to ``address`` with no request waiting on it: an idle one, else a new one."""
+        idle = self._idle.get(address)
+        while idle:
+            channel = idle.pop()
+            # idle a while (nothing was fetchable): the broker may have closed it meanwhile, and a
+            # request written there would only fail after the fact, counted against the broker
+            if time.monotonic() - channel.last_used < _STALE_AFTER or not channel.stale():
+                return channel
+            self._channels.remove(channel)
+            channel.close()
+        if self._aborted:
+            raise ClientClosedError("consumer closed during the fetch")
+        channel = BlockingChannel(address, self._connect_timeout, self._rpc_timeout, read_size=_READ_SIZE)
+        self._channels.append(channel)
+        if self._aborted:  # abort() ran between the check and the connect
+            channel.abort()
+        return channel
+
+    def _start(self, lease: Lease) -> None:
         """Write the getMessage request of ``lease`` on this thread (its answer is read by
         :meth:`_finish`, after the batch in hand was iterated: the broker works meanwhile)."""
         address = lease[0].partition.address
         t0 = time.monotonic()
-        channel = self._channels.get(address)
+        channel: BlockingChannel | None = None
         try:
-            if channel is None:
-                if self._aborted:
-                    raise ClientClosedError("consumer closed during the fetch")
-                channel = self._channels[address] = BlockingChannel(address, self._connect_timeout,
-                                                                    self._rpc_timeout, read_size=_READ_SIZE)
-                if self._aborted:  # abort() ran between the check and the connect
-                    channel.abort()
+            channel = self._channel(address)
             channel.serial = serial = (channel.serial + 1) & SERIAL_MASK
             t0 = time.monotonic()
             channel.write(self._frame(serial, lease[2]), self._rpc_timeout, t0)
-            return lease, channel, serial, t0, None
         except Exception as exc:  # noqa: BLE001 - judged like any failed fetch by _failed
-            return lease, None, 0, t0, self._failed(address, channel, exc)
+            self._pending.append((lease, None, 0, t0, self._failed(address, channel, exc)))
+            return
+        self._pending.append((lease, channel, serial, t0, None))
 
-    def _finish(self, pending: Pending) -> Fetched:
-        """The answer to a request :meth:`_start` wrote. Any failure is an answer too (the loop thread
-        backs the partition off and counts it against the broker's health)."""
-        lease, channel, serial, t0, error = pending
+    def _finish(self) -> Fetched:
+        """The next answer to a request :meth:`_start` wrote (the first to arrive; a request that
+        could not be written is answered at once, one with no answer within the rpc timeout of its
+        write times out). Any failure is an answer too (the loop thread backs the partition off and
+        counts it against the broker's health)."""
+        pending = self._pending
+        index = 0
+        for i, p in enumerate(pending):
+            if p[1] is None:
+                index = i
+                break
+        else:
+            if len(pending) > 1:
+                left = pending[0][3] + self._rpc_timeout - time.monotonic()
+                ready = _first_readable([p[1] for p in pending], left)  # type: ignore[misc]
+                if ready is None:  # the oldest one got nothing within the rpc timeout
+                    lease, channel, serial, t0, _ = pending.popleft()
+                    assert channel is not None
+                    err = TubeMQTimeoutError(f"{channel.address}: no answer to request serial {serial} "
+                                             f"within {self._rpc_timeout:.1f} s")
+                    return lease, None, self._failed(channel.address, channel, err), t0
+                index = ready
+        lease, channel, serial, t0, error = pending[index]
+        del pending[index]
         if channel is None:
             return lease, None, error, t0
         try:
-            return lease, channel.read(serial, self._rpc_timeout, time.monotonic()), None, t0
+            data = channel.read(serial, self._rpc_timeout, time.monotonic())
         except Exception as exc:  # noqa: BLE001 - judged like any failed fetch by _failed
             return lease, None, self._failed(channel.address, channel, exc), t0
+        self._idle.setdefault(channel.address, []).append(channel)
+        return lease, data, None, t0
 
     def _failed(self, address: str, channel: BlockingChannel | None, exc: Exception) -> BaseException:
+        """``exc`` of a write or read as the fetch's error; a channel it broke is closed, and with it
+        the idle ones to the same broker (they are likely as dead: open new ones next time)."""
         if isinstance(exc, (Unsent, ConnectionLostError, TubeMQTimeoutError, OSError)):
-            self._drop(address)
+            self._drop(address, channel)
             return exc if isinstance(exc, TubeMQError) else ConnectionLostError(f"{address}: {exc}")
         if isinstance(exc, TubeMQError):  # no connection (connect refused or timed out), or closed meanwhile
-            if channel is None or channel.closed:
-                self._drop(address)
+            if channel is not None and channel.closed:
+                self._drop(address, channel)
             return exc
         raise exc
 
-    def _drop(self, address: str) -> None:
-        channel = self._channels.pop(address, None)
-        if channel is not None:
-            channel.close()
+    def _drop(self, address: str, channel: BlockingChannel | None) -> None:
+        for c in [*self._idle.pop(address, []), *([] if channel is None else [channel])]:
+            if c in self._channels:
+                self._channels.remove(c)
+            c.close()
 
     def start(self) -> bool:
-        """Take over the fetching of the consumer; False if this route is not available now, or would
-        cost throughput: with ``fetch_concurrency`` > 1 the loop keeps that many getMessage calls in
-        flight, this route one (measured on a quiet 2-core VM against the embedded server, 100 B:
-        ~16 % fewer msg/s at ~10 % less CPU per message with 3; the same msg/s at ~8 % less CPU with 1)."""
-        cfg = self._aio.config
-        if cfg.tls or cfg.fetch_concurrency > 1:
+        """Take over the fetching of the consumer; False if this route is not available now (TLS, or
+        another iterator of this consumer fetches on its own thread already)."""
+        if self._aio.config.tls:
             return False
         self._started = bool(self._hop(self._begin))
         return self._started
 
     def next_batch(self, done: Batch | None, timeout: float | None) -> Batch | None:
         """Confirm ``done`` (if any) and return the next batch; None after ``timeout`` seconds (None:
-        wait forever) without one, or once the consumer closed. The request of the next lease is
+        wait forever) without one, or once the consumer closed. The requests of new leases are
         written before a batch is returned, so the broker answers while the caller iterates."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            pending, self._pending = self._pending, None
-            fetched = self._finish(pending) if pending is not None else None
-            batch = self._took(self._hop(self._step, done, fetched))
+            fetched = self._finish() if self._pending else None
+            batch = self._took(self._hop(self._step, done, fetched, self._limit - len(self._pending)))
             done = None
             if batch is not None:
                 return batch
-            if self._pending is not None:
+            if self._pending:
                 continue
             left = None if deadline is None else deadline - time.monotonic()
             if self._core.closing or (left is not None and left <= 0):
@@ -290,35 +361,39 @@ class DirectFeed:
             if batch is not None:
                 return batch
 
-    def _took(self, out: tuple[Batch | None, Lease | None, BaseException | None]) -> Batch | None:
-        """What a step on the loop gave: write the new lease's request at once, raise its error."""
-        batch, lease, error = out
-        if lease is not None:
-            self._pending = self._start(lease)
+    def _took(self, out: Step) -> Batch | None:
+        """What a step on the loop gave: write the new leases' requests at once, raise its error."""
+        batch, leases, error = out
+        for lease in leases:
+            self._start(lease)
         if error is not None:
             raise error
         return batch
 
     def stop(self) -> None:
-        """The iteration is over (its thread): the answer to a request written ahead is read (bounded
+        """The iteration is over (its thread): the answers to requests written ahead are read (bounded
         by the rpc timeout; at once after close) and put back for the next poll, then the sockets
         are closed."""
-        pending, self._pending = self._pending, None
         try:
-            fetched = self._finish(pending) if pending is not None else None
+            fetched: list[Fetched] = []
+            while self._pending:
+                fetched.append(self._finish())
             if self._started:
                 self._hop(self._end, fetched)
         except TubeMQError:
             pass  # the loop is gone: the consumer is closed and rolled everything back
         finally:
-            for address in list(self._channels):
-                self._drop(address)
+            self._pending.clear()
+            for channel in self._channels:
+                channel.close()
+            self._channels.clear()
+            self._idle.clear()
 
     def abort(self) -> None:
         """Any thread (the consumer's close, on the loop): a read blocked on this feed's sockets returns
         at once."""
         self._aborted = True
-        for channel in list(self._channels.values()):
+        for channel in list(self._channels):
             channel.abort()
 
 

@@ -125,6 +125,10 @@ def message_repr(m: Any) -> str:
     )
 
 
+MESSAGE_FIELDS = ("topic", "data", "attributes", "stream_id", "msg_time", "message_id", "flag", "partition",
+                   "offset")
+
+
 class Message:
     """A consumed (or to-be-sent) message.
 
@@ -136,7 +140,7 @@ class Message:
     __slots__ = (
         "topic",
         "data",
-        "attributes",
+        "_attributes",
         "stream_id",
         "msg_time",
         "message_id",
@@ -159,13 +163,29 @@ class Message:
     ) -> None:
         self.topic = topic
         self.data = data
-        self.attributes = attributes if attributes is not None else {}
+        self._attributes = attributes if attributes is not None else {}
         self.stream_id = stream_id
         self.msg_time = msg_time
         self.message_id = message_id
         self.flag = flag
         self.partition = partition
         self.offset = offset
+
+    @property
+    def attributes(self) -> dict[str, str]:
+        """The message's attributes (always a dict: setting None or deleting it leaves ``{}``)."""
+        return self._attributes
+
+    @attributes.setter
+    def attributes(self, value: dict[str, str] | None) -> None:
+        self._attributes = value if value is not None else {}
+
+    def __delattr__(self, name: str) -> None:
+        # the compiled Message's contract: deleting a field sets it to None (attributes to {})
+        if name in MESSAGE_FIELDS:
+            setattr(self, name, None)
+        else:
+            object.__delattr__(self, name)
 
     @property
     def value(self) -> bytes:
@@ -185,6 +205,9 @@ class Message:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
             return NotImplemented
-        return all(getattr(self, s) == getattr(other, s) for s in self.__slots__)
+        return all(getattr(self, s) == getattr(other, s) for s in MESSAGE_FIELDS)
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (Message, tuple(getattr(self, s) for s in MESSAGE_FIELDS))

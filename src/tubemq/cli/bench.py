@@ -26,8 +26,7 @@ from .common import (
     config_errors_are_usage,
     eprint,
     note,
-    temporary_cluster,
-    temporary_server_process,
+    temporary_server,
 )
 from .consume import IdleClock
 from .output import format_table
@@ -97,16 +96,11 @@ def _target(args: argparse.Namespace) -> Iterator[str]:
         check_reachable(args.master)
         yield args.master
         return
-    if args.in_process:
-        note("no --master given; benchmarking a temporary embedded server in this process")
-        with temporary_cluster() as handle:
-            handle.cluster.create_topic(args.topic, partitions=args.partitions)
-            yield handle.master
-        return
-    note("no --master given; benchmarking a temporary embedded server (a child process, loopback)")
-    with temporary_server_process() as proc:
-        proc.create_topic(args.topic, args.partitions)
-        yield proc.master
+    where = "in this process" if args.in_process else "(a child process, loopback)"
+    note(f"no --master given; benchmarking a temporary embedded server {where}")
+    with temporary_server(in_process=args.in_process) as server:
+        server.create_topic(args.topic, args.partitions)
+        yield server.master
 
 
 def _payload(size: int) -> bytes:

@@ -457,3 +457,28 @@ def temporary_cluster(*, keep: bool = False, quiet: bool = False, **server_optio
     finally:
         if not keep:
             shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@dataclass
+class ServerTarget:
+    """The server a command runs against: its master address, how the summary names it, and how to
+    create a topic on it (through the admin API; a no-op that says so where there is none)."""
+
+    master: str
+    where: str
+    create_topic: Callable[[str, int], None]
+
+
+@contextlib.contextmanager
+def temporary_server(*, in_process: bool = False, keep: bool = False) -> Iterator[ServerTarget]:
+    """A temporary embedded server for a command run without ``--master``: a child process by default
+    (see :func:`temporary_server_process`: server and client on two cores) or, with ``in_process``, an
+    embedded cluster in this process (:func:`temporary_cluster`)."""
+    if in_process:
+        with temporary_cluster(keep=keep) as handle:
+            yield ServerTarget(handle.master, f"embedded server at {handle.master} (in-process)",
+                               lambda name, n: handle.cluster.create_topic(name, partitions=n))
+    else:
+        with temporary_server_process(keep=keep) as proc:
+            yield ServerTarget(proc.master, f"embedded server at {proc.master} (pid {proc.process.pid})",
+                               proc.create_topic)

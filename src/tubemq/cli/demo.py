@@ -12,8 +12,7 @@ import argparse
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 from .admin import AdminClient, AdminError
@@ -24,14 +23,14 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     CliError,
+    ServerTarget,
     check_reachable,
     client_target,
     eprint,
     note,
     plain,
     resolve_admin_url,
-    temporary_cluster,
-    temporary_server_process,
+    temporary_server,
 )
 from .consume import IdleClock
 from .output import format_table
@@ -80,26 +79,13 @@ def event_id(data: bytes) -> int:
     return int(data[6 : data.index(b",", 6)])
 
 
-@dataclass
-class _Target:
-    master: str
-    where: str
-    create_topic: Callable[[str, int], None]
-
-
 @contextlib.contextmanager
-def _server(args: argparse.Namespace) -> Iterator[_Target]:
+def _server(args: argparse.Namespace) -> Iterator[ServerTarget]:
     """A temporary embedded server (a child process, or in-process with --in-process), or --master."""
     if args.master is None:
         note("no --master given; starting an embedded TubeMQ server in a temporary directory")
-        if args.in_process:
-            with temporary_cluster(keep=args.keep_data) as handle:
-                yield _Target(handle.master, f"embedded server at {handle.master} (in-process)",
-                              lambda name, n: handle.cluster.create_topic(name, partitions=n))
-        else:
-            with temporary_server_process(keep=args.keep_data) as proc:
-                yield _Target(proc.master, f"embedded server at {proc.master} (pid {proc.process.pid})",
-                              proc.create_topic)
+        with temporary_server(in_process=args.in_process, keep=args.keep_data) as server:
+            yield server
         return
     check_reachable(args.master)
     if not (args.admin_url or args.admin_port is not None or os.environ.get(ENV_ADMIN_URL)):
@@ -108,7 +94,7 @@ def _server(args: argparse.Namespace) -> Iterator[_Target]:
         def skip(name: str, partitions: int) -> None:
             note(f"no --admin-url given: topic {name} not created; it must exist on {args.master}")
 
-        yield _Target(args.master, f"master {args.master}", skip)
+        yield ServerTarget(args.master, f"master {args.master}", skip)
         return
     url = resolve_admin_url(args.admin_url, args.master, args.admin_port)
     admin = AdminClient(url, os.environ.get("TUBEMQ_ADMIN_TOKEN"))
@@ -122,7 +108,7 @@ def _server(args: argparse.Namespace) -> Iterator[_Target]:
         except OSError as exc:  # TubeMQConnectionError is one
             note(f"admin API not reachable ({exc}); assuming topic {name} exists")
 
-    yield _Target(args.master, f"master {args.master}", create)
+    yield ServerTarget(args.master, f"master {args.master}", create)
 
 
 def _ingest(master: str, args: argparse.Namespace, stop: StopFlag) -> dict[str, Any]:
@@ -188,7 +174,7 @@ def _consume(master: str, args: argparse.Namespace, expected: int, stop: StopFla
             "seconds": time.monotonic() - t0, "group": group}
 
 
-def _spark(target: _Target, args: argparse.Namespace) -> dict[str, Any]:
+def _spark(target: ServerTarget, args: argparse.Namespace) -> dict[str, Any]:
     """Ingest through Spark's batch writer and read back with the batch reader (tubemq.spark)."""
     from .spark_demo import java_problem, run_spark_demo
 

@@ -37,7 +37,7 @@ from ..errors import (
 )
 from ..metrics import Metrics
 from ..net.invoker import MasterInvoker
-from ..net.pool import ConnectionPool, jittered
+from ..net.pool import ConnectionPool, PoolSettings, jittered
 from ..protocol import master_pb
 from ..protocol.constants import (
     DEFAULT_BROKER_PORT,
@@ -139,17 +139,15 @@ class MasterSessionBase:
         if self.closed:
             raise ClientClosedError(f"{self.role} is closed")
         if self._pool is None:
-            ssl_ctx = self.config.ssl_context()
-            if self.config.pool == "shared" and ssl_ctx is None:
-                self._pool = ConnectionPool.acquire_shared(
-                    connect_timeout=self.config.connect_timeout_ms / 1000.0, max_inflight=self.config.max_inflight
-                )
+            settings = PoolSettings(
+                ssl=self.config.ssl_context(),
+                connect_timeout=self.config.connect_timeout_ms / 1000.0,
+                max_inflight=self.config.max_inflight,
+            )
+            if self.config.pool == "shared" and settings.ssl is None:
+                self._pool = ConnectionPool.acquire_shared(settings)
             else:
-                self._pool = ConnectionPool(
-                    ssl=ssl_ctx,
-                    connect_timeout=self.config.connect_timeout_ms / 1000.0,
-                    max_inflight=self.config.max_inflight,
-                )
+                self._pool = ConnectionPool(settings)
         self.invoker = MasterInvoker(self.config.masters, self._pool, timeout_ms=self.config.rpc_timeout_ms)
         self._rpc_lock = asyncio.Lock()
         self._wake = asyncio.Event()

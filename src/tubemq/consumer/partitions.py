@@ -62,6 +62,8 @@ _TRANSITIONS: dict[PartitionState, frozenset[PartitionState]] = {
     _S.RELEASING: frozenset({_S.RELEASED}),
     _S.RELEASED: frozenset(),
 }
+#: the same table keyed by the state's value, with tuples (compared by identity first)
+_NEXT: dict[str, tuple[PartitionState, ...]] = {k._value_: tuple(v) for k, v in _TRANSITIONS.items()}
 #: States in which the broker holds a registration for us (listed in broker heartbeats and reports).
 REGISTERED_STATES = frozenset({_S.OWNED, _S.FETCHING, _S.IN_FLIGHT, _S.RELEASING})
 
@@ -106,9 +108,13 @@ class PartitionSlot:
         return self.state in REGISTERED_STATES
 
     def transition(self, new: PartitionState) -> None:
-        if new not in _TRANSITIONS[self.state]:
-            raise StateError(f"partition {self.partition}: illegal transition {self.state.name} -> {new.name}")
-        log.debug("partition %s: %s -> %s", self.key, self.state.name, new.name)
+        old = self.state
+        # by value (a str: its hash is cached) and by identity: an Enum's own __hash__ is Python code,
+        # and this runs three times per fetched batch
+        if new not in _NEXT[old._value_]:
+            raise StateError(f"partition {self.partition}: illegal transition {old.name} -> {new.name}")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("partition %s: %s -> %s", self.key, old.name, new.name)
         self.state = new
         if new in (_S.RELEASING, _S.RELEASED) and self._settled is not None:
             self._settled.set()

@@ -9,9 +9,10 @@ dispatcher thread per consumer (:class:`~tubemq._bridge.Dispatcher`).
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 from .._bridge import Dispatcher, Facade, blocking, to_thread
 from .._bridge.consumer import DirectFeed
@@ -31,6 +32,18 @@ if TYPE_CHECKING:
     from ..config import ConsumerOptions
 
 __all__ = ["Consumer"]
+
+
+class _Messages(itertools.chain):  # type: ignore[type-arg]
+    """What ``iter(consumer)`` returns: ``itertools.chain`` over the batches' messages (each list
+    walked in C, no Python frame per message), plus a generator's ``close()``: end the iteration now,
+    as a ``break`` does (the current batch stays unconfirmed, the fetching goes back to the loop)."""
+
+    __slots__ = ("_batches",)
+    _batches: Generator[Iterator[Message], None, None]
+
+    def close(self) -> None:
+        self._batches.close()
 
 
 class Consumer(Facade[aio.Consumer]):
@@ -83,10 +96,16 @@ class Consumer(Facade[aio.Consumer]):
         iterated to its end; a ``break`` leaves the current batch unconfirmed), but a generator that
         fetches on the iterating thread (:class:`~tubemq._bridge.consumer.DirectFeed`; with TLS, or
         while another iterator of this consumer runs, fed by a :class:`BatchFeed`): one loop-thread
-        hop per batch and no method call per message."""
-        return self._messages()
+        hop per batch and no Python frame per message: ``itertools.chain`` walks each batch's list
+        in C and asks :meth:`_batches` for the next batch only at a batch's end."""
+        batches = self._batches()
+        it = cast(_Messages, _Messages.from_iterable(batches))
+        it._batches = batches
+        return it
 
-    def _messages(self) -> Iterator[Message]:
+    def _batches(self) -> Generator[Iterator[Message], None, None]:
+        """The message iterators of the batches :meth:`__iter__` walks, the one :meth:`__next__`
+        shares first; asked for the next, it confirms the batch just walked."""
         a = self._aio
         feed: DirectFeed | BatchFeed | None = None
         limit = self.config.iter_timeout_ms / 1000.0
@@ -94,7 +113,7 @@ class Consumer(Facade[aio.Consumer]):
             while True:
                 msgs = a._iter_msgs
                 if msgs is not None:
-                    yield from msgs
+                    yield msgs
                 if self._portal.released:
                     return
                 if feed is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .connection import Connection, split_address, unwrap_response
 from .invoker import MasterInvoker, normalize_master_list
 from .loop import LoopThread
-from .pool import AddressHealth, ConnectionPool
+from .pool import AddressHealth, ConnectionPool, PoolSettings
 
 __all__ = [
     "AddressHealth",
@@ -14,6 +14,7 @@ __all__ = [
     "LoopThread",
     "MasterInvoker",
     "normalize_master_list",
+    "PoolSettings",
     "split_address",
     "unwrap_response",
 ]

@@ -40,6 +40,26 @@ def jittered(delay: float, rand: Any = random.random) -> float:
     return delay * (0.5 + 0.5 * rand())
 
 
+@dataclass(frozen=True)
+class PoolSettings:
+    """How a pool opens and keeps its connections: one value, so a client builds it once, a pool takes
+    it whole and the shared pools of a loop are told apart by it."""
+
+    ssl: _ssl.SSLContext | None = None
+    connect_timeout: float = 3.0
+    max_inflight: int = DEFAULT_MAX_INFLIGHT
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    #: no read for this long and nothing in flight: the connection is closed (0 = never)
+    idle_timeout: float = CONNECT_READ_IDLE_MS / 1000.0
+    #: the wait after n consecutive failures: ``backoff_base * 2**(n-1)``, at most ``backoff_max``, jittered
+    backoff_base: float = 0.05
+    backoff_max: float = 2.0
+
+    def backoff(self, failures: int) -> float:
+        """Seconds to wait after ``failures`` consecutive failures."""
+        return jittered(min(self.backoff_max, self.backoff_base * 2 ** (failures - 1)))
+
+
 @dataclass
 class AddressHealth:
     """Connect history of one address (what :meth:`ConnectionPool.stats` reports)."""
@@ -57,28 +77,12 @@ class AddressHealth:
 class ConnectionPool:
     """One connection per address, opened on demand; see the module docstring."""
 
-    _shared: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[float, int], ConnectionPool]]] = (
+    _shared: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[PoolSettings, ConnectionPool]]] = (
         weakref.WeakKeyDictionary()
     )
 
-    def __init__(
-        self,
-        *,
-        ssl: _ssl.SSLContext | None = None,
-        connect_timeout: float = 3.0,
-        max_inflight: int = DEFAULT_MAX_INFLIGHT,
-        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-        idle_timeout: float = CONNECT_READ_IDLE_MS / 1000.0,
-        backoff_base: float = 0.05,
-        backoff_max: float = 2.0,
-    ) -> None:
-        self.ssl = ssl
-        self.connect_timeout = connect_timeout
-        self.max_inflight = max_inflight
-        self.max_frame_size = max_frame_size
-        self.idle_timeout = idle_timeout
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
+    def __init__(self, settings: PoolSettings | None = None) -> None:
+        self.settings = settings if settings is not None else PoolSettings()
         self.closed = False
         self._conns: dict[str, Connection] = {}
         self._opening: dict[str, asyncio.Future[Connection]] = {}
@@ -86,22 +90,20 @@ class ConnectionPool:
         self._reaper: asyncio.Task[None] | None = None
         self._refs = 1
         self._shared_loop: asyncio.AbstractEventLoop | None = None
-        self._shared_key: tuple[float, int] | None = None
 
     # ------------------------------------------------------------------ sharing
 
     @classmethod
-    def acquire_shared(cls, *, connect_timeout: float = 3.0, max_inflight: int = DEFAULT_MAX_INFLIGHT) -> ConnectionPool:
+    def acquire_shared(cls, settings: PoolSettings | None = None) -> ConnectionPool:
         """The pool shared by every client of the running loop with the same connection settings
         (ref-counted; ``close()`` releases the reference)."""
         loop = asyncio.get_running_loop()
-        key = (float(connect_timeout), int(max_inflight))
+        key = settings if settings is not None else PoolSettings()
         pools = cls._shared.setdefault(loop, {})
         pool = pools.get(key)
         if pool is None or pool.closed:
-            pool = cls(connect_timeout=connect_timeout, max_inflight=max_inflight)
+            pool = cls(key)
             pool._shared_loop = loop
-            pool._shared_key = key
             pools[key] = pool
         else:
             pool._refs += 1
@@ -151,19 +153,18 @@ class ConnectionPool:
 
     async def _open(self, address: str, fut: asyncio.Future[Connection]) -> None:
         h = self.health(address)
+        s = self.settings
         try:
             conn = await Connection.open(
                 address,
-                ssl=self.ssl,
-                connect_timeout=self.connect_timeout,
-                max_inflight=self.max_inflight,
-                max_frame_size=self.max_frame_size,
+                ssl=s.ssl,
+                connect_timeout=s.connect_timeout,
+                max_inflight=s.max_inflight,
+                max_frame_size=s.max_frame_size,
             )
         except BaseException as exc:  # noqa: BLE001 - everything must reach the waiters
-            h.failures += 1
+            self.mark_failure(address, str(exc))
             h.connect_failures += 1
-            h.last_error = str(exc)
-            h.retry_at = time.monotonic() + jittered(min(self.backoff_max, self.backoff_base * 2 ** (h.failures - 1)))
             log.info("connect to %s failed (%d in a row): %s", address, h.failures, exc)
             self._opening.pop(address, None)
             if not fut.done():
@@ -190,7 +191,7 @@ class ConnectionPool:
         h.connects += 1
         self._conns[address] = conn
         conn.on_close.append(self._forget)
-        if self._reaper is None and self.idle_timeout > 0:
+        if self._reaper is None and s.idle_timeout > 0:
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
         if h.connects > 1:
             log.info("reconnected to %s (connection #%d)", address, h.connects)
@@ -243,7 +244,7 @@ class ConnectionPool:
         h = self.health(address)
         h.failures += 1
         h.last_error = error
-        h.retry_at = time.monotonic() + jittered(min(self.backoff_max, self.backoff_base * 2 ** (h.failures - 1)))
+        h.retry_at = time.monotonic() + self.settings.backoff(h.failures)
 
     async def discard(self, address: str) -> None:
         """Close the connection to ``address`` (e.g. after a StandbyException)."""
@@ -252,12 +253,13 @@ class ConnectionPool:
             await conn.close()
 
     async def _reap(self) -> None:
-        period = max(0.05, min(30.0, self.idle_timeout / 4))
+        idle_timeout = self.settings.idle_timeout
+        period = max(0.05, min(30.0, idle_timeout / 4))
         while not self.closed:
             await asyncio.sleep(period)
             now = time.monotonic()
             for conn in list(self._conns.values()):
-                if conn.inflight == 0 and now - conn.last_activity > self.idle_timeout:
+                if conn.inflight == 0 and now - conn.last_activity > idle_timeout:
                     log.debug("closing idle connection to %s", conn.address)
                     await conn.close()
 
@@ -271,8 +273,8 @@ class ConnectionPool:
         self.closed = True
         if self._shared_loop is not None:
             pools = self._shared.get(self._shared_loop, {})
-            if pools.get(self._shared_key) is self:  # type: ignore[arg-type]
-                del pools[self._shared_key]  # type: ignore[arg-type]
+            if pools.get(self.settings) is self:
+                del pools[self.settings]
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
@@ -284,4 +286,4 @@ class ConnectionPool:
         return sum(1 for c in self._conns.values() if not c.closed)
 
 
-__all__ = ["AddressHealth", "ConnectionPool"]
+__all__ = ["AddressHealth", "ConnectionPool", "PoolSettings"]

@@ -153,12 +153,12 @@ class BrokerBase:
         config: ServerConfig,
         meta: MetaStore,
         store_manager: StoreManager,
-        visit_token_check: Callable[[int], bool] | None = None,
     ) -> None:
         self.config = config
         self.meta = meta
         self.stores = store_manager
-        self.visit_token_check = visit_token_check
+        #: the master's visit-token check (None = off); set by the cluster once its master exists
+        self.visit_token_check: Callable[[int], bool] | None = None
         #: test switches: False makes the read / write service answer 503 like a stopping broker
         self.read_available = True
         self.write_available = True

@@ -239,14 +239,7 @@ class EmbeddedServer:
     async def _start_master_and_admin(self) -> None:
         cfg = self.config
         assert self.meta is not None
-        rep = self.replication = MasterReplication(
-            cfg,
-            self.meta,
-            lambda: self.master,
-            lambda: self.master_address,
-            lambda: self.admin_url,
-            lambda: self.admin.api if self.admin is not None else None,
-        )
+        rep = self.replication = MasterReplication(cfg, self.meta, self)
         if cfg.peer_master and not cfg.standby and await rep.initial_standby():
             self._start_standby = True  # the peer is active: join it as its standby
         if not self._start_standby:
@@ -296,11 +289,7 @@ class EmbeddedServer:
     async def _start_registrar(self) -> None:
         cfg = self.config
         assert self.meta is not None and cfg.master_admin_url
-        node = self.nodes[0]
-        urls = [u.strip() for u in cfg.master_admin_url.split(",") if u.strip()]
-        self.registrar = BrokerRegistrar(
-            urls, node.entry, self.meta, cfg.broker_heartbeat_period_ms / 1000, cfg.admin_token
-        )
+        self.registrar = BrokerRegistrar(cfg, self.nodes[0].entry, self.meta)
         await self.registrar.beat_once()  # a reachable master knows us before start() returns
         self._tasks.append(asyncio.create_task(self.registrar.run(), name="tubemq-broker-registration"))
 
@@ -355,6 +344,11 @@ class EmbeddedServer:
     @property
     def admin_url(self) -> str:
         return f"http://{self.config.host}:{self.admin_port}/webapi.htm"
+
+    @property
+    def admin_api(self) -> AdminApi | None:
+        """The running admin API (None before it starts and after it stops)."""
+        return self.admin.api if self.admin is not None else None
 
     def endpoints(self) -> Endpoints:
         """This server's addresses, as ``tubemq serve`` publishes them (server/endpoints.py)."""

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._tasks import wait_for
+from .config import ServerConfig
 from .meta import BrokerEntry, MetaStore, TopicConf
 
 log = logging.getLogger("tubemq.server.registration")
@@ -234,19 +235,13 @@ async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIME
 class BrokerRegistrar:
     """The broker-process side: heartbeat every master, take topics from the active one of the highest term."""
 
-    def __init__(
-        self,
-        admin_urls: list[str],
-        entry: Callable[[], BrokerEntry],
-        meta: MetaStore,
-        period_s: float,
-        token: str | None = None,
-    ) -> None:
-        self.admin_urls = admin_urls
+    def __init__(self, config: ServerConfig, entry: Callable[[], BrokerEntry], meta: MetaStore) -> None:
+        #: the masters' admin URLs: the configured ones, then those the active master tells about
+        self.admin_urls = [u.strip() for u in (config.master_admin_url or "").split(",") if u.strip()]
         self.entry = entry
         self.meta = meta
-        self.period_s = period_s
-        self.token = token
+        self.period_s = config.broker_heartbeat_period_ms / 1000
+        self.token = config.admin_token
         self.last_ok: dict[str, float] = {}
         self.registered = asyncio.Event()
         self._failures: dict[str, int] = {}

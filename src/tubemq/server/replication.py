@@ -59,7 +59,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .._tasks import wait_for
 from .admin import AdminApi
@@ -96,27 +96,28 @@ def _broker_entry(d: Any) -> BrokerEntry | None:
         return None
 
 
+class ReplicationHost(Protocol):
+    """The server process a master's replication works for, read afresh at every use: its running
+    Master (None while it restarts), where that master serves, and its admin API (the broker configure
+    records travel with the metadata)."""
+
+    @property
+    def master(self) -> Any: ...
+    @property
+    def master_address(self) -> str: ...
+    @property
+    def admin_url(self) -> str: ...
+    @property
+    def admin_api(self) -> AdminApi | None: ...
+
+
 class MasterReplication:
-    """One master's side of the pair: answers the peer's sync calls, replicates, takes over, steps down.
+    """One master's side of the pair: answers the peer's sync calls, replicates, takes over, steps down."""
 
-    ``master()`` is the running Master (None while it restarts); ``own_address()`` / ``own_admin_url()``
-    where this master serves; ``admin()`` its admin API (for the broker configure records)."""
-
-    def __init__(
-        self,
-        config: Any,
-        meta: MetaStore,
-        master: Callable[[], Any],
-        own_address: Callable[[], str],
-        own_admin_url: Callable[[], str],
-        admin: Callable[[], AdminApi | None],
-    ) -> None:
+    def __init__(self, config: Any, meta: MetaStore, host: ReplicationHost) -> None:
         self.config = config
         self.meta = meta
-        self.master = master
-        self.own_address = own_address
-        self.own_admin_url = own_admin_url
-        self.admin = admin
+        self.host = host
         self.period_s = config.broker_heartbeat_period_ms / 1000
         self.takeover_s = config.takeover_after_ms / 1000
         #: standby admin URL -> monotonic time of its last sync call (active side)
@@ -154,7 +155,7 @@ class MasterReplication:
                 return {"result": False, "errCode": 400, "errMsg": f"bad callerAdminUrl {caller[:80]!r}"}
             self._remember_standby(caller)
             self._yield_to(caller, params)
-        master = self.master()
+        master = self.host.master
         standby = master is None or master.standby
         store = self._broker_confs()
         confs = list(store.records.values()) if store is not None else []
@@ -164,7 +165,7 @@ class MasterReplication:
             "errMsg": "OK",
             "standby": standby,
             "term": self.meta.term,
-            "masterAddress": self.own_address(),
+            "masterAddress": self.host.master_address,
             "topicsVersion": f"{self.epoch}:{self.meta.version}",
             "brokers": [_broker_json(b) for _, b in sorted(self.meta.brokers.items())],
             "brokerConfs": confs,
@@ -175,7 +176,7 @@ class MasterReplication:
 
     def _broker_confs(self) -> Any:
         """The admin API's broker configure records (``records`` + ``put``), None where there are none."""
-        store = getattr(self.admin(), "broker_confs", None)
+        store = getattr(self.host.admin_api, "broker_confs", None)
         return store if hasattr(store, "records") and hasattr(store, "put") else None
 
     def _yield_to(self, caller_url: str, params: dict[str, str]) -> None:
@@ -183,7 +184,7 @@ class MasterReplication:
         for an active caller of a higher term (or the same term and a lower address), and a standby
         without a peer starts replicating from an active caller. (The old active master restarted with
         its first command line while the standby it had has taken over: it must not serve stale topics.)"""
-        master = self.master()
+        master = self.host.master
         address = params.get("callerAddress", "").strip()
         if self.config.role != "master" or self.config.peer_master or master is None or ":" not in address:
             return
@@ -193,7 +194,7 @@ class MasterReplication:
             return
         if params.get("callerStandby") != "false":
             return
-        if not master.standby and (term, self.own_address()) > (self.meta.term, address):
+        if not master.standby and (term, self.host.master_address) > (self.meta.term, address):
             log.warning("active master %s of term %d called (this one: term %d): stepping down", address, term,
                         self.meta.term)
             master.standby = True
@@ -210,7 +211,7 @@ class MasterReplication:
     def _topics_changed(self) -> None:
         """Active side: poke the standbys so that the window in which a new topic exists only here is a
         round trip, not a replication period."""
-        master = self.master()
+        master = self.host.master
         if master is None or master.standby or not self.standbys:
             return
         try:
@@ -241,7 +242,7 @@ class MasterReplication:
     def masters(self) -> list[str]:
         """Admin URLs of every master a broker should report to: this one and its live standbys."""
         limit = time.monotonic() - STANDBY_TTL_PERIODS * self.period_s
-        return [self.own_admin_url(), *sorted(u for u, t in self.standbys.items() if t >= limit)]
+        return [self.host.admin_url, *sorted(u for u, t in self.standbys.items() if t >= limit)]
 
     # ---- the standby side
 
@@ -268,19 +269,19 @@ class MasterReplication:
         if url is None:
             self._log_failure(f"no admin URL known for peer master {self.peer}: give the peer's admin URL")
             return None
-        master = self.master()
+        master = self.host.master
         params = {
             "type": "op_modify",
             "method": SYNC_METHOD,
             "callerTerm": str(self.meta.term),
             "callerStandby": "true" if master is None or master.standby else "false",
-            "callerAddress": self.own_address(),
+            "callerAddress": self.host.master_address,
         }
         if master is None or not master.standby:
             self._known_topics = ""  # an active master's topics are its own: the next copy is a full one
         elif self._known_topics:
             params["knownTopics"] = self._known_topics
-        own = self.own_admin_url()
+        own = self.host.admin_url
         key = url_host_port(own)
         if key is not None and key[1] != 0:  # not before this master's admin API listens
             params["callerAdminUrl"] = own
@@ -313,7 +314,7 @@ class MasterReplication:
             self._apply_topics(answer["topics"])
             self._known_topics = str(answer.get("topicsVersion", ""))
             self.meta.set_authoritative()
-        master = self.master()
+        master = self.host.master
         now = time.monotonic()
         for d in answer.get("brokers") or []:
             entry = _broker_entry(d)
@@ -376,7 +377,7 @@ class MasterReplication:
 
     def _outranked(self) -> bool:
         """An active peer beats this master: higher term, or the same term and a lower address."""
-        return (self.peer_term, self.own_address()) > (self.meta.term, self.peer_address)
+        return (self.peer_term, self.host.master_address) > (self.meta.term, self.peer_address)
 
     def _take_over(self, master: Any, why: str) -> None:
         if not self.meta.authoritative:
@@ -393,7 +394,7 @@ class MasterReplication:
 
     async def round(self) -> None:
         """One replication / watch round."""
-        master = self.master()
+        master = self.host.master
         if master is None or self.peer is None:
             return
         answer = await self.poll_peer()
