@@ -179,7 +179,7 @@ cdef class PlainSender:
             route_obj = self.build_route(lane, topic)
             if route_obj is None:
                 return None
-            route = <PlainRoute>route_obj
+            route = <PlainRoute?>route_obj
         else:
             route = <PlainRoute><object>found
         if n > route.max_size or self.quality._until:
@@ -194,7 +194,7 @@ cdef class PlainSender:
                 i = self.key_index(key, route.n)
             except Exception:  # a bad key: the general route reports it
                 return None
-        leg = <Leg>route.legs[i]
+        leg = <Leg?>route.legs[i]
         channel = leg.channel
         now = _monotonic()
         if channel.closed or now - <double>channel.last_used >= _STALE_CHECK_AFTER:
@@ -203,8 +203,8 @@ cdef class PlainSender:
                 route_obj = self.build_route(lane, topic)
                 if route_obj is None:
                     return None
-                route = <PlainRoute>route_obj
-                leg = <Leg>route.legs[i if i < route.n else 0]
+                route = <PlainRoute?>route_obj
+                leg = <Leg?>route.legs[i if i < route.n else 0]
                 channel = leg.channel
                 if channel.closed:
                     return None
