@@ -1,12 +1,12 @@
 """Type stubs for the compiled codec; mypy checks them against tubemq._protocols.CodecModule.
 
-Every function has exactly the twin's signature (the twin is the reference implementation), so the
-stub re-exports those; only the two cdef classes are declared here.
+Every function and class has exactly the twin's signature (the twin is the reference implementation),
+so the stub re-exports those: the two cdef classes (``Message``, ``FrameDecoder``) are typed by the
+twin's definitions, as ``tubemq.codec`` types them; tests/codec/test_parity.py holds the two to one
+behaviour.
 """
 
 from typing import Final
-
-from typing_extensions import Buffer
 
 from ._codec_py import BEGIN_TOKEN as BEGIN_TOKEN
 from ._codec_py import DEFAULT_BROKER_PORT as DEFAULT_BROKER_PORT
@@ -20,7 +20,9 @@ from ._codec_py import META_STORE_INS_BASE as META_STORE_INS_BASE
 from ._codec_py import TOKEN_MSG_TIME as TOKEN_MSG_TIME
 from ._codec_py import TOKEN_MSG_TYPE as TOKEN_MSG_TYPE
 from ._codec_py import BrokerInfo as BrokerInfo
+from ._codec_py import FrameDecoder as FrameDecoder
 from ._codec_py import GetMessageResult as GetMessageResult
+from ._codec_py import Message as Message
 from ._codec_py import Partition as Partition
 from ._codec_py import RawMessage as RawMessage
 from ._codec_py import Request as Request
@@ -30,6 +32,7 @@ from ._codec_py import SubscribeInfo as SubscribeInfo
 from ._codec_py import crc32 as crc32
 from ._codec_py import decode_attributes as decode_attributes
 from ._codec_py import decode_get_message_response as decode_get_message_response
+from ._codec_py import decode_message as decode_message
 from ._codec_py import decode_payload as decode_payload
 from ._codec_py import decode_request as decode_request
 from ._codec_py import decode_response as decode_response
@@ -53,7 +56,6 @@ from ._codec_py import parse_topic_meta_info as parse_topic_meta_info
 from ._codec_py import payload_flag as payload_flag
 from ._codec_py import put_system_header as put_system_header
 from ._codec_py import wrap_repeated as wrap_repeated
-from .inlongmsg import InLongMsg
 
 implementation: Final[str]
 #: the build took Message straight from Cython's freelist (tests/codec/test_build.py)
@@ -63,45 +65,3 @@ MESSAGE_FREELIST_CYTHON_RANGE: Final[tuple[tuple[int, int, int], tuple[int, int,
 
 TopicPartition = Partition
 
-class Message:
-    topic: str
-    data: bytes
-    attributes: dict[str, str]
-    stream_id: str | None
-    msg_time: str | None
-    message_id: int
-    flag: int
-    partition: Partition | None
-    offset: int
-    def __init__(
-        self,
-        topic: str,
-        data: bytes,
-        attributes: dict[str, str] | None = None,
-        stream_id: str | None = None,
-        msg_time: str | None = None,
-        message_id: int = 0,
-        flag: int = 0,
-        partition: Partition | None = None,
-        offset: int = -1,
-    ) -> None: ...
-    @property
-    def value(self) -> bytes: ...
-    def inlongmsg(self) -> InLongMsg: ...
-    def __eq__(self, other: object) -> bool: ...
-    def __ne__(self, other: object) -> bool: ...
-    __hash__: None  # type: ignore[assignment]
-
-class FrameDecoder:
-    max_frame_size: int
-    max_blocks: int
-    def __init__(self, max_frame_size: int = ..., max_blocks: int = ...) -> None: ...
-    @property
-    def failed(self) -> bool: ...
-    @property
-    def buffered(self) -> int: ...
-    def feed(self, data: Buffer) -> list[tuple[int, bytes]]: ...
-
-def decode_message(
-    raw: RawMessage, topic: str, partition: Partition | None = None, offset: int = -1
-) -> Message | None: ...
