@@ -3,8 +3,10 @@ results, the same accounting, and no stale route after the topic's partitions ch
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -99,16 +101,23 @@ def test_compiled_and_twin_results_are_equal(cluster: Any) -> None:
     assert outcomes[0] == outcomes[1]
 
 
-def test_partition_change_between_two_sends_uses_the_new_route(cluster: Any, impl: Any) -> None:
-    """A route cached by a thread is not used after the topic's partitions change: the topic is
-    deleted and created again with another partition count between two sends; the session's
-    ``route_gen`` moves and the next sends spread over the new partitions."""
-    topic = f"rc_{impl.implementation}"
+@contextlib.contextmanager
+def _cached_route(cluster: Any, impl: Any, prefix: str) -> Iterator[tuple[Any, str, Any]]:
+    """A producer whose thread sent twice to a fresh one-partition topic (its route is cached):
+    (producer, topic, the thread's lane)."""
+    topic = f"{prefix}_{impl.implementation}"
     cluster.create_topic(topic, partitions=1)
     with tubemq.Producer(cluster.master_address, **FAST) as p:
         p.send(topic, b"warm-up")
         p.send(topic, b"cached")
-        lane = p._bridge._lane()
+        yield p, topic, p._bridge._lane()
+
+
+def test_partition_change_between_two_sends_uses_the_new_route(cluster: Any, impl: Any) -> None:
+    """A route cached by a thread is not used after the topic's partitions change: the topic is
+    deleted and created again with another partition count between two sends; the session's
+    ``route_gen`` moves and the next sends spread over the new partitions."""
+    with _cached_route(cluster, impl, "rc") as (p, topic, lane):
         route = lane.routes[topic]
         gen = p._core.session.route_gen
         assert route.gen == gen and route.legs[0].part.partition_id == 0
@@ -129,12 +138,7 @@ def test_partition_change_between_two_sends_uses_the_new_route(cluster: Any, imp
 def test_route_cache_rebuilds_when_a_channel_was_dropped(cluster: Any, impl: Any) -> None:
     """A channel the general route dropped (closed) is never written to by a cached route: the
     route is rebuilt with the thread's new channel."""
-    topic = f"drop_{impl.implementation}"
-    cluster.create_topic(topic, partitions=1)
-    with tubemq.Producer(cluster.master_address, **FAST) as p:
-        p.send(topic, b"warm-up")
-        p.send(topic, b"one")
-        lane = p._bridge._lane()
+    with _cached_route(cluster, impl, "drop") as (p, topic, lane):
         (channel,) = lane.channels.values()
         p._bridge._drop(lane, channel)
         assert channel.closed
