@@ -50,7 +50,8 @@ def test_three_brokers_in_one_process(tmp_path: Path) -> None:
                 if sum(got.values()) == 120:
                     break
             detail = cluster._call(master.group_detail, "g")
-        assert got == Counter({4: 40, 5: 40, 6: 40})
+        # every message sent is consumed once (compared per broker with where the sends were stored)
+        assert got == Counter(r.broker_id for r in results) and set(got) == {4, 5, 6}
         brokers = {p["brokerAddr"].split(":")[0] for p in detail["data"][0]["parInfo"]}
         assert brokers == {"4", "5", "6"}
 

@@ -148,3 +148,21 @@ def test_route_cache_rebuilds_when_a_channel_was_dropped(cluster: Any, impl: Any
         (again,) = lane.channels.values()
         assert again is not channel and lane.routes[topic].legs[0].channel is again
     assert r.message_id > 0
+
+
+def test_a_rebuilt_route_goes_on_with_the_round_robin(cluster: Any, impl: Any) -> None:
+    """A route rebuilt for the same partitions (here: its channel was dropped) continues the
+    thread's round-robin where the old route stopped: the sends stay spread evenly."""
+    topic = f"rr_{impl.implementation}"
+    cluster.create_topic(topic, partitions=3)
+    with tubemq.Producer(cluster.master_address, **FAST) as p:
+        p.send(topic, b"warm-up")
+        lane = p._bridge._lane()
+        ids = [p.send(topic, b"a%d" % i).partition.partition_id for i in range(4)]
+        old = lane.routes[topic]
+        for channel in list(lane.channels.values()):
+            p._bridge._drop(lane, channel)
+        ids += [p.send(topic, b"b%d" % i).partition.partition_id for i in range(8)]
+        assert lane.routes[topic] is not old
+    # consecutive sends take the partitions in turn across the rebuild: every window of 3 holds all 3
+    assert all(len(set(ids[i:i + 3])) == 3 for i in range(len(ids) - 2)), ids

@@ -78,7 +78,7 @@ cdef class PlainRoute:
     cdef readonly tuple legs
     cdef readonly Py_ssize_t max_size
     cdef Py_ssize_t n
-    cdef Py_ssize_t rr
+    cdef readonly Py_ssize_t rr  # the leg the last send took (a rebuilt route goes on from it)
 
     def __init__(self, str topic, gen, legs, Py_ssize_t max_size, Py_ssize_t start):
         self.topic = topic

@@ -228,9 +228,12 @@ class ProducerBridge:
             if channel is None:
                 return None
             legs.append(_plain.Leg(part, channel))
-        route = _plain.PlainRoute(name, gen, legs, session.topic_max_sizes.get(name, session.max_msg_size),
-                                  random.randrange(1 << 30))
         routes = lane.routes
+        previous = routes.get(topic)
+        # a rebuilt route goes on where the one it replaces stopped (the round-robin stays even);
+        # a thread's first route starts anywhere (threads do not all begin on one partition)
+        start = previous.rr if previous is not None else random.randrange(1 << 30)
+        route = _plain.PlainRoute(name, gen, legs, session.topic_max_sizes.get(name, session.max_msg_size), start)
         if len(routes) >= _MAX_ROUTES:
             routes.clear()
         routes[topic] = route
