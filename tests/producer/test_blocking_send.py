@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 import tubemq
+from tubemq._bridge import _plain_py
+from tubemq._bridge import producer as bridge_producer
 from tubemq._bridge.channel import BlockingChannel
 from tubemq.errors import ClientClosedError, TubeMQError
 
@@ -336,3 +338,22 @@ def test_send_from_a_callback_on_the_loop_thread_is_refused(cluster: Any) -> Non
         direct = p._bridge.round_trips
     assert len(seen) == 2 and all(isinstance(e, TubeMQError) and "event-loop thread" in str(e) for e in seen)
     assert direct == before  # nothing went out from the loop thread
+
+
+def test_a_thread_given_the_dead_loop_threads_ident_is_not_taken_for_it(cluster: Any, monkeypatch: Any) -> None:
+    """Thread idents are reused: after close, a thread (an executor's, say) may get the ident of the
+    producer's ended loop thread. Its send must get ClientClosedError, not the loop-thread refusal;
+    and while open, a thread with that ident that is not the loop thread sends normally. (The twin's
+    plain sender, whose copy of the ident a test can set, stands for both.)"""
+    monkeypatch.setattr(bridge_producer, "_plain", _plain_py)
+    cluster.create_topic("reuse", partitions=1)
+    p = tubemq.Producer(cluster.master_address, heartbeat_period_ms=300)
+    try:
+        p.send("reuse", b"warm-up")
+        # as if this thread had been given the loop thread's ident
+        p._bridge._loop_ident = p._bridge.plain.loop_ident = threading.get_ident()
+        assert p.send("reuse", b"open").message_id > 0
+    finally:
+        p.close()
+    with pytest.raises(ClientClosedError):
+        p.send("reuse", b"late")

@@ -15,6 +15,7 @@ import tubemq.aio
 from tubemq import codec
 from tubemq.errors import ClientClosedError, TubeMQTimeoutError
 from tubemq.producer.buffer import SendBuffer
+from tubemq.producer.router import Router
 
 
 def test_the_asyncio_producer_has_no_thread_entry_points() -> None:
@@ -114,7 +115,7 @@ def test_a_threads_route_cache_is_bounded() -> None:
     lane = bridge_producer._Lane()
     parts = [codec.Partition(1, "127.0.0.1", 1, "t", 0)]
     session = SimpleNamespace(route_gen=0, partitions={}, topics={}, topic_max_sizes={}, max_msg_size=1024)
-    core = SimpleNamespace(session=session, closed=False, _external_ok=True)
+    core = SimpleNamespace(session=session, closed=False, _external_ok=True, router=Router())
     bridge: Any = SimpleNamespace(core=core, _channel_for=lambda lane, part, now: _FakeChannel())
     for i in range(bridge_producer._MAX_ROUTES * 3 + 7):
         topic = f"t{i}"

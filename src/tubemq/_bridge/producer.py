@@ -26,7 +26,6 @@ from __future__ import annotations
 import collections
 import logging
 import os
-import random
 import threading
 import time
 import weakref
@@ -97,6 +96,7 @@ class ProducerBridge:
         self._wire = 0  # jobs of this bridge accepted by the loop and not finished
         self._channels: weakref.WeakSet[BlockingChannel] = weakref.WeakSet()
         self._aborted = False
+        self._loop_thread = lt.thread
         self._loop_ident = lt.thread.ident
         c = client.config
         self._connect_timeout = c.connect_timeout_ms / 1000.0
@@ -136,7 +136,7 @@ class ProducerBridge:
         job.fut = fut
         buffer = self.buffer
         if not buffer.try_take():
-            buffer.take(_get_ident() == self._loop_ident)
+            buffer.take(self._on_loop_thread())
         lane = job.lane = self._lane()
         lane.submitted += 1
         self._submit(job)
@@ -230,9 +230,9 @@ class ProducerBridge:
             legs.append(_plain.Leg(part, channel))
         routes = lane.routes
         previous = routes.get(topic)
-        # a rebuilt route goes on where the one it replaces stopped (the round-robin stays even);
-        # a thread's first route starts anywhere (threads do not all begin on one partition)
-        start = previous.rr if previous is not None else random.randrange(1 << 30)
+        # a rebuilt route goes on where the one it replaces stopped, a thread's first route where the
+        # topic's shared round-robin is (each thread one step further): the spread stays even
+        start = previous.rr if previous is not None else core.router.start_for(name)
         route = _plain.PlainRoute(name, gen, legs, session.topic_max_sizes.get(name, session.max_msg_size), start)
         if len(routes) >= _MAX_ROUTES:
             routes.clear()
@@ -285,10 +285,15 @@ class ProducerBridge:
         self.core.end_external(n, None, now, True, 1, 0)
         self.buffer.release()
 
+    def _on_loop_thread(self) -> bool:
+        """True on this client's event-loop thread. The ident alone is not enough: a thread started
+        after the loop thread ended (a closed producer) may be given the same ident."""
+        return _get_ident() == self._loop_ident and threading.current_thread() is self._loop_thread
+
     def send(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None, stream_id: str | None,
              msg_time: Any, key: Any, timeout: float | None) -> SendResult:
         core = self.core
-        if _get_ident() == self._loop_ident:
+        if self._on_loop_thread():
             raise TubeMQError("Producer.send() would block the client's own event-loop thread (called from "
                               "a callback?): use send_async() there")
         if core.closed:

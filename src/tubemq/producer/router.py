@@ -54,6 +54,16 @@ class Router:
         # the same partition (a lost step), which changes the spread, never the correctness
         self._counters: dict[str, int] = {}
 
+    def start_for(self, topic: str) -> int:
+        """Where a blocking thread's own round-robin over ``topic`` starts (its first send takes the
+        next partition): the topic's shared counter, moved one step on so that the next thread, or
+        the loop's next send, takes the partition after it."""
+        n = self._counters.get(topic)
+        if n is None:
+            n = random.randrange(1 << 30)
+        self._counters[topic] = n + 1
+        return n
+
     def choose(
         self,
         topic: str,
