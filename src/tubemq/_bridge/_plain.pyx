@@ -96,7 +96,7 @@ cdef class PlainSender:
 
     ``bridge`` provides: ``core``, ``buffer``, ``_local`` (the threads' lanes), ``_loop_ident``,
     ``_rpc_timeout``, and the Python steps ``_plain_route(lane, topic)`` (build a route),
-    ``_fresh_channel(lane, part, now)`` (an idle channel checked or replaced) and
+    ``_channel_for(lane, part, now)`` (an idle channel checked or replaced) and
     ``_resume_plain(...)`` (what follows a write that did not end in a stored answer).
     """
     cdef object core
@@ -138,7 +138,7 @@ cdef class PlainSender:
         self.lock_acquire = lock.acquire
         self.lock_release = lock.release
         self.build_route = bridge._plain_route
-        self.fresh_channel = bridge._fresh_channel
+        self.fresh_channel = bridge._channel_for
         self.resume = bridge._resume_plain
         self.abandon = bridge._abandon_plain
         self.key_index = key_index

@@ -78,7 +78,7 @@ class PlainSender:
             raise ValueError("the send buffer and the producer core must share one lock")
         self.lock = lock
         self.build_route = bridge._plain_route
-        self.fresh_channel = bridge._fresh_channel
+        self.fresh_channel = bridge._channel_for
         self.resume = bridge._resume_plain
         self.abandon = bridge._abandon_plain
         self.key_index = key_index

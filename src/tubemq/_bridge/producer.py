@@ -239,11 +239,6 @@ class ProducerBridge:
         routes[topic] = route
         return route
 
-    def _fresh_channel(self, lane: _Lane, part: Any, now: float) -> BlockingChannel | None:
-        """An idle channel checked (and replaced when its peer closed it) before the compiled send
-        writes to it."""
-        return self._channel_for(lane, part, now)
-
     def _resume_plain(self, lane: _Lane, part: Any, channel: BlockingChannel, name: str, data: bytes, key: Any,
                       now: float, payload: bytes | None, error: BaseException | None,
                       unsent: bool) -> SendResult | None:
