@@ -37,7 +37,7 @@ LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
                   "tubemq._extras")),
     (2, "protocol", ("tubemq.protocol",)),
     (3, "net", ("tubemq.net",)),
-    (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq._bridge", "tubemq.admin",
+    (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq._bridge", "tubemq.sync", "tubemq.admin",
                    "tubemq.config")),
     (4, "server", ("tubemq.server",)),
     (5, "public", ("tubemq", "tubemq.aio", "tubemq.otel")),

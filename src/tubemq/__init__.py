@@ -20,11 +20,12 @@ if TYPE_CHECKING:
     from .config import ClientConfig, ConsumerConfig, ProducerConfig
     from .consumer import Batch, BoundConsumer, Consumer
     from .errors import TubeMQError
-    from .producer import Producer, SendResult
+    from .sync.producer import Producer
+    from .types import SendResult
 
 _LAZY = {
-    "Producer": "tubemq.producer",
-    "SendResult": "tubemq.producer",
+    "Producer": "tubemq.sync.producer",
+    "SendResult": "tubemq.types",
     "ProducerConfig": "tubemq.config",
     "ConsumerConfig": "tubemq.config",
     "ClientConfig": "tubemq.config",

@@ -25,13 +25,11 @@ class SendBuffer:
     __slots__ = ("_cond", "_lock", "_task_waiters", "_thread_waiters", "_used", "block_s", "closed", "loop",
                  "max_pending")
 
-    def __init__(self, max_pending: int, block_s: float, lock: threading.Lock | None = None) -> None:
-        """``lock``: the lock to count under; the producer passes its core's, so that a blocking send
-        takes its slot and its in-flight count in one lock round (tubemq._bridge._plain)."""
+    def __init__(self, max_pending: int, block_s: float) -> None:
         self.max_pending = max_pending
         self.block_s = block_s
         self.loop: asyncio.AbstractEventLoop | None = None  # the producer's loop, set when it starts
-        self._lock = threading.Lock() if lock is None else lock
+        self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._used = 0
         self._thread_waiters = 0

@@ -1,0 +1,1 @@
+"""The blocking clients (``tubemq.Producer``, ...): facades over the asyncio clients, above the bridge."""
