@@ -426,7 +426,7 @@ class ProducerBridge:
     @property
     def round_trips(self) -> int:
         """Messages acknowledged through a round trip on a caller's thread (tests, debugging)."""
-        return self.engine.counts.direct
+        return self.engine.buffer.direct
 
 
 __all__ = ["ProducerBridge"]

@@ -49,7 +49,7 @@ from .buffer import SendBuffer
 from .message import Job, with_context
 from .quality import BrokerQuality
 from .router import Router
-from .stats import SendCounts, register_metrics
+from .stats import register_metrics
 
 log = logging.getLogger("tubemq.producer.engine")
 
@@ -112,12 +112,11 @@ class ProducerEngine:
         #: a caller's thread may do a send's round trip itself (no TLS, no user partitioner: loop business)
         self.direct_ok = not config.tls and not callable(self.router.partitioner)
         self.closed = False
-        self.counts = SendCounts()
         self._latency = metrics.histogram("producer.send_latency")
         self._sides: list[SideDriver] = []
         self._loop_in_flight: Callable[[], int] = lambda: 0
         self._loop_backlog: Callable[[], int] = lambda: 0
-        self.health = register_metrics(metrics, self.counts, session, self.quality, self._gauges, self._io)
+        self.health = register_metrics(metrics, self.buffer, session, self.quality, self._gauges, self._io)
 
     # ------------------------------------------------------------------ drivers and figures
 
@@ -241,13 +240,7 @@ class ProducerEngine:
 
     def written(self, job: Job) -> None:
         """One attempt of ``job`` went out (the first counts as sent, later ones as resends)."""
-        counts = self.counts
-        with counts.lock:
-            if job.attempt:
-                counts.retried += 1
-            else:
-                counts.sent += 1
-                counts.bytes_sent += job.size
+        self.buffer.written(job.attempt > 0, job.size)
 
     # ------------------------------------------------------------------ judging an answer
 
@@ -312,18 +305,9 @@ class ProducerEngine:
         if job.finished:
             return
         job.finished = True
-        counts = self.counts
-        with counts.lock:
-            if result is not None:
-                n = counts.acknowledged = counts.acknowledged + 1
-                if direct:
-                    counts.direct += 1
-            else:
-                n = 0
-                counts.failed += 1
+        n = self.buffer.release(result is not None, direct)
         if n & 7 == 1 and job.t0:  # send latency of one acknowledged message in 8, the first included
             self._latency.observe(_monotonic() - job.t0)
-        self.buffer.release()
         done = job.done
         if done is not None:
             try:
@@ -335,15 +319,8 @@ class ProducerEngine:
         """A plain message admitted with :meth:`admit_now` was written once and stored (the compiled
         blocking send, which builds no :class:`Job`)."""
         self.quality.success(broker_id)
-        counts = self.counts
-        with counts.lock:
-            counts.sent += 1
-            counts.bytes_sent += size
-            n = counts.acknowledged = counts.acknowledged + 1
-            counts.direct += 1
-        if n & 7 == 1:
+        if self.buffer.release(True, True, size) & 7 == 1:
             self._latency.observe(_monotonic() - t0)
-        self.buffer.release()
 
     def plain_job(self, topic: str, data: bytes, key: Any, part: codec.Partition, t0: float,
                   written: bool) -> Job:

@@ -7,34 +7,20 @@ the engine builds on it and not the other way round.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from ..metrics import Metrics
 from ..net.health import SessionHealth
+from .buffer import SendBuffer
 from .quality import BrokerQuality
 
 
-class SendCounts:
-    """The producer's message counters, changed under :attr:`lock` by every driver's thread."""
-
-    __slots__ = ("acknowledged", "bytes_sent", "direct", "failed", "lock", "retried", "sent")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.sent = 0  # messages written to a broker (first attempt)
-        self.retried = 0  # resends written after a retryable refusal
-        self.bytes_sent = 0  # body + attribute bytes of the messages sent (first attempts)
-        self.acknowledged = 0
-        self.failed = 0
-        self.direct = 0  # of the acknowledged: sent by a caller's thread itself (no event loop involved)
-
-
-def register_metrics(m: Metrics, counts: SendCounts, session: Any, quality: BrokerQuality,
+def register_metrics(m: Metrics, counts: SendBuffer, session: Any, quality: BrokerQuality,
                      gauges: Callable[[], tuple[int, int, int]],
                      io: Callable[[str], dict[str, int]]) -> SessionHealth:
-    """Register the producer's counters and gauges on ``m``; returns its health sections.
+    """Register the producer's counters (kept by the send buffer, ``counts``) and gauges on ``m``;
+    returns its health sections.
 
     ``gauges()``: (outstanding, in flight, backlog); ``io(address)``: wire bytes of connections
     outside the pool (the blocking senders' own)."""
@@ -73,4 +59,4 @@ def broker_extra(quality: BrokerQuality, broker_id: int) -> dict[str, Any]:
     }
 
 
-__all__ = ["SendCounts", "broker_addresses", "broker_extra", "register_metrics"]
+__all__ = ["broker_addresses", "broker_extra", "register_metrics"]
