@@ -76,7 +76,8 @@ class Producer(Facade[aio.Producer]):
         The round trip runs on this thread (its own connection to the broker, no event-loop hand-off)
         unless this thread still has ``send_async`` messages outstanding, which it must not overtake,
         or the message needs waiting (first publish, a broker being reconnected), which the loop does.
-        ``timeout`` (s) bounds the whole call; default: every attempt's timeout and backoff.
+        ``timeout`` (s): the message's deadline (default ``rpc_timeout_ms``), from the moment it took its
+        place in the send buffer: every wait, the answer and any resend fit inside it.
         """
         if attributes is None and stream_id is None and msg_time is None and timeout is None:
             result = self._plain(topic, data, key)  # the common case in one call (None: not that case)
