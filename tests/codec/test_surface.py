@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 import tubemq.codec as codec
-from tubemq import _codec_py
+from tubemq.codec import python as _codec_py
 from tubemq.server import wire
 
 SRC = pathlib.Path(__file__).resolve().parents[2] / "src"

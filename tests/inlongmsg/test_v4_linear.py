@@ -15,7 +15,7 @@ from types import ModuleType
 
 import pytest
 
-from tubemq import _inlong_v4 as v4
+from tubemq.codec import _inlong_v4 as v4
 from tubemq import inlongmsg
 from tubemq.errors import InLongMsgError
 
