@@ -313,7 +313,7 @@ def test_checker_sees_function_level_cycles_and_climbs(tmp_path: Path) -> None:
         "producer/core.py": "from ..net import pool\nfrom .. import errors\n",
         "errors.py": "",
         "server/__init__.py": "",
-        "server/broker.py": "def f():\n    from tubemq.producer import core\n",
+        "server/broker/__init__.py": "def f():\n    from tubemq.producer import core\n",
         "codec/compiled.pyx": 'from .python import (\n    A,\n    B,\n)\ninclude "_codec_x.pxi"\n',
         "codec/_codec_x.pxi": "def g():\n    from ..inlongmsg import decode\n",
         "codec/python.py": "",

@@ -547,7 +547,7 @@ CAP_ERR_PRELOAD: list[tuple[int, int]] = (
 )
 
 #: The real broker keeps fresh messages in a memory cache and its flush timer (memCacheFlushIntvl
-#: 20 s) moves them into the files, where reads behave differently (server/broker.py,
+#: 20 s) moves them into the files, where reads behave differently (server/broker/__init__.py,
 #: ``_read``). The replay runs with that timer off (``cache_flush_interval_ms`` 1 h) and flushes the caches
 #: where the capture timeline shows the real timer had run: file -> topics flushed before it starts.
 TIMER_FLUSHES: dict[str, tuple[str, ...]] = {

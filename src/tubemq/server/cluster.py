@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 from .._tasks import cancel_and_wait
 from ..errors import ConfigError, ServerBindError
-from . import offset_history
+from .admin import offset_history
 from .admin import AdminApi, AdminServer
-from .admin_offsets import BrokerWebApi
+from .admin.offsets import BrokerWebApi
 from .broker import Broker
 from .config import ServerConfig
 from .endpoints import Endpoints, publish, withdraw
@@ -29,7 +29,7 @@ from .registration import METHOD as REGISTRATION_METHOD
 from .registration import STATUS_METHOD, BrokerRegistrar, BrokerTable
 from .replication import POKE_METHOD, SYNC_METHOD, MasterReplication, ReplicatedAdminApi
 from .rpc import RpcServer, frame_limit_for, rpc_options
-from .store_manager import StoreManager
+from .storage.manager import StoreManager
 
 log = logging.getLogger("tubemq.server.cluster")
 

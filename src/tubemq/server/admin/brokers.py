@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .admin_params import ERR_BAD_REQUEST, _AdminError, _param
+from .params import ERR_BAD_REQUEST, _AdminError, _param
 
 log = logging.getLogger("tubemq.server.admin")
 

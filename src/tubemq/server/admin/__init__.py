@@ -28,7 +28,7 @@ from tubemq.codec import DEFAULT_MAX_PARTITIONS
 from tubemq.errors import ConfigError
 from tubemq.protocol.constants import DEFAULT_MAX_MSG_SIZE
 
-from .admin_brokers import (
+from .brokers import (
     _PUB_SUB,
     DEFAULT_BROKER_PORT,
     DEFAULT_BROKER_TLS_PORT,
@@ -45,8 +45,8 @@ from .admin_brokers import (
     _manage_status,
     _topic_result,
 )
-from .admin_http import AdminServer
-from .admin_params import (
+from .server import AdminServer
+from .params import (
     ERR_BAD_REQUEST,
     ERR_UNAUTHORIZED,
     MB,
@@ -60,9 +60,9 @@ from .admin_params import (
     _param,
     _topic_names,
 )
-from .admin_topics import modify_topic_info
-from .config import ServerConfig
-from .meta import MetaStore, TopicConf
+from .topics import modify_topic_info
+from ..config import ServerConfig
+from ..meta import MetaStore, TopicConf
 
 __all__ = ["AdminApi", "AdminServer", "BrokerConfs"]
 

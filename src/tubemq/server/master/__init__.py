@@ -1,8 +1,8 @@
 """The embedded master's RPC handlers: producer/consumer sessions, server-side balancing, client-balance meta.
 
-Laid out like nsqd: the handlers live here, the group/session state and its rules in ``groups.py``,
-the cluster's shape (brokers, deployments, brokerInfos/topicInfos) in ``topology.py``, the balancing
-logic in ``balancer.py``, the admin JSON views in ``master_views.py``.
+Laid out like nsqd: the handlers live here, the group/session state and its rules in ``master/groups.py``,
+the cluster's shape (brokers, deployments, brokerInfos/topicInfos) in ``master/topology.py``, the balancing
+logic in ``master/balancer.py``, the admin JSON views in ``master/views.py``.
 
 Handlers answer like the real ``TMaster`` (captures s1, s2, s3, s5, s6b win over docs/PROTOCOL.md):
 
@@ -43,8 +43,8 @@ from tubemq.protocol.constants import (
     Method,
 )
 
-from .._tasks import cancel_and_wait
-from . import master_views
+from ..._tasks import cancel_and_wait
+from . import views as master_views
 from .groups import (
     CONSUME_BOUND,
     CONSUME_CLIENT_REB,
@@ -58,8 +58,8 @@ from .groups import (
     check_string,
     parse_conditions,
 )
-from .master_base import MAX_META_FORCE_UPDATE_MS, OK_MSG, MasterBase, _now_ms, _rejected, _reported_sub_ids
-from .rpc import Handler, RpcContext
+from .base import MAX_META_FORCE_UPDATE_MS, OK_MSG, MasterBase, _now_ms, _rejected, _reported_sub_ids
+from ..rpc import Handler, RpcContext
 
 log = logging.getLogger("tubemq.server.master")
 

@@ -16,15 +16,15 @@ import time
 import zlib
 from typing import Any
 
-from .. import codec
-from .._tasks import wait_for
-from ..protocol import broker_pb
-from ..protocol import constants as C
-from ..protocol.constants import ErrorCode as E
-from .broker_base import _JAVA_WS, BrokerBase, _partition_missing, _refusal, _text, _topic_missing
-from .rpc import RpcContext
-from .storage import encode_record, mem_cache_bytes
-from .store_manager import StoreManager
+from ... import codec
+from ..._tasks import wait_for
+from ...protocol import broker_pb
+from ...protocol import constants as C
+from ...protocol.constants import ErrorCode as E
+from .base import _JAVA_WS, BrokerBase, _partition_missing, _refusal, _text, _topic_missing
+from ..rpc import RpcContext
+from ..storage import encode_record, mem_cache_bytes
+from ..storage.manager import StoreManager
 
 log = logging.getLogger("tubemq.server.broker")
 

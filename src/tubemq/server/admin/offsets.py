@@ -9,7 +9,7 @@ the servlet's JSON (``dataSet``/``subInfo``/``offsets`` of ``GroupOffsetInfo``; 
 ``admin_query_offset_by_time`` is this server's own call (no real broker has it): the first index
 offset appended at or after a time, per partition, over the store's append times.
 ``admin_set_offset_by_time`` is the real one: the group back to its own offsets recorded at a time
-(:mod:`tubemq.server.offset_history`).
+(:mod:`tubemq.server.admin.offset_history`).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .admin_params import ERR_BAD_REQUEST, Handler, _AdminError, _bool_param, _int_param, _param
+from .params import ERR_BAD_REQUEST, Handler, _AdminError, _bool_param, _int_param, _param
 from .offset_history import OffsetHistory
 
 if TYPE_CHECKING:
-    from .broker import Broker
-    from .cluster import BrokerNode
-    from .meta import TopicConf
-    from .storage import MessageStore
+    from ..broker import Broker
+    from ..cluster import BrokerNode
+    from ..meta import TopicConf
+    from ..storage import MessageStore
 
 #: TBaseConstants.META_VALUE_UNDEFINED: what the real servlet answers for a value it does not have.
 UNDEFINED = -2

@@ -1,6 +1,6 @@
 """The broker store's on-disk format: records, index entries, segment files and their recovery after a
 crash, and the writer every write and fsync goes through (docs/PROTOCOL.md §4.9, §4.10; the store
-itself is ``storage.py``)."""
+itself is ``storage/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 from google.protobuf.message import DecodeError as PbDecodeError
 
-from .. import codec
-from ..protocol import broker_pb
-from ..protocol import constants as C
-from . import wire
+from ... import codec
+from ...protocol import broker_pb
+from ...protocol import constants as C
+from .. import wire
 
 log = logging.getLogger("tubemq.server.storage")
 

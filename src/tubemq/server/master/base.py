@@ -1,4 +1,4 @@
-"""State and request helpers shared by the master's RPC handlers (``Master`` in ``master.py``).
+"""State and request helpers shared by the master's RPC handlers (``Master`` in ``master/__init__.py``).
 
 Holds the master's collaborators (auth, tokens, groups, topology) and the checks and answer
 fields every producer/consumer handler shares, so the handlers module reads as the RPC list.
@@ -26,9 +26,9 @@ from tubemq.protocol.constants import (
     ErrorCode,
 )
 
-from .auth import AuthResult, MasterAuthenticator, VisitTokenManager
+from ..auth import AuthResult, MasterAuthenticator, VisitTokenManager
 from .balancer import ServerBalancer
-from .config import ServerConfig
+from ..config import ServerConfig
 from .groups import (
     BadParam,
     ConsumerInfo,
@@ -38,8 +38,8 @@ from .groups import (
     check_string,
     java_set,
 )
-from .meta import BrokerEntry, MetaStore
-from .rpc import RpcContext, RpcException
+from ..meta import BrokerEntry, MetaStore
+from ..rpc import RpcContext, RpcException
 from .topology import Topology
 
 log = logging.getLogger("tubemq.server.master")

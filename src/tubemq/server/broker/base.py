@@ -1,6 +1,6 @@
 """What the broker's handler families share: state, the opening checks, texts and helpers.
 
-The broker is one object (``server/broker.py``) assembled from handler families, one module each,
+The broker is one object (``server/broker/__init__.py``) assembled from handler families, one module each,
 like the master's: sends (``broker_send``), consumer register/heartbeat (``broker_sessions``),
 getMessage/commit (``broker_fetch``) and the admin views (``broker_views``). They all build on
 ``BrokerBase``: the state every family reads (registrations, offsets, stores) and the checks every
@@ -16,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..protocol import constants as C
-from ..protocol.constants import ErrorCode as E
-from .config import ServerConfig
-from .meta import MetaStore, TopicConf
+from ...protocol import constants as C
+from ...protocol.constants import ErrorCode as E
+from ..config import ServerConfig
+from ..meta import MetaStore, TopicConf
 from .offsets import OffsetStore
-from .rpc import RpcContext
-from .storage import MessageStore, WriteBatch
-from .store_manager import StoreManager
+from ..rpc import RpcContext
+from ..storage import MessageStore, WriteBatch
+from ..storage.manager import StoreManager
 
 # Java String.trim() removes every char <= ' '.
 _JAVA_WS = "".join(chr(i) for i in range(33))

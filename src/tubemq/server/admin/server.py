@@ -10,12 +10,12 @@ import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
-from .._tasks import wait_for
-from .admin_params import ERR_BAD_REQUEST, ERR_NOT_FOUND, ERR_UNAUTHORIZED, _AdminError, _fail, _json_params
-from .auth import FailureThrottle
+from ..._tasks import wait_for
+from .params import ERR_BAD_REQUEST, ERR_NOT_FOUND, ERR_UNAUTHORIZED, _AdminError, _fail, _json_params
+from ..auth import FailureThrottle
 
 if TYPE_CHECKING:
-    from .admin import AdminApi
+    from . import AdminApi
 
 log = logging.getLogger("tubemq.server.admin")
 

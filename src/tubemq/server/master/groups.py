@@ -1,6 +1,6 @@
 """The master's group and session state: who is registered, which group they form, and the rules
 that decide whether a new member fits its group (``ConsumerInfoHolder``/``ConsumeGroupInfo`` of the real
-master). No protobuf and no sockets here: the RPC handlers (``master.py``) parse requests, call into
+master). No protobuf and no sockets here: the RPC handlers (``master/__init__.py``) parse requests, call into
 this module, and turn a :class:`BadParam` into the answer's errCode/errMsg.
 """
 

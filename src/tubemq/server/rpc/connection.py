@@ -14,14 +14,14 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
-from .. import codec
-from ..errors import FrameError
-from .rpc_wire import _has_zero_list_header
+from ... import codec
+from ...errors import FrameError
+from .envelope import _has_zero_list_header
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-    from .rpc import HandlerResult, RpcContext, RpcServer
+    from . import HandlerResult, RpcContext, RpcServer
 
 log = logging.getLogger("tubemq.server.rpc")
 

@@ -2,8 +2,8 @@
 
 Parses the RpcConnHeader/RequestHeader/RequestBody envelope (docs/PROTOCOL.md §1, §2) and the
 request bodies, and produces the texts protobuf-java (3.19) and the real server's PbEnDecoder give
-for malformed input (captures s6a/b/d). No sockets here: ``server/rpc.py`` and
-``server/rpc_connection.py`` carry the bytes.
+for malformed input (captures s6a/b/d). No sockets here: ``server/rpc/__init__.py`` and
+``server/rpc/connection.py`` carry the bytes.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError as PbDecodeError
 from google.protobuf.message import Message
 
-from .. import codec
-from ..protocol import broker_pb, master_pb
-from ..protocol import constants as C
-from . import wire
+from ... import codec
+from ...protocol import broker_pb, master_pb
+from ...protocol import constants as C
+from .. import wire
 
 #: method id -> request protobuf class (PbEnDecoder.pbDecode, §2.3). Methods 7-9 (broker -> master) have
 #: no message types in our .proto files, so like 11/12/14/19 they decode as "Unsupported method ID".
@@ -184,7 +184,7 @@ _ENVELOPE = (
 
 def _slow_envelope(payload: bytes) -> tuple[int, int, int, int | None, bytes]:
     """Envelope parse with Java's failure texts: (service_type, protocol_ver, method, timeout, body)."""
-    from ..protocol import rpc_pb
+    from ...protocol import rpc_pb
 
     types = (rpc_pb.RpcConnHeader, rpc_pb.RequestHeader, rpc_pb.RequestBody)
     pos = 0

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .broker import Broker
-    from .cluster import BrokerNode
+    from ..broker import Broker
+    from ..cluster import BrokerNode
 
-log = logging.getLogger("tubemq.server.offset_history")
+log = logging.getLogger("tubemq.server.admin.offset_history")
 
 #: TServerConstants.CFG_DEFAULT_GROUP_OFFSET_SCAN_DUR (tests lower it before starting a server).
 HISTORY_INTERVAL_MS = 60_000

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from tubemq.codec import DEFAULT_MAX_PARTITIONS
 from tubemq.errors import ConfigError
 
-from .admin_brokers import ERR_NOT_EXIST
-from .admin_params import (
+from .brokers import ERR_NOT_EXIST
+from .params import (
     ERR_BAD_REQUEST,
     _AdminError,
     _bool_param,
@@ -33,7 +33,7 @@ from .admin_params import (
 )
 
 if TYPE_CHECKING:
-    from .meta import MetaStore, TopicConf
+    from ..meta import MetaStore, TopicConf
 
 __all__ = ["modify_topic_info"]
 

@@ -7,8 +7,8 @@ import shutil
 import time
 from pathlib import Path
 
-from .storage import MessageStore
-from .store_format import DiskWriter
+from . import MessageStore
+from .disk import DiskWriter
 
 log = logging.getLogger("tubemq.server.storage")
 

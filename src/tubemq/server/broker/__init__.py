@@ -27,14 +27,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .._tasks import cancel_and_wait
-from ..protocol import constants as C
-from .broker_base import FaultRecord, _int32
-from .broker_fetch import FetchHandlers
-from .broker_send import SendHandlers, _write_failed
-from .broker_sessions import SessionHandlers
-from .broker_views import BrokerViews
-from .rpc import RpcContext
+from ..._tasks import cancel_and_wait
+from ...protocol import constants as C
+from .base import FaultRecord, _int32
+from .fetch import FetchHandlers
+from .send import SendHandlers, _write_failed
+from .sessions import SessionHandlers
+from .views import BrokerViews
+from ..rpc import RpcContext
 
 log = logging.getLogger("tubemq.server.broker")
 

@@ -22,13 +22,13 @@ Why this layout:
 * Retention deletes whole non-active segments by age and/or total size; the min offset moves up.
 * The real broker keeps fresh messages in a memory cache (``MsgMemStore``) and moves them into its
   files when the cache is full or its flush timer fires (``cache_flush_interval_ms``, the real
-  memCacheFlushIntvl); reads behave differently on each side (see ``server/broker.py``). We always
+  memCacheFlushIntvl); reads behave differently on each side (see ``server/broker/__init__.py``). We always
   write the data at once and keep the cache *logically*:
   ``cache_start`` is the first index offset that is "still in memory". Capacity follows the real
   defaults (``memCacheMsgSizeInMB`` 2 -> 1 MiB, ``memCacheMsgCntInK`` 10 -> 5120 messages, raised to
   the topic's minimum cache size; sizes in the real broker's record units, 52 + data length).
 
-The record and index formats, the segment files and the ``DiskWriter`` are in ``store_format.py``.
+The record and index formats, the segment files and the ``DiskWriter`` are in ``storage/disk.py``.
 
 Index entry (big-endian, 28 bytes): partitionId i32, data offset i64 (global), record size i32,
 keyCode i32 (Java hashCode of msgType or -1), append time ms i64.
@@ -44,8 +44,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..protocol import constants as C
-from .store_format import (
+from ...protocol import constants as C
+from .disk import (
     ENTRY,
     INDEX_ENTRY,
     REAL_RECORD_HEADER,

@@ -10,11 +10,11 @@ import logging
 import time
 from typing import Any
 
-from .. import codec
-from ..protocol import broker_pb
-from ..protocol import constants as C
-from ..protocol.constants import ErrorCode as E
-from .broker_base import (
+from ... import codec
+from ...protocol import broker_pb
+from ...protocol import constants as C
+from ...protocol.constants import ErrorCode as E
+from .base import (
     _JAVA_WS,
     _OK,
     _STORE_UNAVAILABLE,
@@ -25,7 +25,7 @@ from .broker_base import (
     _Registration,
     _text,
 )
-from .rpc import RpcContext
+from ..rpc import RpcContext
 
 log = logging.getLogger("tubemq.server.broker")
 

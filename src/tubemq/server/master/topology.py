@@ -1,6 +1,6 @@
 """The master's view of the cluster's shape: which brokers exist and are online, which topics are
 deployed on which brokers, and the strings that describe them to clients (brokerInfos, topicInfos,
-client-balance topic meta, partitions). The RPC handlers in ``master.py`` answer from it; broker
+client-balance topic meta, partitions). The RPC handlers in ``master/__init__.py`` answer from it; broker
 processes (server/registration.py) and failure drills change it.
 """
 
@@ -19,7 +19,7 @@ from tubemq.protocol.constants import (
     SEGMENT_SEP,
 )
 
-from .meta import BrokerEntry, MetaStore, TopicConf
+from ..meta import BrokerEntry, MetaStore, TopicConf
 
 log = logging.getLogger("tubemq.server.master")
 

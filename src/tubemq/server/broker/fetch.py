@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..protocol import broker_pb
-from ..protocol import constants as C
-from ..protocol.constants import ErrorCode as E
-from ..server.meta import TopicConf
-from .broker_base import (
+from ...protocol import broker_pb
+from ...protocol import constants as C
+from ...protocol.constants import ErrorCode as E
+from ..meta import TopicConf
+from .base import (
     _OK,
     _STORE_UNAVAILABLE,
     BrokerBase,
@@ -28,8 +28,8 @@ from .broker_base import (
     _refusal,
     _Registration,
 )
-from .rpc import RpcContext
-from .storage import MessageStore
+from ..rpc import RpcContext
+from ..storage import MessageStore
 
 log = logging.getLogger("tubemq.server.broker")
 

@@ -19,8 +19,8 @@ Fidelity rules reproduced from the real Java server (captures win over the spec)
 * timeouts (§2.7): absent/0 => processed, never answered; negative or expired => dropped;
 * handler exceptions other than RpcException: ERROR InvocationTargetException with "" message.
 
-Layout: the envelope and body parsing with Java's error texts are in ``rpc_wire.py``; one client
-connection (decode, dispatch, bounds) in ``rpc_connection.py``; this module is the listener, the
+Layout: the envelope and body parsing with Java's error texts are in ``rpc/envelope.py``; one client
+connection (decode, dispatch, bounds) in ``rpc/connection.py``; this module is the listener, the
 request pipeline (``RpcServer.process``) and the handler contract (``RpcContext``, ``BatchEnd``).
 """
 
@@ -37,14 +37,14 @@ from typing import Any, Union
 
 from google.protobuf.message import Message
 
-from .. import codec
-from .._tasks import wait_for
-from ..protocol import constants as C
-from . import wire
-from .auth import FailureThrottle
-from .config import ServerConfig
-from .rpc_connection import _Connection
-from .rpc_wire import (
+from ... import codec
+from ..._tasks import wait_for
+from ...protocol import constants as C
+from .. import wire
+from ..auth import FailureThrottle
+from ..config import ServerConfig
+from .connection import _Connection
+from .envelope import (
     _FATAL_HANDLE,
     _FATAL_READ,
     BROKER_METHODS,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .broker_base import BrokerBase
+from .base import BrokerBase
 
 
 class BrokerViews(BrokerBase):
