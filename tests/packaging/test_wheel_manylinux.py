@@ -38,6 +38,12 @@ def test_manylinux_wheel_installs_and_runs(repaired_wheel: Path, tmp_path: Path)
         entry_points = z.read(eps).decode()
     assert "[pytest11]\ntubemq = tubemq.pytest_plugin" in entry_points, entry_points  # the pytest plugin
     assert not any(n.endswith(".c") for n in names), "the wheel carries generated C"
+    # Cython and C sources nothing imports stay in the sdist; the .pxd (for cimport) and the stubs ship
+    sources = [n for n in names if n.endswith((".pyx", ".pxi", ".c", ".h", ".html"))]
+    assert not sources, f"the wheel carries build sources: {sources}"
+    for needed in ("tubemq/codec/compiled.pxd", "tubemq/codec/compiled.pyi", "tubemq/codec/_inlongmsg.pyi",
+                   "tubemq/_bridge/_plain.pyi", "tubemq/protocol/RPC_pb2.pyi"):
+        assert needed in names, f"the wheel lacks {needed}"
     assert any(n.startswith("tubemq/codec/compiled.") and n.endswith(".so") for n in names), names
     assert "tubemq/py.typed" in names
 
