@@ -48,7 +48,6 @@ def decode_window(kind: str, n: int) -> None:
     from test_bench_codec import _get_message_body
 
     from tubemq.codec import compiled as _codec
-
     from tubemq.codec import python as _codec_py
 
     body = _get_message_body(600, kind == "attrs")

@@ -12,7 +12,6 @@ from types import ModuleType
 import pytest
 
 from tubemq import codec
-
 from tubemq.codec import python as _codec_py
 from tubemq.errors import DecodeError
 from tubemq.protocol import broker_pb, constants

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from tubemq import inlongmsg
-
 from tubemq.codec import _inlongmsg_py
 
 NO_EXT = os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from tubemq import inlongmsg
-
 from tubemq.codec import _inlongmsg_py
 from tubemq.errors import InLongMsgError
 

@@ -14,8 +14,8 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from ._text import java_hash
 from ..errors import InLongMsgError
+from ._text import java_hash
 
 #: BIN_MSG (v4 payload) layout: fixed overhead, msg_type low bits, snappy bits, trailing magic.
 BIN_MSG_OVERHEAD = 29

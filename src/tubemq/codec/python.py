@@ -14,6 +14,16 @@ rules come from :mod:`tubemq.codec._text`, one source with the compiled codec.
 
 from __future__ import annotations
 
+from ..protocol.constants import (
+    BEGIN_TOKEN,
+    DEFAULT_BROKER_PORT,
+    INDEX_ENTRY_SIZE,
+    MAX_BLOCK_SIZE,
+    MAX_LIST_SIZE,
+    META_STORE_INS_BASE,
+    TOKEN_MSG_TIME,
+    TOKEN_MSG_TYPE,
+)
 from ._text import encode_attributes, java_hash, put_system_header
 from ._twin.datatypes import (
     BrokerInfo,
@@ -63,16 +73,6 @@ from ._twin.send import (
     ip_to_int,
     java_parse_long,
     wrap_repeated,
-)
-from ..protocol.constants import (
-    BEGIN_TOKEN,
-    DEFAULT_BROKER_PORT,
-    INDEX_ENTRY_SIZE,
-    MAX_BLOCK_SIZE,
-    MAX_LIST_SIZE,
-    META_STORE_INS_BASE,
-    TOKEN_MSG_TIME,
-    TOKEN_MSG_TYPE,
 )
 
 implementation = "python"

@@ -17,8 +17,7 @@ from typing import Any, TypeVar
 
 from .._tasks import cancel_and_wait
 from ..errors import ConfigError, ServerBindError
-from .admin import offset_history
-from .admin import AdminApi, AdminServer
+from .admin import AdminApi, AdminServer, offset_history
 from .admin.offsets import BrokerWebApi
 from .broker import Broker
 from .config import ServerConfig
@@ -157,7 +156,7 @@ class EmbeddedServer:
         self.meta: MetaStore | None = None
         self.nodes: list[BrokerNode] = []
         self.master: Master | None = None
-        self.admin: AdminServer | None = None
+        self.admin: AdminServer[AdminApi] | None = None
         self.registrar: BrokerRegistrar | None = None
         #: a master's side of the active/standby pair (server/replication.py)
         self.replication: MasterReplication | None = None

@@ -6,8 +6,8 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from .._text import encode_attributes
 from ...errors import DecodeError
+from .._text import encode_attributes
 
 _I32 = struct.Struct(">i")
 

@@ -28,6 +28,8 @@ from tubemq.codec import DEFAULT_MAX_PARTITIONS
 from tubemq.errors import ConfigError
 from tubemq.protocol.constants import DEFAULT_MAX_MSG_SIZE
 
+from ..config import ServerConfig
+from ..meta import MetaStore, TopicConf
 from .brokers import (
     _PUB_SUB,
     DEFAULT_BROKER_PORT,
@@ -45,7 +47,6 @@ from .brokers import (
     _manage_status,
     _topic_result,
 )
-from .server import AdminServer
 from .params import (
     ERR_BAD_REQUEST,
     ERR_UNAUTHORIZED,
@@ -60,9 +61,8 @@ from .params import (
     _param,
     _topic_names,
 )
+from .server import AdminServer
 from .topics import modify_topic_info
-from ..config import ServerConfig
-from ..meta import MetaStore, TopicConf
 
 __all__ = ["AdminApi", "AdminServer", "BrokerConfs"]
 

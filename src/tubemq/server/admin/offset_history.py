@@ -17,13 +17,26 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..broker import Broker
-    from ..cluster import BrokerNode
+    from ..config import ServerConfig
 
-log = logging.getLogger("tubemq.server.admin.offset_history")
+log = logging.getLogger("tubemq.server.offset_history")
+
+
+class ServedBroker(Protocol):
+    """What the offset history and the broker web API read of a broker node (``cluster.BrokerNode``)."""
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def config(self) -> ServerConfig: ...
+
+    @property
+    def broker(self) -> Broker: ...
 
 #: TServerConstants.CFG_DEFAULT_GROUP_OFFSET_SCAN_DUR (tests lower it before starting a server).
 HISTORY_INTERVAL_MS = 60_000
@@ -122,7 +135,7 @@ class OffsetHistory:
         raise ValueError("Not found record in required search range")
 
 
-async def run(nodes: Callable[[], Sequence[BrokerNode]], histories: dict[int, OffsetHistory]) -> None:
+async def run(nodes: Callable[[], Sequence[ServedBroker]], histories: dict[int, OffsetHistory]) -> None:
     """Record every ``HISTORY_INTERVAL_MS`` for every broker of this process (until cancelled)."""
     while True:
         await asyncio.sleep(HISTORY_INTERVAL_MS / 1000.0)

@@ -19,12 +19,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .offset_history import OffsetHistory, ServedBroker
 from .params import ERR_BAD_REQUEST, Handler, _AdminError, _bool_param, _int_param, _param
-from .offset_history import OffsetHistory
 
 if TYPE_CHECKING:
     from ..broker import Broker
-    from ..cluster import BrokerNode
     from ..meta import TopicConf
     from ..storage import MessageStore
 
@@ -45,7 +44,7 @@ def _fail(message: str) -> _AdminError:
 class BrokerWebApi:
     """The embedded brokers' offset calls, registered into ``AdminApi.extra_methods``."""
 
-    def __init__(self, nodes: Callable[[], Sequence[BrokerNode]]) -> None:
+    def __init__(self, nodes: Callable[[], Sequence[ServedBroker]]) -> None:
         self._nodes = nodes
         #: broker id -> its offset history (recorded by offset_history.run, read by set_offset_by_time)
         self.histories: dict[int, OffsetHistory] = {}

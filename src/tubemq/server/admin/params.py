@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 ERR_BAD_REQUEST = 400
 ERR_UNAUTHORIZED = 401
@@ -13,6 +13,12 @@ MB = 1024 * 1024
 
 #: One admin API method: request parameters -> the JSON answer.
 Handler = Callable[[dict[str, str]], dict[str, Any]]
+
+
+class RequestHandler(Protocol):
+    """What the HTTP listener asks of the API behind it (``AdminApi``): one answer per request."""
+
+    def handle(self, params: dict[str, str]) -> dict[str, Any]: ...
 
 
 class _AdminError(Exception):

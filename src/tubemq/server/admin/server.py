@@ -8,14 +8,19 @@ import json
 import logging
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 from ..._tasks import wait_for
-from .params import ERR_BAD_REQUEST, ERR_NOT_FOUND, ERR_UNAUTHORIZED, _AdminError, _fail, _json_params
 from ..auth import FailureThrottle
-
-if TYPE_CHECKING:
-    from . import AdminApi
+from .params import (
+    ERR_BAD_REQUEST,
+    ERR_NOT_FOUND,
+    ERR_UNAUTHORIZED,
+    RequestHandler,
+    _AdminError,
+    _fail,
+    _json_params,
+)
 
 log = logging.getLogger("tubemq.server.admin")
 
@@ -30,11 +35,14 @@ BODY_DEADLINE_S = 5.0
 #: dropped for the newcomer, and when every slot is answering, the newcomer gets a 503.
 MAX_ADMIN_CONNECTIONS = 64
 
+#: The API behind the listener (``AdminApi``; typed by what the listener asks of it).
+_Api = TypeVar("_Api", bound=RequestHandler)
 
-class AdminServer:
+
+class AdminServer(Generic[_Api]):
     """HTTP listener for ``AdminApi`` on ``config.host:config.admin_port`` (0 = ephemeral)."""
 
-    def __init__(self, api: AdminApi, host: str, port: int) -> None:
+    def __init__(self, api: _Api, host: str, port: int) -> None:
         self.api = api
         self.host = host
         self.port = port

@@ -29,12 +29,12 @@ from typing import Any
 
 from ..._tasks import cancel_and_wait
 from ...protocol import constants as C
+from ..rpc import RpcContext
 from .base import FaultRecord, _int32
 from .fetch import FetchHandlers
 from .send import SendHandlers, _write_failed
 from .sessions import SessionHandlers
 from .views import BrokerViews
-from ..rpc import RpcContext
 
 log = logging.getLogger("tubemq.server.broker")
 

@@ -20,10 +20,10 @@ from ...protocol import constants as C
 from ...protocol.constants import ErrorCode as E
 from ..config import ServerConfig
 from ..meta import MetaStore, TopicConf
-from .offsets import OffsetStore
 from ..rpc import RpcContext
 from ..storage import MessageStore, WriteBatch
 from ..storage.manager import StoreManager
+from .offsets import OffsetStore
 
 # Java String.trim() removes every char <= ' '.
 _JAVA_WS = "".join(chr(i) for i in range(33))

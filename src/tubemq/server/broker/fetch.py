@@ -17,6 +17,8 @@ from ...protocol import broker_pb
 from ...protocol import constants as C
 from ...protocol.constants import ErrorCode as E
 from ..meta import TopicConf
+from ..rpc import RpcContext
+from ..storage import MessageStore
 from .base import (
     _OK,
     _STORE_UNAVAILABLE,
@@ -28,8 +30,6 @@ from .base import (
     _refusal,
     _Registration,
 )
-from ..rpc import RpcContext
-from ..storage import MessageStore
 
 log = logging.getLogger("tubemq.server.broker")
 

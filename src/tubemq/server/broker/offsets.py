@@ -12,7 +12,7 @@ import logging
 import os
 from pathlib import Path
 
-log = logging.getLogger("tubemq.server.broker.offsets")
+log = logging.getLogger("tubemq.server.offsets")
 
 
 def _file_name(group: str) -> str:

@@ -21,10 +21,10 @@ from ..._tasks import wait_for
 from ...protocol import broker_pb
 from ...protocol import constants as C
 from ...protocol.constants import ErrorCode as E
-from .base import _JAVA_WS, BrokerBase, _partition_missing, _refusal, _text, _topic_missing
 from ..rpc import RpcContext
 from ..storage import encode_record, mem_cache_bytes
 from ..storage.manager import StoreManager
+from .base import _JAVA_WS, BrokerBase, _partition_missing, _refusal, _text, _topic_missing
 
 log = logging.getLogger("tubemq.server.broker")
 

@@ -14,6 +14,7 @@ from ... import codec
 from ...protocol import broker_pb
 from ...protocol import constants as C
 from ...protocol.constants import ErrorCode as E
+from ..rpc import RpcContext
 from .base import (
     _JAVA_WS,
     _OK,
@@ -25,7 +26,6 @@ from .base import (
     _Registration,
     _text,
 )
-from ..rpc import RpcContext
 
 log = logging.getLogger("tubemq.server.broker")
 

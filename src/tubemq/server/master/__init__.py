@@ -44,7 +44,9 @@ from tubemq.protocol.constants import (
 )
 
 from ..._tasks import cancel_and_wait
+from ..rpc import Handler, RpcContext
 from . import views as master_views
+from .base import MAX_META_FORCE_UPDATE_MS, OK_MSG, MasterBase, _now_ms, _rejected, _reported_sub_ids
 from .groups import (
     CONSUME_BOUND,
     CONSUME_CLIENT_REB,
@@ -58,8 +60,6 @@ from .groups import (
     check_string,
     parse_conditions,
 )
-from .base import MAX_META_FORCE_UPDATE_MS, OK_MSG, MasterBase, _now_ms, _rejected, _reported_sub_ids
-from ..rpc import Handler, RpcContext
 
 log = logging.getLogger("tubemq.server.master")
 

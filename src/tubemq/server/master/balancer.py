@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from tubemq.codec import Partition
 from tubemq.protocol.constants import EventType
 
-log = logging.getLogger("tubemq.server.master.balancer")
+log = logging.getLogger("tubemq.server.balancer")
 
 #: Rounds a group may keep unfinished events before they are dropped (TMaster.MAX_BALANCE_DELAY_TIME).
 MAX_BALANCE_DELAY_ROUNDS = 10

@@ -27,8 +27,10 @@ from tubemq.protocol.constants import (
 )
 
 from ..auth import AuthResult, MasterAuthenticator, VisitTokenManager
-from .balancer import ServerBalancer
 from ..config import ServerConfig
+from ..meta import BrokerEntry, MetaStore
+from ..rpc import RpcContext, RpcException
+from .balancer import ServerBalancer
 from .groups import (
     BadParam,
     ConsumerInfo,
@@ -38,8 +40,6 @@ from .groups import (
     check_string,
     java_set,
 )
-from ..meta import BrokerEntry, MetaStore
-from ..rpc import RpcContext, RpcException
 from .topology import Topology
 
 log = logging.getLogger("tubemq.server.master")

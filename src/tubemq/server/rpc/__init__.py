@@ -32,8 +32,7 @@ import logging
 import ssl as _ssl
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from google.protobuf.message import Message
 
@@ -44,6 +43,7 @@ from .. import wire
 from ..auth import FailureThrottle
 from ..config import ServerConfig
 from .connection import _Connection
+from .context import BatchEnd, Handler, HandlerResult, RpcContext
 from .envelope import (
     _FATAL_HANDLE,
     _FATAL_READ,
@@ -71,54 +71,6 @@ from .envelope import (
 log = logging.getLogger("tubemq.server.rpc")
 
 E_CERTIFICATE_FAILURE = int(C.ErrorCode.CERTIFICATE_FAILURE)
-
-#: What a handler may return: a protobuf message, pre-serialized response bytes, or an awaitable of those.
-HandlerResult = Union[Message, bytes, bytearray, memoryview]  # noqa: UP007 - runtime alias on 3.10
-
-
-#: The batch-end hook: called after the frames of one read were handled and before their answers are
-#: written; it may return replacements (serial -> (context, answer)) for answers already made, e.g. the
-#: broker's acknowledgements of sends whose write to the store failed.
-BatchEnd = Callable[[], "Mapping[int, tuple[RpcContext, HandlerResult]] | None"]
-
-Handler = Callable[[Any, "RpcContext"], Union[HandlerResult, Awaitable[HandlerResult]]]  # noqa: UP007
-
-
-@dataclass(slots=True, eq=False)
-class RpcContext:
-    """Per-request facts a handler may need (peer, port, TLS, timing)."""
-
-    serial: int
-    service_type: int
-    protocol_ver: int
-    method: int
-    timeout_ms: int
-    remote: str
-    local_port: int
-    tls: bool
-    received_at: float
-    connection: _Connection | None = None
-
-    @property
-    def remote_host(self) -> str:
-        return self.remote.rsplit(":", 1)[0]
-
-    @property
-    def token_verified(self) -> bool:
-        """True once a request on this connection presented a valid visit token."""
-        conn = self.connection
-        return conn is not None and conn.token_verified
-
-    def token_accepted(self) -> None:
-        """A valid visit token arrived: token-less requests (getMessage, commit) may use the connection."""
-        if self.connection is not None:
-            self.connection.token_verified = True
-
-    def token_refused(self) -> None:
-        """A wrong visit token arrived: the connection is closed after ``max_bad_tokens`` of them."""
-        if self.connection is not None:
-            self.connection.bad_token()
-
 
 #: A connection idle this long (no complete request) may be evicted when the connection cap is reached.
 EVICT_MIN_IDLE_S = 1.0

@@ -21,7 +21,7 @@ from .envelope import _has_zero_list_header
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-    from . import HandlerResult, RpcContext, RpcServer
+    from .context import ConnectionOwner, HandlerResult, RpcContext
 
 log = logging.getLogger("tubemq.server.rpc")
 
@@ -29,7 +29,7 @@ log = logging.getLogger("tubemq.server.rpc")
 class _Connection(asyncio.Protocol):
     """One client connection: decode, dispatch, answer; pauses reading when its bounds are reached."""
 
-    def __init__(self, server: RpcServer) -> None:
+    def __init__(self, server: ConnectionOwner) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.decoder = codec.FrameDecoder(server.max_frame)
