@@ -53,6 +53,7 @@ from google.protobuf.message import Message
 
 from tubemq import codec
 from tubemq.protocol import broker_pb, master_pb
+from tubemq.server import wire
 
 ORDER = [
     "s1_producer",
@@ -310,7 +311,7 @@ class Replayer:
             return data
         serial, payload = frames[0]
         try:
-            req = codec.decode_request(payload)
+            req = wire.decode_request(payload)
             msg = REQUEST_TYPES[method].FromString(req.body)
         except Exception:  # a deliberately broken envelope/body: send it as recorded
             return data

@@ -6,8 +6,7 @@ conform to :class:`tubemq.codec._protocols.CodecModule`, which types every funct
 module loads neither protobuf nor asyncio.
 
 Server-side encoders (decode a request, encode responses and stored messages) live in
-:mod:`tubemq.server.wire`; they are attributes here too for code written against 0.1, but not part of
-``__all__``.
+:mod:`tubemq.server.wire`, over the same implementation.
 """
 
 from __future__ import annotations
@@ -94,13 +93,6 @@ decode_send_response = _impl.decode_send_response
 decode_send_result = _impl.decode_send_result
 decode_message = _impl.decode_message
 decode_get_message_response = _impl.decode_get_message_response
-
-# server side (tubemq.server.wire is their home; kept as attributes, not exported)
-decode_request = _impl.decode_request
-encode_response = _impl.encode_response
-encode_error_response = _impl.encode_error_response
-encode_transfered_message = _impl.encode_transfered_message
-wrap_repeated = _impl.wrap_repeated
 
 __all__ = [
     # framing and envelopes
