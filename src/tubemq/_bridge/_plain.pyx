@@ -23,7 +23,7 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint32_t
 
-from tubemq._codec cimport c_send_result
+from tubemq.codec.compiled cimport c_send_result
 
 import socket
 import time
