@@ -118,7 +118,7 @@ def test_asyncio_sends_settle_by_their_deadline(fake_cluster: Any) -> None:
             results = await asyncio.gather(*pending, return_exceptions=True)
             ended = time.monotonic()
             # each future's own time is at most the time until all were settled, from its submission
-            futures = [(ended - t, r if isinstance(r, BaseException) else None) for t, r in zip(submitted, results)]
+            futures = [(ended - t, r if isinstance(r, BaseException) else None) for t, r in zip(submitted, results, strict=True)]
             assert ended - started <= LIMIT + 1.0
             return list(awaited), futures
 

@@ -117,7 +117,7 @@ def test_quality_shield_and_probe() -> None:
     q = BrokerQuality(failure_threshold=3, shield_ms=50, unavailable_ms=80)
     q.failure(1)
     q.failure(1)
-    assert not q.is_shielded(1) and not q.any_shielded
+    assert not q.is_shielded(1) and not q.until
     q.failure(1)
     assert q.is_shielded(1) and q.shielded() == {1}
     deadline = time.monotonic() + 5

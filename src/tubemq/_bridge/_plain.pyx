@@ -219,7 +219,7 @@ cdef class PlainSender:
             route = <PlainRoute?>route_obj
         else:
             route = <PlainRoute><object>found
-        if n > route.max_size or self.quality.any_shielded:
+        if n > route.max_size or self.quality.until:
             return None
         if key is None:
             route.rr += 1

@@ -148,7 +148,7 @@ class PlainSender:
             route = self.build_route(lane, topic)
             if route is None:
                 return None
-        if n > route.max_size or self.quality.any_shielded:
+        if n > route.max_size or self.quality.until:
             return None
         if key is None:
             i = route.rr + 1

@@ -62,6 +62,14 @@ class SendBuffer:
                 return True
             return False
 
+    def take_now(self) -> bool:
+        """:meth:`try_take` that never raises: False when full or closed."""
+        with self._lock:
+            if self.closed or self._used >= self.max_pending:
+                return False
+            self._used += 1
+            return True
+
     async def take_async(self) -> None:
         """An asyncio sender takes a slot, waiting for room up to ``block_s`` (on the producer's loop)."""
         if self.try_take():

@@ -109,6 +109,9 @@ class ProducerEngine:
         self.router = Router(config.partitioner)
         self.quality = BrokerQuality(config.broker_failure_threshold, config.broker_shield_ms, config.unavailable_ms)
         self.buffer = SendBuffer(config.max_pending, config.max_block_ms / 1000.0)
+        #: ``admit_now()``: a buffer slot if one is free now (never waits, never raises): False when full
+        #: or closed (then the caller takes a route that waits or refuses)
+        self.admit_now: Callable[[], bool] = self.buffer.take_now
         #: a caller's thread may do a send's round trip itself (no TLS, no user partitioner: loop business)
         self.direct_ok = not config.tls and not callable(self.router.partitioner)
         self.closed = False
@@ -160,15 +163,6 @@ class ProducerEngine:
         self.buffer.take(on_loop_thread)
         self.start_clock(job, timeout)
 
-    def admit_now(self) -> bool:
-        """A buffer slot if one is free now (never waits, never raises): False when full or closed."""
-        if self.closed:
-            return False
-        try:
-            return self.buffer.try_take()
-        except ClientClosedError:
-            return False
-
     def start_clock(self, job: Job, timeout: float | None = None) -> None:
         """``job``'s deadline starts now: ``timeout`` seconds (default ``rpc_timeout_ms``)."""
         now = _monotonic()
@@ -188,13 +182,13 @@ class ProducerEngine:
         if job.size > session.topic_max_sizes.get(topic, session.max_msg_size):
             raise self.too_large(job)
         quality = self.quality
-        return self.router.choose(topic, parts, job.key, quality.shielded() if quality.any_shielded else ())
+        return self.router.choose(topic, parts, job.key, quality.shielded() if quality.until else ())
 
     def route_direct(self, topic: str, size: int, key: Any) -> codec.Partition | None:
         """The partition for a round trip on a caller's thread, or None when the message must take the
         event loop's route (which waits, or reports the problem): closed, TLS or a user partitioner,
         topic without partitions, too large, a bad key, or some broker shielded right now."""
-        if self.closed or not self.direct_ok or self.quality.any_shielded:
+        if self.closed or not self.direct_ok or self.quality.until:
             return None
         session = self.session
         parts = session.partitions.get(topic)
@@ -251,7 +245,7 @@ class ProducerEngine:
             result: SendResult | None = _send_result(payload, SendResult, job.topic, part, job.key)
         except DecodeError:
             return None
-        if result is not None:
+        if result is not None and self.quality.failures:
             self.quality.success(part.broker_id)
         return result
 
@@ -275,7 +269,8 @@ class ProducerEngine:
             quality.failure(part.broker_id)
             return with_context(e, job, part)
         if rsp.success:
-            quality.success(part.broker_id)
+            if quality.failures:
+                quality.success(part.broker_id)
             return SendResult(job.topic, part, rsp.message_id, rsp.append_time, rsp.append_offset, job.key)
         code = rsp.err_code
         quality.refused(part.broker_id)
@@ -318,7 +313,9 @@ class ProducerEngine:
     def settle_plain(self, broker_id: int, size: int, t0: float) -> None:
         """A plain message admitted with :meth:`admit_now` was written once and stored (the compiled
         blocking send, which builds no :class:`Job`)."""
-        self.quality.success(broker_id)
+        quality = self.quality
+        if quality.failures:
+            quality.success(broker_id)
         if self.buffer.release(True, True, size) & 7 == 1:
             self._latency.observe(_monotonic() - t0)
 
