@@ -290,6 +290,21 @@ def test_every_module_has_a_layer(edges: list[Edge]) -> None:
         layer_of(name)
 
 
+#: Engine packages (and their asyncio clients) that must not import the bridge or the blocking facades
+#: above it, in any form (DESIGN.md "Layers": the drivers on callers' threads sit above the engines).
+ENGINE_PACKAGES = ("tubemq.producer",)
+ABOVE_ENGINES = ("tubemq._bridge", "tubemq.sync")
+
+
+def test_engines_import_neither_the_bridge_nor_the_facades(edges: list[Edge]) -> None:
+    def under(module: str, packages: tuple[str, ...]) -> bool:
+        return any(module == p or module.startswith(p + ".") for p in packages)
+
+    bad = [f"{a}:{line} imports {b} [{kind}]" for a, b, line, kind in edges
+           if under(a, ENGINE_PACKAGES) and under(b, ABOVE_ENGINES)]
+    assert not bad, "an engine imports what drives it from above:\n" + "\n".join(bad)
+
+
 # ---- the checker itself: it finds what it is there to find ----------------------------------------------
 
 
