@@ -132,7 +132,8 @@ class ProducerBridge:
         fut: SendFuture[SendResult] = SendFuture()
         fut.on_wait = self._kick
         job.fut = fut
-        engine.admit(job, self._on_loop_thread())
+        if not engine.try_admit(job):
+            engine.admit(job, self._on_loop_thread())
         lane = job.lane = self._lane()
         lane.submitted += 1
         self._submit(job)

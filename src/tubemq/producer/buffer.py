@@ -123,14 +123,12 @@ class SendBuffer:
             finally:
                 self._thread_waiters -= 1
 
-    def written(self, resend: bool, size: int) -> None:
-        """Count one attempt written: a message sent (of ``size`` bytes), or a resend."""
+    def written(self, sent: int, size: int, resent: int) -> None:
+        """Count attempts written: ``sent`` messages (first attempts, ``size`` bytes), ``resent`` resends."""
         with self._lock:
-            if resend:
-                self.retried += 1
-            else:
-                self.sent += 1
-                self.bytes_sent += size
+            self.sent += sent
+            self.bytes_sent += size
+            self.retried += resent
 
     def release(self, acknowledged: bool | None = None, direct: bool = False, sent: int = 0) -> int:
         """Give a slot back (any thread) and count its message's outcome: ``acknowledged`` (True) or

@@ -155,13 +155,22 @@ class ProducerEngine:
 
     # ------------------------------------------------------------------ admission
 
+    def try_admit(self, job: Job) -> bool:
+        """:meth:`admit` if a slot is free now (never waits, never raises); False otherwise."""
+        if not self.buffer.take_now():
+            return False
+        now = job.t0 = _monotonic()
+        job.deadline = now + self.timeout
+        return True
+
     def admit(self, job: Job, on_loop_thread: bool, timeout: float | None = None) -> None:
         """A buffer slot for ``job`` (waiting up to ``max_block_ms``; a thread only: an asyncio
         driver uses :meth:`admit_now` and ``buffer.take_async``), and its deadline."""
         if self.closed:
             raise ClientClosedError("producer is closed")
         self.buffer.take(on_loop_thread)
-        self.start_clock(job, timeout)
+        now = job.t0 = _monotonic()  # (start_clock, inline: this is every send_async's path)
+        job.deadline = now + (self.timeout if timeout is None else timeout)
 
     def start_clock(self, job: Job, timeout: float | None = None) -> None:
         """``job``'s deadline starts now: ``timeout`` seconds (default ``rpc_timeout_ms``)."""
@@ -234,7 +243,15 @@ class ProducerEngine:
 
     def written(self, job: Job) -> None:
         """One attempt of ``job`` went out (the first counts as sent, later ones as resends)."""
-        self.buffer.written(job.attempt > 0, job.size)
+        if job.attempt:
+            self.buffer.written(0, 0, 1)
+        else:
+            self.buffer.written(1, job.size, 0)
+
+    def written_batch(self, sent: int, size: int, resent: int) -> None:
+        """:meth:`written` for a batch of attempts at once: ``sent`` first attempts of ``size`` bytes in
+        all, ``resent`` resends (a driver writing many frames in one go counts them in one go)."""
+        self.buffer.written(sent, size, resent)
 
     # ------------------------------------------------------------------ judging an answer
 

@@ -49,11 +49,6 @@ _monotonic = time.monotonic
 _BACKSTOP = 0.2
 
 
-def _ms(seconds: float) -> int:
-    """A request timeout in whole milliseconds, at least one."""
-    return max(1, int(seconds * 1000.0 + 0.999))
-
-
 class LoopDriver:
     """The producer on its event loop: master session, connections, and the engine's sends on them."""
 
@@ -68,12 +63,14 @@ class LoopDriver:
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._batch = False  # True while accept_batch queues frames it writes itself at the end
+        self._batch_counts = [0, 0, 0]  # the batch's attempts written: sent, their bytes, resends
         self._backlog: collections.deque[Job] = collections.deque()
         self._backlog_task: asyncio.Task[None] | None = None
         self._inflight: set[Job] = set()
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._bg: set[asyncio.Task[Any]] = set()
         self._frame = engine.frame  # bound once: no per-message method objects
+        self._engine_settle = engine.settle
         self._answer = self._on_answer
         engine.set_loop_figures(lambda: len(self._inflight), lambda: len(self._backlog))
 
@@ -169,6 +166,7 @@ class LoopDriver:
             return
         fast = self._dispatch_fast
         self._batch = True
+        self._batch_counts = [0, 0, 0]
         try:
             it = iter(jobs)
             for job in it:
@@ -179,6 +177,9 @@ class LoopDriver:
                     break
         finally:
             self._batch = False
+            sent, size, resent = self._batch_counts
+            if sent or resent:
+                self.engine.written_batch(sent, size, resent)
             pool = self.session._pool
             if pool is not None:
                 pool.flush_all()  # write this batch now, not one loop iteration later
@@ -327,7 +328,7 @@ class LoopDriver:
             self._settle(job, None, engine.expired(job, "waiting to be written"))
             return
         job.part = part
-        timeout_ms = _ms(left) if left < engine.timeout else engine.timeout_ms
+        timeout_ms = int(left * 1000.0) + 1  # what is left of its deadline, in whole ms (at least 1)
         try:
             if self._batch:  # accept_batch writes the batch itself
                 conn.start_call_cb(self._frame, job, timeout_ms, self._answer, flush=False)
@@ -339,7 +340,15 @@ class LoopDriver:
             self._settle(job, None, exc)
             return
         self._inflight.add(job)
-        engine.written(job)
+        if self._batch:  # counted with the rest of the batch (accept_batch)
+            counts = self._batch_counts
+            if job.attempt:
+                counts[2] += 1
+            else:
+                counts[0] += 1
+                counts[1] += job.size
+        else:
+            engine.written(job)
 
     def _on_answer(self, job: Job, payload: bytes | None, exc: BaseException | None) -> None:
         self._inflight.discard(job)
@@ -350,7 +359,9 @@ class LoopDriver:
         if exc is None:  # the common case first: stored
             result = engine.stored(job, part, payload)  # type: ignore[arg-type]
             if result is not None:
-                self._settle(job, result, None)
+                self._engine_settle(job, result, None)
+                if self._idle_waiters and not engine.outstanding:
+                    self._wake_idle()
                 return
         outcome = engine.judge(job, part, payload, exc)
         if outcome is RETRY:
@@ -370,12 +381,16 @@ class LoopDriver:
         self._to_backlog(job)
 
     def _settle(self, job: Job, result: SendResult | None, exc: BaseException | None) -> None:
-        self.engine.settle(job, result, exc)
+        self._engine_settle(job, result, exc)
         if self._idle_waiters and not self.engine.outstanding:
-            waiters, self._idle_waiters = self._idle_waiters, []
-            for w in waiters:
-                if not w.done():
-                    w.set_result(None)
+            self._wake_idle()
+
+    def _wake_idle(self) -> None:
+        """Nothing is outstanding any more: a flush waiting for that returns now."""
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
 
     # ------------------------------------------------------------------ pre-connect
 
