@@ -42,10 +42,12 @@ def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def own_private_names(tree: ast.AST) -> set[str]:
+def own_private_names(tree: ast.Module) -> set[str]:
     """Private names the module itself defines: ``self._x = ...``, ``__slots__`` entries, methods,
-    classes, functions and module-level assignments."""
+    classes, functions and module-level assignments. (A name only declared in a class body, as a
+    ``Protocol`` declares another module's attribute, is not one.)"""
     names: set[str] = set()
+    top = {id(n) for n in tree.body}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
@@ -55,7 +57,7 @@ def own_private_names(tree: ast.AST) -> set[str]:
                 for t in ast.walk(target):
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in _OWNERS:
                         names.add(t.attr)
-                    elif isinstance(t, ast.Name):
+                    elif isinstance(t, ast.Name) and id(node) in top:
                         names.add(t.id)
             if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__"
                                                      for t in node.targets)):
@@ -138,6 +140,8 @@ def test_checker_flags_foreign_private_state_and_spares_its_own() -> None:
     )
     found = python_violations(source, "x.py")
     assert found == ["x.py:9 core._ext", "x.py:10 buf._used", "x.py:11 self._other._lock"], found
+    declared = "class Client(Protocol):\n    _hook: int\n\ndef attach(client):\n    client._hook = 1\n"
+    assert python_violations(declared, "y.py") == ["y.py:5 client._hook"]
 
 
 def test_checker_reads_cython_code_lines_only() -> None:
