@@ -133,7 +133,8 @@ class ProducerBridge:
         fut.on_wait = self._kick
         job.fut = fut
         if not engine.try_admit(job):
-            engine.admit(job, self._on_loop_thread())
+            engine.buffer.take(self._on_loop_thread())  # wait for room (refused on the loop thread)
+            engine.start_clock(job)
         lane = job.lane = self._lane()
         lane.submitted += 1
         self._submit(job)
@@ -213,7 +214,8 @@ class ProducerBridge:
         if engine.closed:
             raise ClientClosedError("producer is closed")
         job = make_job(topic, data, attributes, stream_id, msg_time, key, None, self._serialize)
-        engine.admit(job, False, None if timeout is None else max(timeout, 0.0))
+        engine.buffer.take(False)  # a slot, waiting for room up to max_block_ms
+        engine.start_clock(job, None if timeout is None else max(timeout, 0.0))
         lane = self._lane()
         if lane.submitted != lane.finished:  # this thread's own send_async messages must not be overtaken
             return self._via_loop(job)

@@ -4,7 +4,8 @@ Why one engine: the same send goes out three ways (the event loop, a caller's ow
 the compiled blocking send), and each must admit, route, frame, judge, retry and count exactly alike.
 So those three are drivers that move bytes and wait; this object decides:
 
-* :meth:`admit` / :meth:`admit_now`: a slot in the bounded send buffer, and the message's deadline;
+* :meth:`try_admit` / :meth:`admit_now` / :meth:`start_clock`: a slot in the bounded send buffer (a
+  driver that must wait for one waits on the buffer its own way), and the message's deadline;
 * :meth:`route` / :meth:`route_direct`: the partition (round-robin, key, user partitioner, shielding);
 * :meth:`frame`: the whole send frame with the session's tokens as of now;
 * :meth:`written`: one attempt went out (counted);
@@ -156,21 +157,14 @@ class ProducerEngine:
     # ------------------------------------------------------------------ admission
 
     def try_admit(self, job: Job) -> bool:
-        """:meth:`admit` if a slot is free now (never waits, never raises); False otherwise."""
+        """A buffer slot for ``job`` if one is free now, and its deadline (:meth:`start_clock`); never
+        waits, never raises: False when full or closed (a driver then waits for room its own way,
+        ``buffer.take`` on a thread or ``buffer.take_async`` on a loop, and starts the clock)."""
         if not self.buffer.take_now():
             return False
         now = job.t0 = _monotonic()
         job.deadline = now + self.timeout
         return True
-
-    def admit(self, job: Job, on_loop_thread: bool, timeout: float | None = None) -> None:
-        """A buffer slot for ``job`` (waiting up to ``max_block_ms``; a thread only: an asyncio
-        driver uses :meth:`admit_now` and ``buffer.take_async``), and its deadline."""
-        if self.closed:
-            raise ClientClosedError("producer is closed")
-        self.buffer.take(on_loop_thread)
-        now = job.t0 = _monotonic()  # (start_clock, inline: this is every send_async's path)
-        job.deadline = now + (self.timeout if timeout is None else timeout)
 
     def start_clock(self, job: Job, timeout: float | None = None) -> None:
         """``job``'s deadline starts now: ``timeout`` seconds (default ``rpc_timeout_ms``)."""
