@@ -53,6 +53,7 @@ class Producer:
         self.client_id: str = self._core.client_id
         self._buffer = self._engine.buffer
         self._start_lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the producer's loop, once started
         self._closed = False
         self._release_loop: Callable[[], None] | None = None  # a sync facade's loop-thread reference
         self._finalizer: Any = None
@@ -95,6 +96,7 @@ class Producer:
             if not self._core.started:
                 try:
                     await self._core.start()
+                    self._loop = self._core.loop
                 except TubeMQError as exc:
                     raise with_operation(exc, f"producer start (register with master {','.join(self.config.masters)})")  # noqa: B904 - cause set
                 self._finalizer = close_when_forgotten(self, self._core.close, self._release_loop)
@@ -117,7 +119,7 @@ class Producer:
         if not self._buffer.try_take():
             await self._buffer.take_async()
         self._engine.start_clock(job)
-        fut: asyncio.Future[SendResult] = core.loop.create_future()
+        fut: asyncio.Future[SendResult] = self._loop.create_future()  # type: ignore[union-attr]
         job.fut = fut
         core.accept(job)
         return await fut

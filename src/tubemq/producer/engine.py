@@ -113,6 +113,9 @@ class ProducerEngine:
         #: ``admit_now()``: a buffer slot if one is free now (never waits, never raises): False when full
         #: or closed (then the caller takes a route that waits or refuses)
         self.admit_now: Callable[[], bool] = self.buffer.take_now
+        #: ``written_batch(sent, size, resent)``: :meth:`written` for many attempts at once (``sent``
+        #: first attempts of ``size`` bytes in all, ``resent`` resends), one lock round
+        self.written_batch: Callable[[int, int, int], None] = self.buffer.written
         #: a caller's thread may do a send's round trip itself (no TLS, no user partitioner: loop business)
         self.direct_ok = not config.tls and not callable(self.router.partitioner)
         self.closed = False
@@ -241,11 +244,6 @@ class ProducerEngine:
             self.buffer.written(0, 0, 1)
         else:
             self.buffer.written(1, job.size, 0)
-
-    def written_batch(self, sent: int, size: int, resent: int) -> None:
-        """:meth:`written` for a batch of attempts at once: ``sent`` first attempts of ``size`` bytes in
-        all, ``resent`` resends (a driver writing many frames in one go counts them in one go)."""
-        self.buffer.written(sent, size, resent)
 
     # ------------------------------------------------------------------ judging an answer
 

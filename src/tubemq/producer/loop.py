@@ -71,6 +71,7 @@ class LoopDriver:
         self._bg: set[asyncio.Task[Any]] = set()
         self._frame = engine.frame  # bound once: no per-message method objects
         self._engine_settle = engine.settle
+        self._written = engine.written_batch
         self._answer = self._on_answer
         engine.set_loop_figures(lambda: len(self._inflight), lambda: len(self._backlog))
 
@@ -179,7 +180,7 @@ class LoopDriver:
             self._batch = False
             sent, size, resent = self._batch_counts
             if sent or resent:
-                self.engine.written_batch(sent, size, resent)
+                self._written(sent, size, resent)
             pool = self.session._pool
             if pool is not None:
                 pool.flush_all()  # write this batch now, not one loop iteration later
@@ -347,8 +348,10 @@ class LoopDriver:
             else:
                 counts[0] += 1
                 counts[1] += job.size
+        elif job.attempt:
+            self._written(0, 0, 1)
         else:
-            engine.written(job)
+            self._written(1, job.size, 0)
 
     def _on_answer(self, job: Job, payload: bytes | None, exc: BaseException | None) -> None:
         self._inflight.discard(job)
