@@ -221,6 +221,7 @@ def test_an_idle_channel_the_broker_closed_is_replaced_before_a_request_is_writt
     feed = DirectFeed.__new__(DirectFeed)  # only the channel bookkeeping is exercised here
     feed._idle, feed._channels, feed._aborted = {}, [], False
     feed._connect_timeout = feed._rpc_timeout = 5.0
+    feed._open = lambda channel: None  # no broker here to present tokens to (tests/consumer/test_routes.py does)
     peers: list[socket.socket] = []
     try:
         first = feed._channel(address)

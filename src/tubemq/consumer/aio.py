@@ -80,6 +80,12 @@ class Consumer:
         self._finalizer: Any = None
 
     @property
+    def core(self) -> ConsumerCore:
+        """The consumer's loop-side state and its engine (``core.engine``): what the drivers of the
+        blocking API call."""
+        return self._core
+
+    @property
     def closed(self) -> bool:
         return self._core.closing
 

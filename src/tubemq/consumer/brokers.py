@@ -148,13 +148,18 @@ class BrokerClient:
         return (rsp.success, rsp.errCode, rsp.errMsg, rsp.currOffset,
                 rsp.maxOffset if rsp.HasField("maxOffset") else -1)
 
-    async def heartbeat(self, address: str, partitions: list[Partition]) -> Any:
+    def heartbeat_request(self, partitions: list[Partition]) -> bytes:
+        """HeartBeatRequestC2B of ``partitions`` with the consumer's tokens (also what a new fetch
+        link presents first: :class:`~tubemq.consumer.engine.Links`)."""
         req = broker_pb.HeartBeatRequestC2B(
             clientId=self.session.client_id, groupName=self.config.group, readStatus=0,
             partitionInfo=[str(p) for p in partitions], qryPriorityId=self.flow.qry_priority_id,
         )
         req.authInfo.CopyFrom(self.auth_info())
-        data = await self.call(address, Method.BROKER_CONSUMER_HEARTBEAT, req.SerializeToString())
+        return req.SerializeToString()
+
+    async def heartbeat(self, address: str, partitions: list[Partition]) -> Any:
+        data = await self.call(address, Method.BROKER_CONSUMER_HEARTBEAT, self.heartbeat_request(partitions))
         return _parse(broker_pb.HeartBeatResponseB2C, data, None)
 
 

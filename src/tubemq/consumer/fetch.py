@@ -28,6 +28,7 @@ from ..protocol import broker_pb
 from ..protocol.constants import ErrorCode, Method, ServiceType
 from ..types import Batch
 from .flowctrl import FlowControl
+from .links import OPENING_METHOD, Links
 from .partitions import PartitionSlot, PartitionTable
 
 log = logging.getLogger("tubemq.consumer.fetch")
@@ -178,8 +179,12 @@ class Fetcher:
         on_lost: Callable[[PartitionSlot], None] | None = None,
         metrics: Any = None,
         on_result: Callable[[str, BaseException | None], None] | None = None,
+        links: Links | None = None,
     ) -> None:
         self.table = table
+        #: what a new connection presents before its first fetch (None: nothing, a bound consumer's
+        #: connections are the registering ones)
+        self.links = links
         self.buffer = buffer
         self.get_connection = get_connection
         self.client_id = client_id
@@ -293,6 +298,14 @@ class Fetcher:
         t0 = time.monotonic()
         try:
             conn = await self.get_connection(p.address)
+            links = self.links
+            if links is not None and links.needs_opening(conn):
+                t0 = time.monotonic()
+                opened = await conn.call(ServiceType.BROKER_READ, OPENING_METHOD, links.opening(p.address),
+                                         timeout_ms=self.rpc_timeout_ms)
+                refused = links.opened(conn, opened, None)
+                if refused is not None:
+                    return self.answer(slot, booking, None, refused, t0)
             t0 = time.monotonic()
             data = await conn.call(ServiceType.BROKER_READ, Method.BROKER_CONSUMER_GET_MESSAGE, body,
                                    timeout_ms=self.rpc_timeout_ms)
@@ -315,6 +328,11 @@ class Fetcher:
         self.fetches += 1
         self.in_flight += 1
         return body
+
+    def end(self, slot: PartitionSlot, booking: int) -> None:
+        """The getMessage :meth:`begin` counted is given up unanswered (the consumer closes): rolled back."""
+        self.in_flight -= 1
+        self.table.fetch_done(slot, booking, consumed=False)
 
     def answer(self, slot: PartitionSlot, booking: int, data: bytes | None, exc: BaseException | None,
                t0: float) -> Batch | None:
