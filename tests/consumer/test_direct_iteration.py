@@ -82,8 +82,8 @@ def test_poll_after_a_broken_loop_continues_where_it_stopped(small_batches: Embe
             got.append(msg.data)
             if len(got) == 10:
                 break  # the rest of the current batch stays unconfirmed, with the iterator
-        got.extend(m.data for m in list(c._aio._iter_msgs or []))
-        current = c._aio._iter_batch
+        got.extend(m.data for m in list(c._aio.iteration.messages or []))
+        current = c._aio.iteration.batch
         assert current is not None and c.confirm(current)
         got.extend(m.data for m in drain(c, 120 - len(got), timeout=30))  # the loop's fetch workers again
         assert c.metrics()["counters"].get("consumer.confirm_timeouts", 0) == 0
@@ -255,8 +255,8 @@ def test_close_on_the_iterator_ends_it_like_a_break(small_batches: EmbeddedClust
         assert c._core.fetcher.suspended
         it.close()
         wait_for(lambda: not c._core.fetcher.suspended, timeout=10, what="fetch workers resumed after close()")
-        got.extend(m.data for m in list(c._aio._iter_msgs or []))  # the current batch stays with the iterator
-        current = c._aio._iter_batch
+        got.extend(m.data for m in list(c._aio.iteration.messages or []))  # the current batch stays with the iterator
+        current = c._aio.iteration.batch
         assert current is not None and c.confirm(current)
         got.extend(m.data for m in drain(c, 60 - len(got), timeout=30))
     assert sorted(got) == sorted(BODIES[:60])

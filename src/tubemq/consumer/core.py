@@ -120,8 +120,7 @@ class ConsumerCore:
             metrics=self.metrics, on_result=self.broker_health.record, links=self.links,
         )
         #: the decisions of every fetch route (the loop's workers, a blocking iterator's own fetches)
-        self.engine = ConsumerEngine(self.table, self.buffer, self.fetcher, self.links,
-                                     deserialize=config.deserialize)
+        self.engine = ConsumerEngine(config, self.client_id, self.table, self.buffer, self.fetcher, self.links)
         self.worker = RebalanceWorker(
             self.table, self, self.events, self.reports,
             first_read_status=config.first_read_status,

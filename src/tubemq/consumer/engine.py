@@ -35,6 +35,7 @@ from .links import FETCH_METHOD, OPENING_METHOD, Links
 from .partitions import PartitionSlot
 
 if TYPE_CHECKING:
+    from .config import ConsumerConfig
     from .fetch import DeliveryBuffer, Fetcher
     from .partitions import PartitionTable
 
@@ -63,12 +64,15 @@ class Lease:
 class ConsumerEngine:
     """Leases, answers, delivery and confirms of one server-balanced consumer; see the module docstring."""
 
-    def __init__(self, table: PartitionTable, buffer: DeliveryBuffer, fetcher: Fetcher, links: Links,
-                 *, deserialize: Callable[..., Any] | None = None) -> None:
+    def __init__(self, config: ConsumerConfig, client_id: str, table: PartitionTable, buffer: DeliveryBuffer,
+                 fetcher: Fetcher, links: Links) -> None:
+        self.config = config
+        self.client_id = client_id
         self.table = table
         self.buffer = buffer
         self.fetcher = fetcher
-        self.deserialize = deserialize
+        #: the value_deserializer applied to a batch as it is delivered
+        self.deserialize: Callable[..., Any] | None = config.deserialize
         #: set as the consumer's close begins: nothing more is delivered, answers are rolled back
         self.closing = False
         self.batches = 0  # batches handed to the application
