@@ -54,10 +54,10 @@ def test_iterator_fetches_itself_and_delivers_each_message_once(small_batches: E
         for msg in c:
             got.append(msg.data)
             if len(got) % 50 == 1:
-                suspended.append(fetcher.suspended)  # the loop's fetch workers wait meanwhile
+                suspended.append(c._core.workers.suspended)  # the loop's fetch workers wait meanwhile
             in_flight.append(fetcher.in_flight)  # getMessage calls this thread wrote ahead, not answered yet
         assert all(suspended) and suspended
-        wait_for(lambda: not fetcher.suspended, timeout=10, what="fetch workers resumed after the loop")
+        wait_for(lambda: not c._core.workers.suspended, timeout=10, what="fetch workers resumed after the loop")
         snap = c.metrics()
         assert snap["counters"]["consumer.fetches"] > len(BODIES) // 10  # many small getMessage calls
         assert snap["counters"].get("consumer.confirm_timeouts", 0) == 0
@@ -252,9 +252,9 @@ def test_close_on_the_iterator_ends_it_like_a_break(small_batches: EmbeddedClust
     with open_consumer(cluster.master_address, "g_cls", "cls", fetch_concurrency=3) as c:
         it = iter(c)
         got = [next(it).data]
-        assert c._core.fetcher.suspended
+        assert c._core.workers.suspended
         it.close()
-        wait_for(lambda: not c._core.fetcher.suspended, timeout=10, what="fetch workers resumed after close()")
+        wait_for(lambda: not c._core.workers.suspended, timeout=10, what="fetch workers resumed after close()")
         got.extend(m.data for m in list(c._aio.iteration.messages or []))  # the current batch stays with the iterator
         current = c._aio.iteration.batch
         assert current is not None and c.confirm(current)

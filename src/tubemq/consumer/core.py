@@ -57,6 +57,7 @@ from .partitions import PartitionSlot, PartitionState, PartitionTable
 from .positions import PartitionRef, owned_slot, partition_key, partition_keys, reposition
 from .rebalance import EventQueue, RebalanceWorker, RegisterOutcome, ReportQueue
 from .session import ConsumerSession
+from .workers import FetchWorkers
 
 log = logging.getLogger("tubemq.consumer.core")
 
@@ -114,13 +115,15 @@ class ConsumerCore:
         self._lost_batch: list[PartitionSlot] = []
         self.table.on_drop = self._dropped
         self.fetcher = Fetcher(
-            self.table, self.buffer, self._connection, client_id=self.client_id, group=config.group,
-            flow=self.flow, concurrency=config.fetch_concurrency, rpc_timeout_ms=config.rpc_timeout_ms,
-            verify_checksum=config.verify_checksum, client_filter=config.client_filter,
-            metrics=self.metrics, on_result=self.broker_health.record, links=self.links,
+            self.table, client_id=self.client_id, group=config.group, flow=self.flow,
+            rpc_timeout_ms=config.rpc_timeout_ms, verify_checksum=config.verify_checksum,
+            client_filter=config.client_filter, metrics=self.metrics, on_result=self.broker_health.record,
         )
         #: the decisions of every fetch route (the loop's workers, a blocking iterator's own fetches)
         self.engine = ConsumerEngine(config, self.client_id, self.table, self.buffer, self.fetcher, self.links)
+        #: the event loop's driver of the engine
+        self.workers = FetchWorkers(self.engine, self._connection, concurrency=config.fetch_concurrency,
+                                    rpc_timeout_ms=config.rpc_timeout_ms)
         self.worker = RebalanceWorker(
             self.table, self, self.events, self.reports,
             first_read_status=config.first_read_status,
@@ -217,7 +220,7 @@ class ConsumerCore:
         self._tasks["broker-heartbeat"] = loop.create_task(self._broker_heartbeat_loop(),
                                                            name="tubemq-broker-heartbeat")
         self._tasks["housekeeping"] = loop.create_task(self._housekeeping(), name="tubemq-consumer-housekeeping")
-        self.fetcher.start()
+        self.workers.start()
         log.info("consumer %s started: group %s, topics %s", self.client_id, self.config.group,
                  sorted(self.config.topics))
 
@@ -250,7 +253,7 @@ class ConsumerCore:
             log.exception("consumer %s: releasing partitions failed", self.client_id)
         self.table.close()
         self.buffer.close()
-        await self.fetcher.stop()
+        await self.workers.stop()
         for t in list(self._tasks.values()):
             t.cancel()
         for t in list(self._tasks.values()):
@@ -294,9 +297,9 @@ class ConsumerCore:
         """A driver outside the loop (a blocking iterator's own round trips) takes over the fetching:
         the fetch workers wait; ``abort`` is called as the close begins (its blocked reads return).
         False when another driver already fetches, or the consumer closes."""
-        if self.fetcher.suspended or self.closing:
+        if self.workers.suspended or self.closing:
             return False
-        self.fetcher.suspend()
+        self.workers.suspend()
         self.close_hooks.append(abort)
         return True
 
@@ -305,7 +308,7 @@ class ConsumerCore:
         if abort in self.close_hooks:
             self.close_hooks.remove(abort)
         if not self.closing:
-            self.fetcher.resume()
+            self.workers.resume()
 
     # ------------------------------------------------------------------ application API
     async def poll(self, timeout: float | None = None) -> Batch | None:
@@ -569,10 +572,10 @@ class ConsumerCore:
                 log.error("broker heartbeat stopped unexpectedly (%r); restarting it", _task_error(t))
                 self._tasks["broker-heartbeat"] = asyncio.get_running_loop().create_task(
                     self._broker_heartbeat_loop())
-            if any(t.done() for t in self.fetcher._tasks):
+            if self.workers.stopped_unexpectedly():
                 log.error("a fetch worker stopped unexpectedly; restarting the fetch workers")
-                await self.fetcher.stop()
-                self.fetcher.start()
+                await self.workers.stop()
+                self.workers.start()
 
 
 def _task_error(task: asyncio.Task[Any]) -> BaseException | None:
