@@ -102,9 +102,9 @@ class ConsumerCore:
         self.on_error = on_error
         self.last_error: TubeMQError | None = None
         self.broker_health = BrokerHealth(self._broker_unhealthy)
-        self.brokers = BrokerClient(self.session, config, self.flow, self.broker_health)
+        self.links = Links()
+        self.brokers = BrokerClient(self.session, config, self.flow, self.broker_health, self.links)
         self.buffer = DeliveryBuffer(config.prefetch_batches)
-        self.links = Links(self.table, self.brokers)
         self.on_partitions_assigned = on_partitions_assigned
         self.on_partitions_revoked = on_partitions_revoked
         self.on_partitions_lost = on_partitions_lost
@@ -120,7 +120,8 @@ class ConsumerCore:
             client_filter=config.client_filter, metrics=self.metrics, on_result=self.broker_health.record,
         )
         #: the decisions of every fetch route (the loop's workers, a blocking iterator's own fetches)
-        self.engine = ConsumerEngine(config, self.client_id, self.table, self.buffer, self.fetcher, self.links)
+        self.engine = ConsumerEngine(config, self.client_id, self.table, self.buffer, self.fetcher, self.links,
+                                     self.brokers)
         #: the event loop's driver of the engine
         self.workers = FetchWorkers(self.engine, self._connection, concurrency=config.fetch_concurrency,
                                     rpc_timeout_ms=config.rpc_timeout_ms)

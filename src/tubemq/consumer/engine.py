@@ -35,6 +35,7 @@ from .links import FETCH_METHOD, OPENING_METHOD, Links
 from .partitions import PartitionSlot
 
 if TYPE_CHECKING:
+    from .brokers import BrokerClient
     from .config import ConsumerConfig
     from .fetch import DeliveryBuffer, Fetcher
     from .partitions import PartitionTable
@@ -65,7 +66,7 @@ class ConsumerEngine:
     """Leases, answers, delivery and confirms of one server-balanced consumer; see the module docstring."""
 
     def __init__(self, config: ConsumerConfig, client_id: str, table: PartitionTable, buffer: DeliveryBuffer,
-                 fetcher: Fetcher, links: Links) -> None:
+                 fetcher: Fetcher, links: Links, brokers: BrokerClient) -> None:
         self.config = config
         self.client_id = client_id
         self.table = table
@@ -78,13 +79,18 @@ class ConsumerEngine:
         self.batches = 0  # batches handed to the application
         self.confirms = 0
         self.links = links
+        self.brokers = brokers
 
     # ---- links (see :class:`Links`)
     def needs_opening(self, link: Any) -> bool:
         return self.links.needs_opening(link)
 
     def opening(self, address: str) -> bytes:
-        return self.links.opening(address)
+        """The request body a new link to ``address`` writes first (method :data:`OPENING_METHOD`): a
+        heartbeat of the partitions held there, with the visit token and (auth configured) the signed
+        token, so that the broker serves this link's reads as it does the registering one's."""
+        partitions = [s.partition for s in self.table.registered() if s.partition.address == address]
+        return self.brokers.heartbeat_request(partitions)
 
     def opened(self, link: Any, data: bytes | None, exc: BaseException | None) -> TubeMQError | None:
         return self.links.opened(link, data, exc)

@@ -69,7 +69,8 @@ class BoundCore:
         self.flow = FlowControl(msg_not_found_wait_ms=self.config.msg_not_found_wait_ms,
                                 filter_wait_ms=self.config.filter_wait_ms)
         self.session = BoundSession(self, self.client_id, self.stats)
-        self.brokers = BrokerClient(self.session, self.config, self.flow)
+        links = Links()
+        self.brokers = BrokerClient(self.session, self.config, self.flow, links=links)
         self.fetcher = Fetcher(
             self.table, client_id=self.client_id, group=self.config.group, flow=self.flow,
             rpc_timeout_ms=self.config.rpc_timeout_ms, verify_checksum=self.config.verify_checksum,
@@ -77,8 +78,8 @@ class BoundCore:
         )
         #: the fetch decisions, shared with the server-balanced consumer (its buffer is unused: a
         #: bound read hands each batch straight to its caller)
-        self.engine = ConsumerEngine(config, self.client_id, self.table, DeliveryBuffer(1), self.fetcher,
-                                     Links(self.table, self.brokers))
+        self.engine = ConsumerEngine(config, self.client_id, self.table, DeliveryBuffer(1), self.fetcher, links,
+                                     self.brokers)
         self.heartbeats = BrokerHeartbeats(self.table, self.brokers, self.session,
                                            self.config.heartbeat_period_ms / 1000.0, self._on_lost)
         self.meta_id: int = META_VALUE_UNDEFINED
