@@ -12,10 +12,12 @@ socket (:class:`~tubemq._bridge.channel.BlockingChannel`, same client id, the co
 and crosses to the loop thread once per batch, with a plain function (no Task): the loop thread
 confirms the batch just iterated, opens the answer's envelope (its large copies come from the
 loop thread's malloc arena: made on the main thread they made glibc trim and regrow the heap top per
-answer) and judges it with the fetch workers' own code
-(:meth:`~tubemq.consumer.fetch.Fetcher.answer`: back-offs, lost partitions, broker health, metrics),
-hands back the batch and leases the next ready partition (OWNED -> FETCHING, exactly as a fetch
-worker takes it). The lease's request is written before the batch goes to the caller and its answer
+answer) and hands it to the consumer engine (:meth:`~tubemq.consumer.engine.ConsumerEngine.step`:
+the judgement the fetch workers' answers get too, back-offs, lost partitions, broker health, pause,
+metrics), which gives back the batch and leases the next ready partitions. A channel presents the
+consumer's tokens before its first getMessage (:meth:`~tubemq.consumer.engine.ConsumerEngine.opening`:
+the broker serves reads only on a connection that did), and the engine judges no answer read on a
+channel that did not. The lease's request is written before the batch goes to the caller and its answer
 read when the caller asks for the next one: the broker works while the caller iterates, as it does
 for the fetch workers' requests in flight (without it, a quiet 2-core machine drained a backlog
 about a quarter slower than through the loop). The partition table is touched on the loop thread only; what crosses threads is
