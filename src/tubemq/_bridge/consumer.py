@@ -247,15 +247,18 @@ class DirectFeed:
     def _open(self, channel: BlockingChannel) -> None:
         """A new channel presents the consumer's tokens before its first fetch (the engine builds the
         request and judges the answer: :class:`~tubemq.consumer.links.Links`); raises what refused it."""
-        body = self._hop(self._engine.opening, channel.address)
-        channel.serial = serial = (channel.serial + 1) & SERIAL_MASK
-        data = channel.exchange(self._frame(serial, OPENING_METHOD, body), serial, self._rpc_timeout,
-                                time.monotonic())
-        refused = self._hop(self._opened, channel, data)
-        if refused is not None:
-            self._channels.remove(channel)
+        try:
+            body = self._hop(self._engine.opening, channel.address)
+            channel.serial = serial = (channel.serial + 1) & SERIAL_MASK
+            data = channel.exchange(self._frame(serial, OPENING_METHOD, body), serial, self._rpc_timeout,
+                                    time.monotonic())
+            refused = self._hop(self._opened, channel, data)
+            if refused is not None:
+                raise refused
+        except BaseException:
+            self._channels.remove(channel)  # never used for a fetch: closed, the next lease opens another
             channel.close()
-            raise refused
+            raise
 
     def _start(self, lease: Lease) -> None:
         """Write the getMessage request of ``lease`` on this thread (its answer is read by
