@@ -7,9 +7,10 @@ import a module by name on first use. Generated protobuf modules (``*_pb2``) are
 
 Layers, lowest first (DESIGN.md "Layers"): base (errors, version, metrics, wire constants) < codec
 (the codecs, their facade, InLongMsg, and ``tubemq.types``, the data types' one home) < protocol < net
-< client (master session, producer, consumer, the sync bridge, config) | server (siblings: neither imports
-the other) < public API (``tubemq``, ``tubemq.aio``) < top (spark, cli). A module may import its own
-layer or any below it.
+< engines (master session, producer, consumer, config) | server (siblings: neither imports the other)
+< bridge (``tubemq._bridge``: all thread crossing) < facades (``tubemq.sync``: the blocking classes)
+< public API (``tubemq``, ``tubemq.aio``) < top (spark, cli). A module may import its own layer or any
+below it.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
                   "tubemq._extras")),
     (2, "protocol", ("tubemq.protocol",)),
     (3, "net", ("tubemq.net",)),
-    (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq._bridge", "tubemq.sync", "tubemq.admin",
-                   "tubemq.config")),
+    (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq.admin", "tubemq.config")),
     (4, "server", ("tubemq.server",)),
-    (5, "public", ("tubemq", "tubemq.aio", "tubemq.otel")),
-    (6, "top", ("tubemq.spark", "tubemq.cli", "tubemq.__main__", "tubemq.pytest_plugin")),
+    (5, "bridge", ("tubemq._bridge",)),
+    (6, "facades", ("tubemq.sync",)),
+    (7, "public", ("tubemq", "tubemq.aio", "tubemq.otel")),
+    (8, "top", ("tubemq.spark", "tubemq.cli", "tubemq.__main__", "tubemq.pytest_plugin")),
 ]
 #: Layers of one rank that must not import each other.
 SIBLINGS = {frozenset({"client", "server"})}
@@ -292,7 +294,7 @@ def test_every_module_has_a_layer(edges: list[Edge]) -> None:
 
 #: Engine packages (and their asyncio clients) that must not import the bridge or the blocking facades
 #: above it, in any form (DESIGN.md "Layers": the drivers on callers' threads sit above the engines).
-ENGINE_PACKAGES = ("tubemq.producer",)
+ENGINE_PACKAGES = ("tubemq.producer", "tubemq.consumer")
 ABOVE_ENGINES = ("tubemq._bridge", "tubemq.sync")
 
 

@@ -28,8 +28,12 @@ CHECKED = [
     "_bridge/channel.py",
     "_bridge/futures.py",
     "_bridge/dispatch.py",
+    "_bridge/consumer.py",
+    "_bridge/feed.py",
     "sync/__init__.py",
     "sync/producer.py",
+    "sync/consumer.py",
+    "sync/bound.py",
 ]
 
 #: ``"file:line x._name"`` entries that may stay. Empty: nothing may be added here.

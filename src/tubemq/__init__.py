@@ -18,10 +18,11 @@ if TYPE_CHECKING:
     from . import aio, codec, errors, serializers, server
     from .codec import BrokerInfo, Message, Partition
     from .config import ClientConfig, ConsumerConfig, ProducerConfig
-    from .consumer import Batch, BoundConsumer, Consumer
     from .errors import TubeMQError
+    from .sync.bound import BoundConsumer
+    from .sync.consumer import Consumer
     from .sync.producer import Producer
-    from .types import SendResult
+    from .types import Batch, SendResult
 
 _LAZY = {
     "Producer": "tubemq.sync.producer",
@@ -29,9 +30,9 @@ _LAZY = {
     "ProducerConfig": "tubemq.config",
     "ConsumerConfig": "tubemq.config",
     "ClientConfig": "tubemq.config",
-    "Consumer": "tubemq.consumer",
-    "BoundConsumer": "tubemq.consumer",
-    "Batch": "tubemq.consumer",
+    "Consumer": "tubemq.sync.consumer",
+    "BoundConsumer": "tubemq.sync.bound",
+    "Batch": "tubemq.types",
     "Message": "tubemq.codec",
     "Partition": "tubemq.codec",
     "BrokerInfo": "tubemq.codec",
