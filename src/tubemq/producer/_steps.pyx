@@ -33,6 +33,7 @@ cdef class PlainSteps:
     cdef str client_id
     cdef int64_t sent_addr
     cdef int64_t timeout_ms
+    cdef double timeout
 
     def __init__(self, engine, latency):
         self.session = engine.session
@@ -44,9 +45,13 @@ cdef class PlainSteps:
         self.client_id = engine.client_id
         self.sent_addr = engine.sent_addr
         self.timeout_ms = engine.timeout_ms
+        self.timeout = engine.timeout
 
     def admit(self):
         """A buffer slot if one is free now: True, else False (full or closed); never waits or raises."""
+        return self.take()
+
+    cdef bint take(self) except -1:
         cdef object buffer = self.buffer
         self.lock_acquire()
         try:
@@ -54,6 +59,27 @@ cdef class PlainSteps:
                 return False
             buffer.used += 1
             return True
+        finally:
+            self.lock_release()
+
+    def admit_job(self, job):
+        """:meth:`admit`, and when admitted ``job``'s clock starts now (``t0``, ``deadline``)."""
+        cdef double now
+        if not self.take():
+            return False
+        now = _monotonic()
+        job.t0 = now
+        job.deadline = now + self.timeout
+        return True
+
+    def written(self, sent, size, resent):
+        """Count attempts written: ``sent`` messages (first attempts, ``size`` bytes), ``resent`` resends."""
+        cdef object buffer = self.buffer
+        self.lock_acquire()
+        try:
+            buffer.sent += sent
+            buffer.bytes_sent += size
+            buffer.retried += resent
         finally:
             self.lock_release()
 

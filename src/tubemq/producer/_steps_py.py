@@ -16,7 +16,8 @@ _encode_send = codec.encode_send_request
 class PlainSteps:
     """``engine``'s plain-send steps; ``latency``: the send-latency histogram (one in 8 sampled)."""
 
-    __slots__ = ("admit", "buffer", "client_id", "latency", "quality", "sent_addr", "session", "timeout_ms")
+    __slots__ = ("admit", "buffer", "client_id", "latency", "quality", "sent_addr", "session", "timeout",
+                 "timeout_ms", "written")
 
     def __init__(self, engine: Any, latency: Any) -> None:
         self.session = engine.session
@@ -26,8 +27,19 @@ class PlainSteps:
         self.client_id = engine.client_id
         self.sent_addr = engine.sent_addr
         self.timeout_ms = engine.timeout_ms
+        self.timeout = engine.timeout
         #: a buffer slot if one is free now: True, else False (full or closed); never waits or raises
         self.admit = engine.buffer.take_now
+        #: count attempts written: ``sent`` messages (first attempts, ``size`` bytes), ``resent`` resends
+        self.written = engine.buffer.written
+
+    def admit_job(self, job: Any) -> bool:
+        """:meth:`admit`, and when admitted ``job``'s clock starts now (``t0``, ``deadline``)."""
+        if not self.admit():
+            return False
+        now = job.t0 = _monotonic()
+        job.deadline = now + self.timeout
+        return True
 
     def frame(self, serial: int, topic: str, partition_id: int, data: bytes) -> bytes:
         """The send frame of a plain body (no attributes, stream id or time), tokens as of now."""

@@ -116,9 +116,9 @@ class Producer:
             await self._ensure_started()
         job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done, self.config.serialize_hook)
         job.now = True
-        if not self._buffer.try_take():
+        if not self._engine.try_admit(job):  # full, or closed (then take_async raises)
             await self._buffer.take_async()
-        self._engine.start_clock(job)
+            self._engine.start_clock(job)
         fut: asyncio.Future[SendResult] = self._loop.create_future()  # type: ignore[union-attr]
         job.fut = fut
         core.accept(job)
@@ -179,8 +179,9 @@ class Producer:
         if callback is not None:
             job.cb = check_callback(callback)
         job.now = now
-        await self._buffer.take_async()
-        self._engine.start_clock(job)
+        if not self._engine.try_admit(job):  # full, or closed (then take_async raises)
+            await self._buffer.take_async()
+            self._engine.start_clock(job)
         fut: asyncio.Future[SendResult] = core.loop.create_future()
         job.fut = fut
         core.accept(job)

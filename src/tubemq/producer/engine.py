@@ -4,7 +4,7 @@ Why one engine: the same send goes out three ways (the event loop, a caller's ow
 the compiled blocking send), and each must admit, route, frame, judge, retry and count exactly alike.
 So those three are drivers that move bytes and wait; this object decides:
 
-* :meth:`try_admit` / :meth:`admit_now` / :meth:`start_clock`: a slot in the bounded send buffer (a
+* ``try_admit`` / ``admit_now`` / :meth:`start_clock`: a slot in the bounded send buffer (a
   driver that must wait for one waits on the buffer its own way), and the message's deadline;
 * :meth:`route` / :meth:`route_direct`: the partition (round-robin, key, user partitioner, shielding);
 * :meth:`frame`: the whole send frame with the session's tokens as of now;
@@ -119,9 +119,6 @@ class ProducerEngine:
         self.router = Router(config.partitioner)
         self.quality = BrokerQuality(config.broker_failure_threshold, config.broker_shield_ms, config.unavailable_ms)
         self.buffer = SendBuffer(config.max_pending, config.max_block_ms / 1000.0)
-        #: ``written_batch(sent, size, resent)``: :meth:`written` for many attempts at once (``sent``
-        #: first attempts of ``size`` bytes in all, ``resent`` resends), one lock round
-        self.written_batch: Callable[[int, int, int], None] = self.buffer.written
         #: a caller's thread may do a send's round trip itself (no TLS, no user partitioner: loop business)
         self.direct_ok = not config.tls and not callable(self.router.partitioner)
         self.closed = False
@@ -137,6 +134,14 @@ class ProducerEngine:
         #: ``settle_plain(broker_id, size, t0)``: a plain message admitted with ``admit_now`` was written
         #: once and stored (the compiled blocking send, which builds no :class:`Job`)
         self.settle_plain: Callable[[int, int, float], None] = steps.settle
+        #: ``try_admit(job)``: a buffer slot for ``job`` if one is free now, and its deadline
+        #: (:meth:`start_clock`); never waits, never raises: False when full or closed (a driver then
+        #: waits for room its own way, ``buffer.take`` on a thread or ``buffer.take_async`` on a loop,
+        #: and starts the clock)
+        self.try_admit: Callable[[Job], bool] = steps.admit_job
+        #: ``written_batch(sent, size, resent)``: :meth:`written` for many attempts at once (``sent``
+        #: first attempts of ``size`` bytes in all, ``resent`` resends), one lock round
+        self.written_batch: Callable[[int, int, int], None] = steps.written
         self._sides: list[SideDriver] = []
         self._loop_in_flight: Callable[[], int] = lambda: 0
         self._loop_backlog: Callable[[], int] = lambda: 0
@@ -175,16 +180,6 @@ class ProducerEngine:
         self.buffer.close()
 
     # ------------------------------------------------------------------ admission
-
-    def try_admit(self, job: Job) -> bool:
-        """A buffer slot for ``job`` if one is free now, and its deadline (:meth:`start_clock`); never
-        waits, never raises: False when full or closed (a driver then waits for room its own way,
-        ``buffer.take`` on a thread or ``buffer.take_async`` on a loop, and starts the clock)."""
-        if not self.buffer.take_now():
-            return False
-        now = job.t0 = _monotonic()
-        job.deadline = now + self.timeout
-        return True
 
     def start_clock(self, job: Job, timeout: float | None = None) -> None:
         """``job``'s deadline starts now: ``timeout`` seconds (default ``rpc_timeout_ms``)."""
@@ -252,9 +247,9 @@ class ProducerEngine:
     def written(self, job: Job) -> None:
         """One attempt of ``job`` went out (the first counts as sent, later ones as resends)."""
         if job.attempt:
-            self.buffer.written(0, 0, 1)
+            self.written_batch(0, 0, 1)
         else:
-            self.buffer.written(1, job.size, 0)
+            self.written_batch(1, job.size, 0)
 
     # ------------------------------------------------------------------ judging an answer
 
