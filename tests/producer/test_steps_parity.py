@@ -19,10 +19,9 @@ from tubemq.producer.quality import BrokerQuality
 
 NO_EXT = os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")
 pytestmark = pytest.mark.skipif(NO_EXT, reason="TUBEMQ_NO_EXTENSIONS=1: no compiled steps to compare with")
+cy: Any = py
 if not NO_EXT:
     from tubemq.producer import _steps as cy
-else:  # pragma: no cover
-    cy = py
 
 IMPLS = [pytest.param(py, id="python"), pytest.param(cy, id="cython")]
 COUNTERS = ("used", "sent", "bytes_sent", "acknowledged", "direct", "failed", "retried")
@@ -100,7 +99,12 @@ def test_settle_wakes_a_thread_waiting_for_room(impl: Any) -> None:
     steps = impl.PlainSteps(engine, Histogram())
     assert steps.admit()
     got: list[float] = []
-    waiter = threading.Thread(target=lambda: (engine.buffer.take(False), got.append(time.monotonic())))
+
+    def wait_for_room() -> None:
+        engine.buffer.take(False)
+        got.append(time.monotonic())
+
+    waiter = threading.Thread(target=wait_for_room)
     waiter.start()
     deadline = time.monotonic() + 10
     while not engine.buffer.thread_waiters and time.monotonic() < deadline:
