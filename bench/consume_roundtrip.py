@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_consumer import load  # noqa: E402
 from bench_server import create_topic, embedded_server  # noqa: E402
-from roundtrip import _median, report  # noqa: E402
+from roundtrip import report, summary  # noqa: E402
 
 import tubemq  # noqa: E402
 import tubemq.aio  # noqa: E402
@@ -260,22 +260,6 @@ def sitting(master: str, topic: str, expected: int, args: argparse.Namespace) ->
     return rows
 
 
-def summary(rows: list[dict[str, Any]]) -> None:
-    """Per path: msg/s of each round, the ratio to the raw loop of the same round and its median, and
-    the median CPU per million messages."""
-    raw_by_round = {r["round"]: r["msg_per_s"] for r in rows if r["path"] == "raw"}
-    print("\npath       msg/s (each round)           vs raw, same round (median)   cpu s/M")
-    for path in PATHS:
-        mine = [r for r in rows if r["path"] == path]
-        if not mine:
-            continue
-        rates = " / ".join(str(r["msg_per_s"]) for r in mine)
-        ratios = [r["msg_per_s"] / raw_by_round[r["round"]] for r in mine if raw_by_round.get(r["round"])]
-        ratio = f"{' / '.join(f'{x:.2f}' for x in ratios)} ({_median(ratios):.2f})" if ratios else "-"
-        cpu = _median([r["cpu_s_per_million"] for r in mine])
-        print(f"{path:<10} {rates:<28} {ratio:<29} {cpu:>8}")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=300000)
@@ -296,7 +280,7 @@ def main() -> None:
         print(f"# backlog: {args.messages} messages of {args.size} B over partitions {pids}, loaded at "
               f"{rate:,.0f} msg/s", flush=True)
         rows = sitting(f"127.0.0.1:{mport}", topic, len(pids), args)
-    summary(rows)
+    summary(rows, PATHS, latency=False)
 
 
 if __name__ == "__main__":
