@@ -40,8 +40,10 @@ class BrokerHealth:
     """Per-broker request outcomes -> healthy / unhealthy; ``on_unhealthy(address, reason)`` once per
     transition. Fed by fetches and by every broker RPC of :class:`BrokerClient`."""
 
-    def __init__(self, on_unhealthy: Callable[[str, str], None]) -> None:
+    def __init__(self, on_unhealthy: Callable[[str, str], None],
+                 on_healthy: Callable[[str], None] | None = None) -> None:
         self.on_unhealthy = on_unhealthy
+        self.on_healthy = on_healthy
         self._failures: dict[str, int] = {}
         #: address -> (monotonic time it was marked, reason) for brokers unhealthy right now
         self.unhealthy: dict[str, tuple[float, str]] = {}
@@ -51,6 +53,8 @@ class BrokerHealth:
         self._failures.pop(address, None)
         if self.unhealthy.pop(address, None) is not None:
             log.warning("broker %s answers again: healthy", address)
+            if self.on_healthy is not None:
+                self.on_healthy(address)
 
     def failed(self, address: str, exc: BaseException) -> None:
         if not isinstance(exc, (TubeMQTimeoutError, TubeMQConnectionError, ProtocolError, OSError)):

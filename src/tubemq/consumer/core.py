@@ -45,13 +45,14 @@ from ..codec import Partition
 from ..errors import BadRequestError, ClientClosedError, TubeMQConnectionError, TubeMQError
 from ..metrics import Metrics
 from ..net.health import SessionHealth
-from ..protocol.constants import ErrorCode, EventType
+from ..protocol.constants import CONSUMER_REG_TIMEOUT_MS, ErrorCode, EventType
 from ..serializers import deserialize_messages
 from ..types import Batch
 from .brokers import BrokerClient, BrokerHealth, BrokerHeartbeats
 from .config import ConsumerConfig
 from .fetch import DeliveryBuffer, Fetcher
 from .flowctrl import FlowControl
+from .orphans import OrphanRegistrations
 from .partitions import PartitionSlot, PartitionState, PartitionTable
 from .positions import PartitionRef, owned_slot, partition_key, partition_keys, reposition
 from .rebalance import EventQueue, RebalanceWorker, RegisterOutcome, ReportQueue
@@ -99,7 +100,7 @@ class ConsumerCore:
         #: called (on the loop thread) with the error when a broker turns unhealthy
         self.on_error = on_error
         self.last_error: TubeMQError | None = None
-        self.broker_health = BrokerHealth(self._broker_unhealthy)
+        self.broker_health = BrokerHealth(self._broker_unhealthy, on_healthy=self._broker_healthy)
         self.brokers = BrokerClient(self.session, config, self.flow, self.broker_health)
         self.buffer = DeliveryBuffer(config.prefetch_batches)
         self.on_partitions_assigned = on_partitions_assigned
@@ -127,7 +128,10 @@ class ConsumerCore:
             on_assigned=self._assigned_hook,
             on_revoked=self._revoked_hook,
             on_report_ready=self.session.trigger_heartbeat,
+            on_unreleased=self._unreleased,
         )
+        #: registrations let go without the broker hearing it: released once it answers again
+        self.orphans = OrphanRegistrations(self.table, self.brokers, 2 * CONSUMER_REG_TIMEOUT_MS / 1000.0)
         self.started = False
         self.closing = False
         self.closed = False
@@ -154,6 +158,7 @@ class ConsumerCore:
                                lambda name=name: worker.processed_by_type.get(name, 0))  # type: ignore[misc]
         m.register_counter("consumer.partitions_assigned", lambda: worker.partitions_assigned)
         m.register_counter("consumer.partitions_revoked", lambda: worker.partitions_revoked)
+        m.register_counter("consumer.registrations_released", lambda: self.orphans.released)
         for name in ("partitions_lost", "confirm_timeouts", "commit_failures", "close_timeouts"):
             m.inc(f"consumer.{name}", 0)  # present from the start (counted on failure paths)
         m.set_gauge("consumer.partitions", lambda: len(self.table.registered()))
@@ -198,6 +203,8 @@ class ConsumerCore:
         self._tasks["broker-heartbeat"] = loop.create_task(self._broker_heartbeat_loop(),
                                                            name="tubemq-broker-heartbeat")
         self._tasks["housekeeping"] = loop.create_task(self._housekeeping(), name="tubemq-consumer-housekeeping")
+        self._tasks["orphans"] = loop.create_task(self.orphans.run(lambda: self.closing),
+                                                  name="tubemq-consumer-orphans")
         self.fetcher.start()
         log.info("consumer %s started: group %s, topics %s", self.client_id, self.config.group,
                  sorted(self.config.topics))
@@ -445,6 +452,7 @@ class ConsumerCore:
 
     # ------------------------------------------------------------------ BrokerOps for the worker
     async def register(self, slot: PartitionSlot, read_status: int) -> RegisterOutcome:
+        self.orphans.taken_back(slot.key)  # the broker replaces a registration of the same consumer id
         return await self.brokers.register(slot, read_status, self._bound_offset(slot))
 
     def _bound_offset(self, slot: PartitionSlot) -> int | None:
@@ -485,6 +493,7 @@ class ConsumerCore:
         self.metrics.inc("consumer.partitions_lost")
         if self.closing:
             return
+        self.orphans.add(slot)  # the broker may hold our registration still (no unregister was sent)
         if not self._lost_batch:
             asyncio.get_running_loop().call_soon(self._flush_lost)
         self._lost_batch.append(slot)
@@ -515,7 +524,17 @@ class ConsumerCore:
                     del self._lost_infos[slot.key]
             if not self.closing:
                 self.table.changed = True
-                self.session.trigger_heartbeat()  # tell the master soon (reportSubscribeInfo)
+                self.session.hurry()  # tell the master soon (reportSubscribeInfo), then ask for the new
+                # assignment every second rather than once a heartbeat period
+
+    def _unreleased(self, slot: PartitionSlot) -> None:
+        if not self.closing:
+            self.orphans.add(slot)
+
+    def _broker_healthy(self, address: str) -> None:
+        """A broker answers again after failing: the network is probably back, so is the master's."""
+        if not self.closing:
+            self.session.trigger_heartbeat()
 
     def _broker_unhealthy(self, address: str, reason: str) -> None:
         """Java, after a failed broker heartbeat: release that broker's partitions locally (no RPC: it
