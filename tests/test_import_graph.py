@@ -41,7 +41,7 @@ LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
                    "tubemq.config")),
     (4, "server", ("tubemq.server",)),
     (5, "public", ("tubemq", "tubemq.aio", "tubemq.otel")),
-    (6, "top", ("tubemq.spark", "tubemq.cli", "tubemq.__main__", "tubemq.pytest_plugin")),
+    (6, "top", ("tubemq.spark", "tubemq.cli", "tubemq.__main__", "tubemq.pytest_plugin", "tubemq.testing")),
 ]
 #: Layers of one rank that must not import each other.
 SIBLINGS = {frozenset({"client", "server"})}

@@ -1,7 +1,7 @@
 """Network-fault scenario shared by the reliability tests (short faults) and ``bench/soak.py`` (long).
 
-:func:`group_through_fault`: an embedded cluster behind fault proxies (``tubemq.testing.proxy_cluster``:
-the master and every broker, so every client byte crosses a proxy); a producer sends numbered
+:func:`group_through_fault`: an embedded cluster behind fault proxies (``tubemq.testing.proxy_cluster``
+or the plugin's ``tubemq_proxies``: the master and every broker, so every client byte crosses a proxy); a producer sends numbered
 messages and a consumer group of ``members`` consumes them. Once every partition delivers, the fault
 is applied to all proxies for ``seconds``, then healed. Measured: the *recovery*, from the heal until
 every partition has delivered a message acknowledged after the heal (the group consumes again
@@ -18,7 +18,7 @@ from typing import Any
 
 import tubemq
 from tubemq.errors import TubeMQError
-from tubemq.testing import proxy_cluster
+from tubemq.testing import ClusterProxies
 
 PAYLOAD = b"n%09d"
 FAULTS = ("blackhole", "reset", "vanish", "half_open")
@@ -138,29 +138,29 @@ def _wait(cond: Any, limit: float) -> float | None:
     return None
 
 
-def group_through_fault(cluster: Any, fault: str, seconds: float, *, topic: str, partitions: int,
-                        members: int = 2, client_opts: dict[str, Any] | None = None,
+def group_through_fault(cluster: Any, proxies: ClusterProxies, fault: str, seconds: float, *, topic: str,
+                        partitions: int, members: int = 2, client_opts: dict[str, Any] | None = None,
                         recover_limit: float = 90.0, drain_limit: float = 60.0) -> FaultResult:
-    """One fault on a running ``cluster`` (topic ``topic`` with ``partitions`` created here)."""
+    """One fault on a running ``cluster`` behind ``proxies`` (topic ``topic`` with ``partitions``
+    created here)."""
     if fault not in FAULTS:
         raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
     cluster.create_topic(topic, partitions=partitions)
-    with proxy_cluster(cluster) as proxies:
-        g = _Group(proxies.master_address, topic, f"g_{topic}", members, dict(client_opts or {}))
-        try:
-            t_start = time.monotonic()
-            if _wait(lambda: len(g.partitions_since(t_start)) == partitions, 60.0) is None:
-                g.res.errors.append(f"the group never consumed from all {partitions} partitions before the fault")
-            getattr(proxies, fault)()
-            time.sleep(seconds)
-            t_heal = time.monotonic()
-            proxies.heal()
-            g.res.recovery_s = _wait(lambda: len(g.partitions_since(t_heal)) == partitions, recover_limit)
-            g.stop_producing.set()
-            g.threads[0].join(30)
-            _wait(lambda: g.missing() == 0, drain_limit)
-        finally:
-            g.close()
+    g = _Group(proxies.master_address, topic, f"g_{topic}", members, dict(client_opts or {}))
+    try:
+        t_start = time.monotonic()
+        if _wait(lambda: len(g.partitions_since(t_start)) == partitions, 60.0) is None:
+            g.res.errors.append(f"the group never consumed from all {partitions} partitions before the fault")
+        getattr(proxies, fault)()
+        time.sleep(seconds)
+        t_heal = time.monotonic()
+        proxies.heal()
+        g.res.recovery_s = _wait(lambda: len(g.partitions_since(t_heal)) == partitions, recover_limit)
+        g.stop_producing.set()
+        g.threads[0].join(30)
+        _wait(lambda: g.missing() == 0, drain_limit)
+    finally:
+        g.close()
     res = g.res
     res.fault, res.seconds, res.partitions = fault, seconds, partitions
     res.acked = len(g.acked)
