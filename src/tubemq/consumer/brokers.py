@@ -67,6 +67,16 @@ class BrokerHealth:
             self.marked += 1
             self.on_unhealthy(address, reason)
 
+    def gone(self, address: str, reason: str) -> None:
+        """The broker closed our connection (a dead or restarted broker: its registrations are gone):
+        unhealthy at once, without waiting for requests to fail."""
+        self._failures[address] = BROKER_UNHEALTHY_AFTER
+        if address not in self.unhealthy:
+            reason = f"connection closed by the broker ({reason})"
+            self.unhealthy[address] = (time.monotonic(), reason)
+            self.marked += 1
+            self.on_unhealthy(address, reason)
+
     def record(self, address: str, exc: BaseException | None) -> None:
         """One request outcome: ``exc`` None for an answer."""
         if exc is None:

@@ -198,6 +198,7 @@ class ConsumerCore:
         self.started = True
         await self.session.start(register_attempts=5)
         self.health.remember_pool()
+        self.session.pool.disconnect_listeners.append(self._broker_disconnected)
         loop = asyncio.get_running_loop()
         self._tasks["rebalance"] = loop.create_task(self.worker.run(), name="tubemq-rebalance")
         self._tasks["broker-heartbeat"] = loop.create_task(self._broker_heartbeat_loop(),
@@ -245,6 +246,8 @@ class ConsumerCore:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks.clear()
+        with contextlib.suppress(TubeMQError, ValueError):
+            self.session.pool.disconnect_listeners.remove(self._broker_disconnected)
         # 3. tell the master (no heartbeat is sent after this)
         await self.session.close(timeout=max(0.05, deadline - time.monotonic()))
         self.closed = True
@@ -535,6 +538,16 @@ class ConsumerCore:
         """A broker answers again after failing: the network is probably back, so is the master's."""
         if not self.closing:
             self.session.trigger_heartbeat()
+
+    def _broker_disconnected(self, address: str, reason: str) -> None:
+        """A connection of ours was closed by its peer. A broker holding our partitions that closes it
+        died or restarted (SIGKILL, ``EmbeddedCluster.stop_broker``: its kernel or its listener sends
+        the FIN or RST): the partitions are lost now, reported through ``on_partitions_lost`` before
+        the master's revoke can arrive (a real master notices a dead broker only after its heartbeat
+        timeout, the embedded one at once; either way the loss is reported the same)."""
+        if self.closing or not any(s.partition.address == address for s in self.table.registered()):
+            return
+        self.broker_health.gone(address, reason)
 
     def _broker_unhealthy(self, address: str, reason: str) -> None:
         """Java, after a failed broker heartbeat: release that broker's partitions locally (no RPC: it
