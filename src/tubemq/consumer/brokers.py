@@ -41,9 +41,13 @@ class BrokerHealth:
     transition. Fed by fetches and by every broker RPC of :class:`BrokerClient`."""
 
     def __init__(self, on_unhealthy: Callable[[str, str], None],
-                 on_healthy: Callable[[str], None] | None = None) -> None:
+                 on_healthy: Callable[[str], None] | None = None,
+                 on_still_failing: Callable[[str], None] | None = None) -> None:
         self.on_unhealthy = on_unhealthy
         self.on_healthy = on_healthy
+        #: every further BROKER_UNHEALTHY_AFTER failures of an unhealthy broker (its connection may be
+        #: one that stalled after the first one was replaced: replace it again)
+        self.on_still_failing = on_still_failing
         self._failures: dict[str, int] = {}
         #: address -> (monotonic time it was marked, reason) for brokers unhealthy right now
         self.unhealthy: dict[str, tuple[float, str]] = {}
@@ -66,6 +70,8 @@ class BrokerHealth:
             self.unhealthy[address] = (time.monotonic(), reason)
             self.marked += 1
             self.on_unhealthy(address, reason)
+        elif n % BROKER_UNHEALTHY_AFTER == 0 and self.on_still_failing is not None:
+            self.on_still_failing(address)
 
     def gone(self, address: str, reason: str) -> None:
         """The broker closed our connection (a dead or restarted broker: its registrations are gone):

@@ -45,14 +45,14 @@ from ..codec import Partition
 from ..errors import BadRequestError, ClientClosedError, TubeMQConnectionError, TubeMQError
 from ..metrics import Metrics
 from ..net.health import SessionHealth
-from ..protocol.constants import CONSUMER_REG_TIMEOUT_MS, ErrorCode, EventType
+from ..protocol.constants import ErrorCode, EventType
 from ..serializers import deserialize_messages
 from ..types import Batch
+from .broker_watch import BrokerWatch
 from .brokers import BrokerClient, BrokerHealth, BrokerHeartbeats
 from .config import ConsumerConfig
 from .fetch import DeliveryBuffer, Fetcher
 from .flowctrl import FlowControl
-from .orphans import OrphanRegistrations
 from .partitions import PartitionSlot, PartitionState, PartitionTable
 from .positions import PartitionRef, owned_slot, partition_key, partition_keys, reposition
 from .rebalance import EventQueue, RebalanceWorker, RegisterOutcome, ReportQueue
@@ -100,7 +100,7 @@ class ConsumerCore:
         #: called (on the loop thread) with the error when a broker turns unhealthy
         self.on_error = on_error
         self.last_error: TubeMQError | None = None
-        self.broker_health = BrokerHealth(self._broker_unhealthy, on_healthy=self._broker_healthy)
+        self.broker_health = BrokerHealth(self._broker_unhealthy)
         self.brokers = BrokerClient(self.session, config, self.flow, self.broker_health)
         self.buffer = DeliveryBuffer(config.prefetch_batches)
         self.on_partitions_assigned = on_partitions_assigned
@@ -128,10 +128,9 @@ class ConsumerCore:
             on_assigned=self._assigned_hook,
             on_revoked=self._revoked_hook,
             on_report_ready=self.session.trigger_heartbeat,
-            on_unreleased=self._unreleased,
         )
-        #: registrations let go without the broker hearing it: released once it answers again
-        self.orphans = OrphanRegistrations(self.table, self.brokers, 2 * CONSUMER_REG_TIMEOUT_MS / 1000.0)
+        self.watch = BrokerWatch(self.table, self.session, self.brokers, self.worker, lambda: self.closing)
+        self.orphans = self.watch.orphans  # registrations let go of without the broker hearing it
         self.started = False
         self.closing = False
         self.closed = False
@@ -198,14 +197,13 @@ class ConsumerCore:
         self.started = True
         await self.session.start(register_attempts=5)
         self.health.remember_pool()
-        self.session.pool.disconnect_listeners.append(self._broker_disconnected)
+        self.watch.start()
         loop = asyncio.get_running_loop()
         self._tasks["rebalance"] = loop.create_task(self.worker.run(), name="tubemq-rebalance")
         self._tasks["broker-heartbeat"] = loop.create_task(self._broker_heartbeat_loop(),
                                                            name="tubemq-broker-heartbeat")
         self._tasks["housekeeping"] = loop.create_task(self._housekeeping(), name="tubemq-consumer-housekeeping")
-        self._tasks["orphans"] = loop.create_task(self.orphans.run(lambda: self.closing),
-                                                  name="tubemq-consumer-orphans")
+        self._tasks["orphans"] = loop.create_task(self.orphans.run(lambda: self.closing), name="tubemq-orphans")
         self.fetcher.start()
         log.info("consumer %s started: group %s, topics %s", self.client_id, self.config.group,
                  sorted(self.config.topics))
@@ -246,8 +244,8 @@ class ConsumerCore:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks.clear()
-        with contextlib.suppress(TubeMQError, ValueError):
-            self.session.pool.disconnect_listeners.remove(self._broker_disconnected)
+        with contextlib.suppress(TubeMQError):
+            self.watch.stop()
         # 3. tell the master (no heartbeat is sent after this)
         await self.session.close(timeout=max(0.05, deadline - time.monotonic()))
         self.closed = True
@@ -527,27 +525,7 @@ class ConsumerCore:
                     del self._lost_infos[slot.key]
             if not self.closing:
                 self.table.changed = True
-                self.session.hurry()  # tell the master soon (reportSubscribeInfo), then ask for the new
-                # assignment every second rather than once a heartbeat period
-
-    def _unreleased(self, slot: PartitionSlot) -> None:
-        if not self.closing:
-            self.orphans.add(slot)
-
-    def _broker_healthy(self, address: str) -> None:
-        """A broker answers again after failing: the network is probably back, so is the master's."""
-        if not self.closing:
-            self.session.trigger_heartbeat()
-
-    def _broker_disconnected(self, address: str, reason: str) -> None:
-        """A connection of ours was closed by its peer. A broker holding our partitions that closes it
-        died or restarted (SIGKILL, ``EmbeddedCluster.stop_broker``: its kernel or its listener sends
-        the FIN or RST): the partitions are lost now, reported through ``on_partitions_lost`` before
-        the master's revoke can arrive (a real master notices a dead broker only after its heartbeat
-        timeout, the embedded one at once; either way the loss is reported the same)."""
-        if self.closing or not any(s.partition.address == address for s in self.table.registered()):
-            return
-        self.broker_health.gone(address, reason)
+                self.session.hurry()  # tell the master now, then ask for the new assignment every second
 
     def _broker_unhealthy(self, address: str, reason: str) -> None:
         """Java, after a failed broker heartbeat: release that broker's partitions locally (no RPC: it
@@ -562,9 +540,7 @@ class ConsumerCore:
         log.warning("%s", err)
         for slot in slots:
             self.table.drop(slot, f"broker {address} unhealthy")  # reported through _dropped
-        task = asyncio.get_running_loop().create_task(self.session.pool.discard(address))
-        self._discards.add(task)  # the loop keeps only a weak reference to a task
-        task.add_done_callback(self._discards.discard)
+        self.watch.discard_connection(address)
         if self.on_error is not None:
             try:
                 self.on_error(err)
