@@ -368,7 +368,9 @@ def main(argv: list[str] | None = None) -> int:
             step()
     custom = any(v is not None for v in (args.fuzz, args.kill_trials, args.kill_messages, args.churn_seconds))
     label = "custom" if custom or args.only else "quick" if args.quick else "full"
-    print(f"\nsoak: {label} run (fuzz {n}/decoder, {trials} x {messages} SIGKILL, {churn:.0f} s churn), "
+    what = {"fuzz": f"fuzz {n}/decoder", "kill": f"{trials} x {messages} SIGKILL", "churn": f"{churn:.0f} s churn",
+            "network": "network faults" + (" of 3 s" if args.quick else "")}
+    print(f"\nsoak: {label} run ({', '.join(what[p] for p, _ in steps if p in parts)}), "
           f"{time.monotonic() - t0:.0f} s, python {sys.version.split()[0]}\n")
     print_table(rows)
     bad = sum(int(r.get(k, 0) or 0) for r in rows for k in ("crashes", "hangs", "untyped", "lost", "duplicates", "held_twice"))
