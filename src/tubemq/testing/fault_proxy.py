@@ -37,13 +37,13 @@ import contextlib
 import logging
 import socket
 import struct
-import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from .._tasks import cancel_and_wait, wait_for
+from ..net.loop import LoopThread
 
 log = logging.getLogger("tubemq.testing.proxy")
 
@@ -242,8 +242,7 @@ class FaultProxy:
         self._rate = 0.0
         self._links: set[_Link] = set()
         self._link_tasks: set[asyncio.Task[None]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: LoopThread | None = None
         self._server: asyncio.Server | None = None
         #: clear while nothing may be forwarded (blackhole, vanish); binds to the proxy's loop on first use
         self._flowing = asyncio.Event()
@@ -266,18 +265,7 @@ class FaultProxy:
     def start(self) -> FaultProxy:
         if self._thread is not None:
             return self
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.call_soon(ready.set)
-            loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name=f"tubemq-fault-proxy-{self.target_port}", daemon=True)
-        self._thread.start()
-        ready.wait(_CALL_TIMEOUT_S)
-        self._loop = loop
+        self._thread = LoopThread(f"tubemq-fault-proxy-{self.target_port}")
         try:
             self._call(self._listen())
         except BaseException:
@@ -292,7 +280,7 @@ class FaultProxy:
 
     def close(self) -> None:
         """Stop listening, reset every connection, stop the thread. Idempotent."""
-        if self._loop is None:
+        if self._thread is None:
             return
         with contextlib.suppress(Exception):
             self._call(self._close())
@@ -310,26 +298,21 @@ class FaultProxy:
             self._server = None
 
     def _stop_loop(self) -> None:
-        loop, thread = self._loop, self._thread
-        self._loop = self._thread = None
-        if loop is None or thread is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(_CALL_TIMEOUT_S)
-        if not thread.is_alive():
-            loop.close()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.stop()
 
-    def _call(self, coro: Any) -> Any:
-        if self._loop is None:
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._thread is None:
             coro.close()
             raise RuntimeError("the fault proxy is not running")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(_CALL_TIMEOUT_S)
+        return self._thread.run(coro, _CALL_TIMEOUT_S)
 
     def _apply(self, fn: Callable[[], T]) -> T:
         async def call() -> T:
             return fn()
 
-        return self._call(call())  # type: ignore[no-any-return]
+        return self._call(call())
 
     # ---- addresses and counters
 
