@@ -494,7 +494,6 @@ class ConsumerCore:
         self.metrics.inc("consumer.partitions_lost")
         if self.closing:
             return
-        self.orphans.add(slot)  # the broker may hold our registration still (no unregister was sent)
         if not self._lost_batch:
             asyncio.get_running_loop().call_soon(self._flush_lost)
         self._lost_batch.append(slot)
@@ -538,7 +537,8 @@ class ConsumerCore:
                                     f"{len(slots)} partition(s) released for reassignment")
         self.last_error = err
         log.warning("%s", err)
-        for slot in slots:
+        for slot in slots:  # the broker did not hear it: its registration is released once it answers
+            self.orphans.add(slot)
             self.table.drop(slot, f"broker {address} unhealthy")  # reported through _dropped
         self.watch.discard_connection(address)
         if self.on_error is not None:
