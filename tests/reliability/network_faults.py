@@ -35,6 +35,7 @@ class FaultResult:
     send_errors: int = 0  # typed send failures during the fault (expected)
     untyped_errors: int = 0
     released: int = 0  # registrations members released after the brokers answered again
+    heartbeat_failures: int = 0  # failed master heartbeats of all members (bounded: no busy retry)
     partitions: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -42,7 +43,7 @@ class FaultResult:
         rec = "none" if self.recovery_s is None else f"{self.recovery_s:.2f} s"
         return (f"{self.fault} {self.seconds:g} s: recovery {rec}, {self.acked} acked, {self.lost} lost, "
                 f"{self.send_errors} send errors, {self.untyped_errors} untyped, "
-                f"{self.released} registrations released")
+                f"{self.released} registrations released, {self.heartbeat_failures} failed heartbeats")
 
 
 class _Group:
@@ -121,7 +122,9 @@ class _Group:
         for t in self.threads:
             t.join(15)
         for c in self.consumers:
-            self.res.released += c._core.metrics.snapshot()["counters"].get("consumer.registrations_released", 0)
+            counters = c._core.metrics.snapshot()["counters"]
+            self.res.released += counters.get("consumer.registrations_released", 0)
+            self.res.heartbeat_failures += counters.get("master.heartbeat_failures", 0)
             c.close()
         self.producer.close()
 

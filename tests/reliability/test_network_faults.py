@@ -32,6 +32,8 @@ def test_group_resumes_after_a_network_fault(tubemq_cluster: Any, tubemq_proxies
     assert res.untyped_errors == 0
     assert res.recovery_s is not None, "the group did not consume from every partition again"
     assert res.acked > 0 and res.lost == 0, res
+    # heartbeats are retried at a wait, never in a busy loop (a few per member per second at most)
+    assert res.heartbeat_failures < 60, res
 
 
 @pytest.mark.tubemq_cluster(topics={"nf_hb": 1})

@@ -193,8 +193,9 @@ class ConsumerSession(ConsumerSessionBase):
 
     async def _sleep(self, seconds: float, wakeable: bool = False) -> None:
         if wakeable:
-            if len(self.core.reports):
-                seconds = 0.0  # a processed event waits for its report: do not sleep on it
+            if len(self.core.reports) and not self._hb_failures:
+                seconds = 0.0  # a processed event waits for its report: do not sleep on it (but while
+                # heartbeats fail, the report waits for the next attempt like everything else)
             seconds = min(seconds, max(self.cfg.heartbeat_period_ms, self.cfg.heartbeat_fail_wait_ms) / 1000.0)
             if self._hurry_until and time.monotonic() < self._hurry_until:
                 seconds = min(seconds, HURRY_PERIOD_S)
