@@ -22,6 +22,7 @@ from .admin import AdminApi, AdminServer
 from .admin_offsets import BrokerWebApi
 from .broker import Broker
 from .config import ServerConfig
+from .dir_lock import DataDirLock
 from .endpoints import Endpoints, publish, withdraw
 from .master import Master
 from .meta import BrokerEntry, MetaStore, TopicConf
@@ -170,6 +171,8 @@ class EmbeddedServer:
         self.master_port = config.master_port
         self.admin_port = config.admin_port
         self.started = False
+        #: held from start to stop: one server per data directory (server/dir_lock.py)
+        self._dir_lock: DataDirLock | None = None
 
     # ---- the first broker (the single-broker API)
 
@@ -206,8 +209,9 @@ class EmbeddedServer:
             return
         cfg = self.config
         self._ssl = _ssl_context(cfg)
-        self.meta = MetaStore(cfg.data_dir)
+        self._dir_lock = DataDirLock.acquire(cfg.data_dir)
         try:
+            self.meta = MetaStore(cfg.data_dir)
             if cfg.role != "master":
                 for node_cfg in _node_configs(cfg):
                     node = BrokerNode(node_cfg, self.meta, self._ssl)
@@ -234,6 +238,9 @@ class EmbeddedServer:
         nodes, self.nodes = self.nodes, []
         for node in nodes:
             await node.stop()
+        if self._dir_lock is not None:
+            self._dir_lock.release()
+            self._dir_lock = None
         self.started = False
 
     async def _start_master_and_admin(self) -> None:
