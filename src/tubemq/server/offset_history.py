@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .offsets import group_file_name
+
 if TYPE_CHECKING:
     from .broker import Broker
     from .cluster import BrokerNode
@@ -33,7 +35,7 @@ RECORD_VERSION = 3
 
 
 def _file_name(group: str) -> str:
-    return group.encode("utf-8", "surrogatepass").hex() + ".jsonl"
+    return group_file_name(group, ".jsonl")
 
 
 class OffsetHistory:

@@ -7,6 +7,7 @@ periodically), never a whole file.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -15,9 +16,24 @@ from pathlib import Path
 log = logging.getLogger("tubemq.server.offsets")
 
 
+#: longest file name this module makes (file systems allow 255 bytes; room for a temporary suffix)
+_MAX_NAME = 200
+
+
+def group_file_name(group: str, suffix: str) -> str:
+    """A file name for a group's data that any legal group name fits (names reach 1,024 characters).
+
+    Group names may contain any character on the RPC path (§4.0): hex keeps file names safe; a name
+    whose hex would pass ``_MAX_NAME`` is named by its SHA-256 instead (``h-`` prefix: no hex name
+    starts so), and the file itself holds the real name."""
+    raw = group.encode("utf-8", "surrogatepass")
+    if 2 * len(raw) + len(suffix) <= _MAX_NAME:
+        return raw.hex() + suffix
+    return "h-" + hashlib.sha256(raw).hexdigest() + suffix
+
+
 def _file_name(group: str) -> str:
-    # group names may contain any character on the RPC path (§4.0): hex keeps file names safe
-    return group.encode("utf-8", "surrogatepass").hex() + ".json"
+    return group_file_name(group, ".json")
 
 
 class OffsetStore:
