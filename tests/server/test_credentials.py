@@ -80,6 +80,47 @@ def test_replayed_register_refused_over_tcp(tmp_path: Path) -> None:
         assert not again.HasField("authorizedInfo")  # no visit token for the replay
 
 
+def test_replay_memory_survives_a_restart_and_stays_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1_000_000]
+    journal = tmp_path / "auth_replay.journal"
+    a = MasterAuthenticator(True, {"admin": "secret"}, clock_ms=lambda: now[0], journal=journal)
+    first = cert(now[0], 1)
+    assert a.check(first).ok
+    a.close()
+    b = MasterAuthenticator(True, {"admin": "secret"}, clock_ms=lambda: now[0] + 5_000, journal=journal)
+    assert b.check(first).message == MSG_REPLAYED  # the restarted master remembers it
+    assert b.check(cert(now[0], 2)).ok
+    b.close()
+    monkeypatch.setattr(auth.ReplayJournal, "COMPACT_MIN", 4)
+    now[0] += 20_001  # both left the window: the next start drops them from the file
+    c = MasterAuthenticator(True, {"admin": "secret"}, clock_ms=lambda: now[0], journal=journal)
+    assert len(c._seen) == 0 and journal.read_text() == ""
+    for n in range(20):
+        assert c.check(cert(now[0], 100 + n)).ok
+        now[0] += 3_000  # older entries keep expiring: compaction keeps the file near the live count
+    assert len(journal.read_text().splitlines()) <= max(4, 2 * len(c._seen)) + 1
+    c.close()
+    with journal.open("a") as f:
+        f.write("12 torn-line\n99999999999")  # garbage and a torn tail are skipped
+    d = MasterAuthenticator(True, {"admin": "secret"}, clock_ms=lambda: now[0], journal=journal)
+    assert set(d._seen) == {k for k, until in c._seen.items() if until >= now[0]}
+    d.close()
+
+
+def test_replayed_register_refused_after_a_master_restart(tmp_path: Path) -> None:
+    with EmbeddedCluster(data_dir=tmp_path / "d", auth_enabled=True, auth_users={"admin": "secret"}) as cl:
+        req = master_pb.RegisterRequestP2M(clientId="p-replay", brokerCheckSum=-1, hostName="127.0.0.1")
+        req.authInfo.CopyFrom(client_auth.master_cert_info("admin", "secret"))
+        captured = req.SerializeToString()
+        with RawClient(cl.master_address) as c:
+            first = master_pb.RegisterResponseM2P.FromString(c.call(1, captured, service_type=1).body)
+            assert first.success, first
+    with EmbeddedCluster(data_dir=tmp_path / "d", auth_enabled=True, auth_users={"admin": "secret"}) as cl:
+        with RawClient(cl.master_address) as c:  # right after the restart, inside the 20 s window
+            again = master_pb.RegisterResponseM2P.FromString(c.call(1, captured, service_type=1).body)
+        assert (again.success, again.errCode, again.errMsg) == (False, 415, MSG_REPLAYED)
+
+
 # ---- item 7: throttling
 
 

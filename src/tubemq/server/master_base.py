@@ -75,7 +75,8 @@ class MasterBase:
         self.meta = meta
         self.broker = broker
         self._standby = bool(config.standby)
-        self.auth = MasterAuthenticator(config.auth_enabled, config.auth_users)
+        self.auth = MasterAuthenticator(config.auth_enabled, config.auth_users,
+                                        journal=config.data_dir / "auth_replay.journal")
         self.tokens = VisitTokenManager(config.visit_token_period_ms)
         self.balancer = ServerBalancer()
         self.state = GroupRegistry()
