@@ -279,6 +279,7 @@ class EmbeddedServer:
         self.admin_port = self.admin.port
         if cfg.role == "master":  # with a configured peer, or one learned from its calls
             self._tasks.append(asyncio.create_task(rep.run(), name="tubemq-master-replication"))
+            self._tasks.append(asyncio.create_task(rep.fence.run(), name="tubemq-master-fence"))
 
     def _broker_seen(self, entry: BrokerEntry) -> None:
         if self.master is not None:
@@ -288,7 +289,8 @@ class EmbeddedServer:
         return self._broker_table is None or self._broker_table.deployed(broker_id, topic)
 
     def _is_standby(self) -> bool:
-        return self.master is None or self.master.standby
+        rep = self.replication
+        return self.master is None or self.master.standby or (rep is not None and rep.fenced())
 
     def _is_online(self, broker_id: int) -> bool:
         return self.master is not None and self.master.broker_online(broker_id)
@@ -307,6 +309,8 @@ class EmbeddedServer:
         master.topology.deployed_on = self._deployed_on
         if self._start_standby:
             master.standby = True
+        if cfg.role == "master" and self.replication is not None:
+            master.fenced = self.replication.fenced
         self.master = master
         for node in self.nodes:
             node.broker.visit_token_check = master.tokens.is_valid if cfg.visit_token_check else None
