@@ -61,3 +61,23 @@ def test_confirmed_commit_survives_sigkill(tmp_path: Path, flush: str) -> None:
     print(f"flush={flush}: {len(confirmed)} confirmed before SIGKILL, {len(twice)} delivered again")
     assert b"after" in redelivered
     assert not twice, f"{len(twice)} messages delivered again although confirm() returned True: {twice[:3]}"
+
+
+def test_journal_replayed_over_the_files_and_emptied_by_the_save(tmp_path: Path) -> None:
+    from tubemq.server.offsets import JOURNAL, OffsetStore
+
+    store = OffsetStore(tmp_path)
+    store.set("g", "t", 0, 28)
+    store.save()
+    assert store.journal([("g", "t", 0, 56), ("g", "t", 1, 28), ("é" * 300, "t", 0, 84)]) is None
+    journal = tmp_path / "offsets" / JOURNAL
+    with journal.open("ab") as f:
+        f.write(b'["g","t",0,9')  # a torn last line: the crash came in the middle of a write
+    again = OffsetStore(tmp_path)  # a crash before the timer's save: the journal holds the commits
+    assert again.partitions("g") == {("t", 0): 56, ("t", 1): 28}
+    assert again.partitions("é" * 300) == {("t", 0): 84}
+    again.set("g", "t", 0, 112)  # the broker's commit: set, then journaled before the answer
+    assert again.journal([("g", "t", 0, 112)]) is None
+    assert again.save() == frozenset() and journal.stat().st_size == 0  # every entry is in the files
+    again.close()
+    assert OffsetStore(tmp_path).partitions("g") == {("t", 0): 112, ("t", 1): 28}

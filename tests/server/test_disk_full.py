@@ -262,16 +262,18 @@ def test_rollback_keeps_earlier_cached_entries_readable(tmp_path: Path) -> None:
     sm.close()
 
 
-@pytest.mark.parametrize("flush", ["interval", "always"])
+@pytest.mark.parametrize(("flush", "brokers"), [("interval", 1), ("always", 1), ("interval", 3)])
 def test_group_delivers_every_ack_through_fill_cycles(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: str, brokers: int
 ) -> None:
-    """A consumer group reading while the disk fills and frees (twice) delivers every acknowledged id."""
+    """A consumer group reading while the disk fills and frees (twice) delivers every acknowledged id
+    (one broker, or several sharing the full disk)."""
     disk = FullDisk()
     monkeypatch.setattr(storage, "default_writer", disk)
     acked: set[bytes] = set()
     delivered: set[bytes] = set()
-    with EmbeddedCluster(data_dir=tmp_path / "d", flush=flush, flush_interval_ms=50, **FAST_TIMERS) as cl:
+    with EmbeddedCluster(data_dir=tmp_path / "d", flush=flush, flush_interval_ms=50, brokers=brokers,
+                         **FAST_TIMERS) as cl:
         cl.create_topic("fill", partitions=2)
         with tubemq.Producer(cl.master_address, rpc_timeout_ms=5000, retries=0) as p:
             consumers: list[tubemq.Consumer] = []
@@ -310,6 +312,6 @@ def test_group_delivers_every_ack_through_fill_cycles(
                 for c in consumers:
                     c.close()
     missing = acked - delivered
-    print(f"flush={flush}: {len(acked)} acknowledged, {len(delivered & acked)} delivered, {len(missing)} missing")
+    print(f"flush={flush} brokers={brokers}: {len(acked)} acknowledged, {len(delivered & acked)} delivered, {len(missing)} missing")
     assert not missing, f"{len(missing)} acknowledged ids never delivered, e.g. {sorted(missing)[:3]}"
     assert not {d for d in delivered if d.startswith(b"refused")}
