@@ -64,7 +64,7 @@ def test_confirmed_commit_survives_sigkill(tmp_path: Path, flush: str) -> None:
 
 
 def test_journal_replayed_over_the_files_and_emptied_by_the_save(tmp_path: Path) -> None:
-    from tubemq.server.offsets import JOURNAL, OffsetStore
+    from tubemq.server.broker.offsets import JOURNAL, OffsetStore
 
     store = OffsetStore(tmp_path)
     store.set("g", "t", 0, 28)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tubemq.server.offset_history import OffsetHistory
-from tubemq.server.offsets import OffsetStore
+from tubemq.server.admin.offset_history import OffsetHistory
+from tubemq.server.broker.offsets import OffsetStore
 
 NAMES = ["g", "g" * 124, "g" * 125, "é" * 300, "x" * 1024, "grp/with:odd\\chars" * 40]
 
