@@ -14,7 +14,6 @@ import pytest
 
 import tubemq
 from tubemq import codec
-from tubemq.consumer import BoundConsumer
 from tubemq.errors import ServerOverflowError, TubeMQTimeoutError
 from tubemq.protocol import broker_pb
 from tubemq.server import EmbeddedCluster, storage
@@ -303,7 +302,7 @@ def test_group_delivers_every_ack_through_fill_cycles(
                         consumers.append(tubemq.Consumer(cl.master_address, group="g-fill", topics=["fill"],
                                                          consume_from="earliest"))
                     drain(consumers[0], 1.5)
-                    with BoundConsumer(cl.master_address, f"g-bound-{cycle}", ["fill"],
+                    with tubemq.BoundConsumer(cl.master_address, f"g-bound-{cycle}", ["fill"],
                                        consume_from="earliest") as bc:  # readable live, disk still full
                         live = {bytes(m.data) for p in bc.partitions() for m in bc.read_range(p, 0, timeout=20.0)}
                     assert acked <= live, f"{len(acked - live)} acknowledged ids not readable while the disk is full"
