@@ -112,7 +112,7 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None) -> None:
     _, metrics, _, trace = _api()
     from .consumer.engine import ConsumerEngine
     from .producer import aio as paio
-    from .producer import sync as psync
+    from .sync import producer as psync
 
     tracer = trace.get_tracer("tubemq", tracer_provider=tracer_provider)
     meter = metrics.get_meter("tubemq", meter_provider=meter_provider)
