@@ -46,16 +46,19 @@ from ..errors import BadRequestError, ClientClosedError, TubeMQConnectionError, 
 from ..metrics import Metrics
 from ..net.health import SessionHealth
 from ..protocol.constants import ErrorCode, EventType
-from ..serializers import deserialize_messages
 from ..types import Batch
+from .broker_watch import BrokerWatch
 from .brokers import BrokerClient, BrokerHealth, BrokerHeartbeats
 from .config import ConsumerConfig
+from .engine import ConsumerEngine
 from .fetch import DeliveryBuffer, Fetcher
 from .flowctrl import FlowControl
+from .links import Links
 from .partitions import PartitionSlot, PartitionState, PartitionTable
 from .positions import PartitionRef, owned_slot, partition_key, partition_keys, reposition
 from .rebalance import EventQueue, RebalanceWorker, RegisterOutcome, ReportQueue
 from .session import ConsumerSession
+from .workers import FetchWorkers
 
 log = logging.getLogger("tubemq.consumer.core")
 
@@ -100,7 +103,8 @@ class ConsumerCore:
         self.on_error = on_error
         self.last_error: TubeMQError | None = None
         self.broker_health = BrokerHealth(self._broker_unhealthy)
-        self.brokers = BrokerClient(self.session, config, self.flow, self.broker_health)
+        self.links = Links()
+        self.brokers = BrokerClient(self.session, config, self.flow, self.broker_health, self.links)
         self.buffer = DeliveryBuffer(config.prefetch_batches)
         self.on_partitions_assigned = on_partitions_assigned
         self.on_partitions_revoked = on_partitions_revoked
@@ -112,11 +116,16 @@ class ConsumerCore:
         self._lost_batch: list[PartitionSlot] = []
         self.table.on_drop = self._dropped
         self.fetcher = Fetcher(
-            self.table, self.buffer, self._connection, client_id=self.client_id, group=config.group,
-            flow=self.flow, concurrency=config.fetch_concurrency, rpc_timeout_ms=config.rpc_timeout_ms,
-            verify_checksum=config.verify_checksum, client_filter=config.client_filter,
-            metrics=self.metrics, on_result=self.broker_health.record,
+            self.table, client_id=self.client_id, group=config.group, flow=self.flow,
+            rpc_timeout_ms=config.rpc_timeout_ms, verify_checksum=config.verify_checksum,
+            client_filter=config.client_filter, metrics=self.metrics, on_result=self.broker_health.record,
         )
+        #: the decisions of every fetch route (the loop's workers, a blocking iterator's own fetches)
+        self.engine = ConsumerEngine(config, self.client_id, self.table, self.buffer, self.fetcher, self.links,
+                                     self.brokers)
+        #: the event loop's driver of the engine
+        self.workers = FetchWorkers(self.engine, self._connection, concurrency=config.fetch_concurrency,
+                                    rpc_timeout_ms=config.rpc_timeout_ms)
         self.worker = RebalanceWorker(
             self.table, self, self.events, self.reports,
             first_read_status=config.first_read_status,
@@ -128,8 +137,9 @@ class ConsumerCore:
             on_revoked=self._revoked_hook,
             on_report_ready=self.session.trigger_heartbeat,
         )
+        self.watch = BrokerWatch(self.table, self.session, self.brokers, self.worker, lambda: self.closing)
+        self.orphans = self.watch.orphans  # registrations let go of without the broker hearing it
         self.started = False
-        self.closing = False
         self.closed = False
         self._close_task: asyncio.Task[None] | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -138,9 +148,25 @@ class ConsumerCore:
         self.close_hooks: list[Callable[[], None]] = []
         self.broker_heartbeats = BrokerHeartbeats(self.table, self.brokers, self.session,
                                                   config.heartbeat_period_ms / 1000.0)
-        self.batches = 0  # batches handed to the application (poll)
-        self.confirms = 0
         self._register_metrics()
+
+    @property
+    def closing(self) -> bool:
+        """Set as the close begins (or by a facade closing early): nothing more is delivered."""
+        return self.engine.closing
+
+    @closing.setter
+    def closing(self, value: bool) -> None:
+        self.engine.closing = value
+
+    @property
+    def batches(self) -> int:
+        """Batches handed to the application."""
+        return self.engine.batches
+
+    @property
+    def confirms(self) -> int:
+        return self.engine.confirms
 
     def _register_metrics(self) -> None:
         """Counters are plain ints read at snapshot time (docs/guide/metrics.md lists them)."""
@@ -154,6 +180,7 @@ class ConsumerCore:
                                lambda name=name: worker.processed_by_type.get(name, 0))  # type: ignore[misc]
         m.register_counter("consumer.partitions_assigned", lambda: worker.partitions_assigned)
         m.register_counter("consumer.partitions_revoked", lambda: worker.partitions_revoked)
+        m.register_counter("consumer.registrations_released", lambda: self.orphans.released)
         for name in ("partitions_lost", "confirm_timeouts", "commit_failures", "close_timeouts"):
             m.inc(f"consumer.{name}", 0)  # present from the start (counted on failure paths)
         m.set_gauge("consumer.partitions", lambda: len(self.table.registered()))
@@ -193,12 +220,14 @@ class ConsumerCore:
         self.started = True
         await self.session.start(register_attempts=5)
         self.health.remember_pool()
+        self.watch.start()
         loop = asyncio.get_running_loop()
         self._tasks["rebalance"] = loop.create_task(self.worker.run(), name="tubemq-rebalance")
         self._tasks["broker-heartbeat"] = loop.create_task(self._broker_heartbeat_loop(),
                                                            name="tubemq-broker-heartbeat")
         self._tasks["housekeeping"] = loop.create_task(self._housekeeping(), name="tubemq-consumer-housekeeping")
-        self.fetcher.start()
+        self._tasks["orphans"] = loop.create_task(self.orphans.run(lambda: self.closing), name="tubemq-orphans")
+        self.workers.start()
         log.info("consumer %s started: group %s, topics %s", self.client_id, self.config.group,
                  sorted(self.config.topics))
 
@@ -231,13 +260,15 @@ class ConsumerCore:
             log.exception("consumer %s: releasing partitions failed", self.client_id)
         self.table.close()
         self.buffer.close()
-        await self.fetcher.stop()
+        await self.workers.stop()
         for t in list(self._tasks.values()):
             t.cancel()
         for t in list(self._tasks.values()):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks.clear()
+        with contextlib.suppress(TubeMQError):
+            self.watch.stop()
         # 3. tell the master (no heartbeat is sent after this)
         await self.session.close(timeout=max(0.05, deadline - time.monotonic()))
         self.closed = True
@@ -270,12 +301,30 @@ class ConsumerCore:
         self.worker.confirm_wait = max(0.0, min(cfg.rpc_timeout_ms / 1000.0, deadline - time.monotonic()))
         await self.worker.release(slots, "consumer closed")
 
+    # ------------------------------------------------------------------ another driver fetching
+    def fetch_elsewhere(self, abort: Callable[[], None]) -> bool:
+        """A driver outside the loop (a blocking iterator's own round trips) takes over the fetching:
+        the fetch workers wait; ``abort`` is called as the close begins (its blocked reads return).
+        False when another driver already fetches, or the consumer closes."""
+        if self.workers.suspended or self.closing:
+            return False
+        self.workers.suspend()
+        self.close_hooks.append(abort)
+        return True
+
+    def fetch_here(self, abort: Callable[[], None]) -> None:
+        """The driver of :meth:`fetch_elsewhere` stopped: the fetch workers fetch again."""
+        if abort in self.close_hooks:
+            self.close_hooks.remove(abort)
+        if not self.closing:
+            self.workers.resume()
+
     # ------------------------------------------------------------------ application API
     async def poll(self, timeout: float | None = None) -> Batch | None:
         """The next batch, or None when nothing arrived within ``timeout`` seconds."""
         if self.closing:
             raise ClientClosedError("consumer is closed")
-        batch = await self.buffer.take(timeout, self._deliverable)
+        batch = await self.buffer.take(timeout, self.engine.deliverable)
         if batch is not None:
             if self.closing:
                 return None
@@ -283,36 +332,8 @@ class ConsumerCore:
         return batch
 
     def deliver(self, batch: Batch) -> None:
-        """``batch`` is handed to the application (poll, or a blocking iterator's own fetch): from now
-        on the confirm timeout applies to it. Raises the value_deserializer's error (rolled back)."""
-        batch.delivered = True
-        self.batches += 1
-        if self.config.deserialize is not None:
-            self._deserialize(batch)
-
-    def _deserialize(self, batch: Batch) -> None:
-        """``value_deserializer`` on a batch being handed out; on failure it is rolled back and the
-        SerializationError raised to the caller of poll / the iterator."""
-        try:
-            deserialize_messages(batch.messages, self.config.deserialize)  # type: ignore[arg-type]
-        except Exception:
-            self.confirm_local(batch, False)
-            raise
-
-    def _is_current(self, batch: Batch) -> bool:
-        slot = batch._slot
-        return slot is not None and self.table.is_current(slot, batch._booking)
-
-    def _deliverable(self, batch: Batch) -> bool:
-        """Current, and not of a partition paused since it was fetched: such a batch is rolled back
-        (fetched again from the same offset after resume), as Kafka's poll returns nothing of a paused
-        partition."""
-        if not self._is_current(batch):
-            return False
-        if batch.partition.key in self.table.paused_keys_view:
-            self.confirm_local(batch, False)
-            return False
-        return True
+        """``batch`` is handed to the application; see :meth:`ConsumerEngine.deliver`."""
+        self.engine.deliver(batch)
 
     async def confirm(self, batch: Batch, consumed: bool = True, *, local: bool | None = None) -> bool:
         """Finish ``batch``: consumed=True commits it, False rolls it back for re-delivery.
@@ -358,28 +379,12 @@ class ConsumerCore:
         return self.confirm_local(batch, consumed)
 
     def confirm_local(self, batch: Batch, consumed: bool = True) -> bool:
-        """The local half of :meth:`confirm` (the commit rides on the partition's next fetch), callable
-        from plain code on the loop thread: what iteration uses at the end of each batch."""
-        slot = batch._slot
-        if slot is None or batch.confirmed:
-            return False
-        ok = self.table.confirm(slot, batch._booking, consumed, batch.release_delay)
-        batch.confirmed = ok
-        if ok:
-            self.confirms += 1
-        return ok
+        """The local half of :meth:`confirm` (the commit rides on the partition's next fetch)."""
+        return self.engine.confirm_local(batch, consumed)
 
     def unpoll(self, batch: Batch) -> None:
-        """``batch`` came from :meth:`poll` but the application never saw it (an iterator that stopped
-        with it queued ahead): back to the head of the buffer, not delivered, as if never polled."""
-        if batch.confirmed or self.closing:
-            return  # close rolls it back
-        if not self._is_current(batch):
-            self.confirm_local(batch, False)  # a revoke waits for it: roll it back now
-            return
-        batch.delivered = batch.held = False
-        self.batches -= 1
-        self.buffer.put_back(batch)
+        """A polled batch the application never saw goes back; see :meth:`ConsumerEngine.unpoll`."""
+        self.engine.unpoll(batch)
 
     def pause(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
         """Stop fetching: the whole consumer, or only ``partitions``. A batch of a paused partition
@@ -445,6 +450,7 @@ class ConsumerCore:
 
     # ------------------------------------------------------------------ BrokerOps for the worker
     async def register(self, slot: PartitionSlot, read_status: int) -> RegisterOutcome:
+        self.orphans.taken_back(slot.key)  # the broker replaces a registration of the same consumer id
         return await self.brokers.register(slot, read_status, self._bound_offset(slot))
 
     def _bound_offset(self, slot: PartitionSlot) -> int | None:
@@ -515,7 +521,7 @@ class ConsumerCore:
                     del self._lost_infos[slot.key]
             if not self.closing:
                 self.table.changed = True
-                self.session.trigger_heartbeat()  # tell the master soon (reportSubscribeInfo)
+                self.session.hurry()  # tell the master now, then ask for the new assignment every second
 
     def _broker_unhealthy(self, address: str, reason: str) -> None:
         """Java, after a failed broker heartbeat: release that broker's partitions locally (no RPC: it
@@ -528,11 +534,10 @@ class ConsumerCore:
                                     f"{len(slots)} partition(s) released for reassignment")
         self.last_error = err
         log.warning("%s", err)
-        for slot in slots:
+        for slot in slots:  # the broker did not hear it: its registration is released once it answers
+            self.orphans.add(slot)
             self.table.drop(slot, f"broker {address} unhealthy")  # reported through _dropped
-        task = asyncio.get_running_loop().create_task(self.session.pool.discard(address))
-        self._discards.add(task)  # the loop keeps only a weak reference to a task
-        task.add_done_callback(self._discards.discard)
+        self.watch.discard_connection(address)
         if self.on_error is not None:
             try:
                 self.on_error(err)
@@ -576,10 +581,10 @@ class ConsumerCore:
                 log.error("broker heartbeat stopped unexpectedly (%r); restarting it", _task_error(t))
                 self._tasks["broker-heartbeat"] = asyncio.get_running_loop().create_task(
                     self._broker_heartbeat_loop())
-            if any(t.done() for t in self.fetcher._tasks):
+            if self.workers.stopped_unexpectedly():
                 log.error("a fetch worker stopped unexpectedly; restarting the fetch workers")
-                await self.fetcher.stop()
-                self.fetcher.start()
+                await self.workers.stop()
+                self.workers.start()
 
 
 def _task_error(task: asyncio.Task[Any]) -> BaseException | None:
