@@ -30,7 +30,8 @@ COUNTERS = ("used", "sent", "bytes_sent", "acknowledged", "direct", "failed", "r
 def _engine(max_pending: int = 3, auth: str = "") -> Any:
     session = SimpleNamespace(visit_token=77, auth_token=auth)
     return SimpleNamespace(session=session, buffer=SendBuffer(max_pending, 1.0), quality=BrokerQuality(),
-                           client_id="cid-1", sent_addr=codec.ip_to_int("10.1.2.3"), timeout_ms=4000)
+                           client_id="cid-1", sent_addr=codec.ip_to_int("10.1.2.3"), timeout_ms=4000,
+                           timeout=4.0)
 
 
 def _figures(buffer: SendBuffer) -> tuple[int, ...]:
@@ -81,6 +82,23 @@ def test_admit_and_settle_count_alike() -> None:
     assert seen["python"] == seen["cython"]
     assert seen["python"][:3] == [True, True, False]
     assert seen["python"][-3:] == [(0, 3, 114, 3, 3, 0, 0), 1, False]
+
+
+def test_admit_job_starts_the_clock_and_written_counts_alike() -> None:
+    seen = {}
+    for impl in (py, cy):
+        engine = _engine(max_pending=1)
+        steps = impl.PlainSteps(engine, Histogram())
+        job = SimpleNamespace(t0=0.0, deadline=0.0)
+        before = time.monotonic()
+        assert steps.admit_job(job)
+        assert before <= job.t0 <= time.monotonic() and job.deadline == job.t0 + 4.0
+        other = SimpleNamespace(t0=0.0, deadline=0.0)
+        assert not steps.admit_job(other) and other.t0 == 0.0  # full: untouched
+        steps.written(2, 300, 1)
+        steps.written(1, 5, 0)
+        seen[impl.implementation] = _figures(engine.buffer)
+    assert seen["python"] == seen["cython"] == (1, 3, 305, 0, 0, 0, 1)
 
 
 def test_settle_clears_a_failing_broker() -> None:
