@@ -3,9 +3,11 @@
 Why: on a shared, loaded machine wall-clock figures swing by 2-3x between runs, while the number of
 instructions the client executes for a send is the same whatever the load: comparing two trees with it
 shows whether a change added work to (or took work from) a path. Only the client is counted: the
-server is ``python -m tubemq.server`` in a separate process (embedded server), and each figure is the
-difference between a client run with ``--messages`` sends and one with none (same start-up, same 200
-warm-up sends), divided by ``--messages``; every client thread counts (the producer's loop thread too).
+server is ``python -m tubemq.server`` in a separate process (embedded server), and only the counted
+loop is collected (``--toggle-collect`` on the one ``sorted([0], key=...)`` call whose key function runs
+it, after start-up and 200 warm-up sends); every client thread counts meanwhile (the producer's loop
+thread too). Each figure is the difference between a run with ``--messages`` sends and one with none,
+divided by ``--messages`` (the few other ``sorted`` calls of a run cancel out).
 
 Paths: ``sync`` (blocking ``Producer.send``), ``pipe`` (``Producer.send_async`` in batches of 1000, then
 each result), ``aio`` (``await tubemq.aio.Producer.send``, one in flight), ``raw`` (the raw blocking
@@ -27,6 +29,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -38,36 +42,58 @@ BODY = b"x" * 100
 PATHS = ("sync", "pipe", "aio", "raw")
 
 
+def collected(loop: Callable[[], Any]) -> None:
+    """Run ``loop`` inside ``builtin_sorted``, the function callgrind collects in (``--toggle-collect``)."""
+    sorted([0], key=lambda _: loop())
+
+
 def client(master: str, path: str, messages: int) -> None:
     """200 warm-up sends, then ``messages`` counted ones on ``path``."""
     import tubemq
     import tubemq.aio
 
     if path == "aio":
-        async def run() -> None:
-            async with tubemq.aio.Producer(master, heartbeat_period_ms=600000) as p:
+        loop = asyncio.new_event_loop()
+        try:
+            async def warm() -> Any:
+                p = tubemq.aio.Producer(master, heartbeat_period_ms=600000)
+                await p.start()
                 for _ in range(200):
                     await p.send(TOPIC, BODY)
+                return p
+
+            async def counted_sends(p: Any) -> None:
                 for _ in range(messages):
                     await p.send(TOPIC, BODY)
-        asyncio.run(run())
+
+            p = loop.run_until_complete(warm())
+            collected(lambda: loop.run_until_complete(counted_sends(p)))
+            loop.run_until_complete(p.close())
+        finally:
+            loop.close()
         return
     with tubemq.Producer(master, heartbeat_period_ms=600000) as p:
         for _ in range(200):
             p.send(TOPIC, BODY)
         if path == "sync":
-            for _ in range(messages):
-                p.send(TOPIC, BODY)
+            def sends() -> None:
+                for _ in range(messages):
+                    p.send(TOPIC, BODY)
+            collected(sends)
         elif path == "pipe":
-            for start in range(0, messages, 1000):
-                for f in [p.send_async(TOPIC, BODY) for _ in range(min(1000, messages - start))]:
-                    f.result()
+            def pipelined() -> None:
+                for start in range(0, messages, 1000):
+                    for f in [p.send_async(TOPIC, BODY) for _ in range(min(1000, messages - start))]:
+                        f.result()
+            collected(pipelined)
         else:
             from roundtrip import RawLoop
             raw = RawLoop(p, TOPIC, BODY)
             try:
-                for _ in range(messages):
-                    raw.one()
+                def raw_loop() -> None:
+                    for _ in range(messages):
+                        raw.one()
+                collected(raw_loop)
             finally:
                 raw.close()
 
@@ -80,7 +106,8 @@ def counted(master: str, path: str, messages: int, src: str | None, out: str) ->
     cmd = [sys.executable, os.path.abspath(__file__), "--client", master, "--paths", path,
            "--messages", str(messages)]
     subprocess.run(cmd, check=True, env=env, timeout=600)  # .pyc files written, caches warm: not counted
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no", *cmd],
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no",
+                    "--collect-atstart=no", "--toggle-collect=builtin_sorted", *cmd],
                    check=True, env=env, timeout=1800, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(out) as f:
         for line in f:
