@@ -6,7 +6,7 @@ shows whether a change added work to (or took work from) a path. Only the client
 server is ``python -m tubemq.server`` in a separate process (embedded server), and only the counted
 loop is collected (``--toggle-collect`` on the one ``sorted([0], key=...)`` call whose key function runs
 it, after start-up and 200 warm-up sends); every client thread counts meanwhile (the producer's loop
-thread too). Each figure is the difference between a run with ``--messages`` sends and one with none,
+thread too; the main thread's share is printed as well). Each figure is the difference between a run with ``--messages`` sends and one with none,
 divided by ``--messages`` (the few other ``sorted`` calls of a run cancel out).
 
 Paths: ``sync`` (blocking ``Producer.send``), ``pipe`` (``Producer.send_async`` in batches of 1000, then
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import glob
 import os
 import re
 import shutil
@@ -98,8 +99,8 @@ def client(master: str, path: str, messages: int) -> None:
                 raw.close()
 
 
-def counted(master: str, path: str, messages: int, src: str | None, out: str) -> int:
-    """Instructions of one client run under callgrind (every thread)."""
+def counted(master: str, path: str, messages: int, src: str | None, out: str) -> tuple[int, int]:
+    """Instructions of one client run under callgrind: (every thread, the main thread)."""
     env = dict(os.environ, PYTHONHASHSEED="0")
     if src:
         env["PYTHONPATH"] = src
@@ -107,14 +108,20 @@ def counted(master: str, path: str, messages: int, src: str | None, out: str) ->
            "--messages", str(messages)]
     subprocess.run(cmd, check=True, env=env, timeout=600)  # .pyc files written, caches warm: not counted
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no",
-                    "--collect-atstart=no", "--toggle-collect=builtin_sorted", *cmd],
+                    "--collect-atstart=no", "--toggle-collect=builtin_sorted", "--separate-threads=yes", *cmd],
                    check=True, env=env, timeout=1800, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(out) as f:
-        for line in f:
-            m = re.match(r"(?:summary|totals):\s+(\d+)", line)
-            if m:
-                return int(m.group(1))
-    raise SystemExit(f"no totals in {out}")
+    per_thread: dict[str, int] = {}
+    for name in sorted(glob.glob(out + "-*")):
+        with open(name) as f:
+            for line in f:
+                m = re.match(r"(?:summary|totals):\s+(\d+)", line)
+                if m:
+                    per_thread[name] = int(m.group(1))
+                    break
+        os.remove(name)
+    if not per_thread:
+        raise SystemExit(f"no totals in {out}-*")
+    return sum(per_thread.values()), per_thread.get(out + "-01", 0)
 
 
 def main() -> None:
@@ -140,11 +147,13 @@ def main() -> None:
                 for k, (name, src) in enumerate(trees):
                     if path == "raw" and k:
                         continue
-                    full = counted(master, path, args.messages, src, os.path.join(data_dir, "cg.full"))
-                    base = counted(master, path, 0, src, os.path.join(data_dir, "cg.base"))
+                    full, full_main = counted(master, path, args.messages, src, os.path.join(data_dir, "cg.full"))
+                    base, base_main = counted(master, path, 0, src, os.path.join(data_dir, "cg.base"))
                     per = (full - base) / args.messages
+                    main_per = (full_main - base_main) / args.messages
                     rows.setdefault(path, {})[name] = per
-                    print(f"{path:5s} {name:8s} {per:10,.0f} instructions per message", flush=True)
+                    print(f"{path:5s} {name:8s} {per:10,.0f} instructions per message "
+                          f"({main_per:,.0f} of them on the main thread)", flush=True)
     names = [t[0] for t in trees]
     print("\n| path | " + " | ".join(names) + " |")
     print("| --- |" + " --- |" * len(names))
