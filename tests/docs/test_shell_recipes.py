@@ -113,6 +113,6 @@ def test_fresh_recipe_runs_verbatim(session: list[Block], held: bool, tmp_path: 
     assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-3000:]
     outputs = r.stdout.split(SEPARATOR + "\n")
     assert len(outputs) == len(session) + 1, r.stdout[-1500:]
-    for b, out in zip(session, outputs):
+    for b, out in zip(session, outputs[:-1], strict=True):
         missing = [p for p in b.expect if not re.search(p, out)]
         assert not missing, f"{b.name}: output lacks {missing}:\n{out[-1500:]}"
