@@ -68,6 +68,7 @@ TESTS = Path(__file__).resolve().parent
 SERIAL_GROUPS: dict[str, str] = {
     "spark/": "spark",
     "test_examples.py::test_spark": "spark-examples",
+    "docs/test_shell_recipes.py::test_fresh_recipe_runs_verbatim[docs/guide/spark.md": "spark-examples",
 }
 #: Files whose tests start first (the longest set-ups and groups), so they do not end the run alone.
 FIRST: tuple[str, ...] = ("spark/", "test_examples.py", "packaging/", "reliability/test_codec_fuzz.py",

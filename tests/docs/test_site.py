@@ -124,3 +124,22 @@ def test_no_raw_role_or_escaped_pipe_on_the_site(site: Path) -> None:
         if (n := text.count("\\|")) > 0:
             problems.append(f"{page.relative_to(site)}: {n} literal \\|")
     assert not problems, problems
+
+
+def test_examples_page_lists_every_example() -> None:
+    page = (REPO / "docs" / "guide" / "examples.md").read_text(encoding="utf-8")
+    missing = [p.name for p in sorted((REPO / "examples").glob("*.py")) if f"`examples/{p.name}`" not in page]
+    assert not missing, f"examples the examples page does not list: {missing}"
+
+
+def test_repository_paths_are_code_not_text(site: Path) -> None:
+    """The site has no link into the source tree, so a path like bench/RESULTS.md is shown as code (there is
+    nothing to click that would lead nowhere), never as plain prose."""
+    path = re.compile(r"(?<![\w/.-])(?:bench|tests|examples|src|tools|scripts)/[\w./-]*\w")
+    found = []
+    for page in sorted(site.rglob("*.html")):
+        body = page.read_text(encoding="utf-8")
+        body = re.sub(r"<(code|pre|script|style)\b.*?</\1>", "", body, flags=re.S)
+        body = re.sub(r"<[^>]+>", " ", body)
+        found += [f"{page.relative_to(site)}: {m}" for m in path.findall(html.unescape(body))]
+    assert not found, found[:20]
