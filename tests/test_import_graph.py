@@ -7,9 +7,10 @@ import a module by name on first use. Generated protobuf modules (``*_pb2``) are
 
 Layers, lowest first (DESIGN.md "Layers"): base (errors, version, metrics, wire constants) < codec
 (the codecs, their facade, InLongMsg, and ``tubemq.types``, the data types' one home) < protocol < net
-< client (master session, producer, consumer, the sync bridge, config) | server (siblings: neither imports
-the other) < public API (``tubemq``, ``tubemq.aio``) < top (spark, cli). A module may import its own
-layer or any below it.
+< engines (master session, producer, consumer, config) | server (siblings: neither imports the other)
+< bridge (``tubemq._bridge``: all thread crossing) < facades (``tubemq.sync``: the blocking classes)
+< public API (``tubemq``, ``tubemq.aio``) < top (spark, cli). A module may import its own layer or any
+below it.
 """
 
 from __future__ import annotations
@@ -37,11 +38,12 @@ LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
                   "tubemq._extras")),
     (2, "protocol", ("tubemq.protocol",)),
     (3, "net", ("tubemq.net",)),
-    (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq._bridge", "tubemq.admin",
-                   "tubemq.config")),
+    (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq.admin", "tubemq.config")),
     (4, "server", ("tubemq.server",)),
-    (5, "public", ("tubemq", "tubemq.aio", "tubemq.otel")),
-    (6, "top", ("tubemq.spark", "tubemq.cli", "tubemq.__main__", "tubemq.pytest_plugin")),
+    (5, "bridge", ("tubemq._bridge",)),
+    (6, "facades", ("tubemq.sync",)),
+    (7, "public", ("tubemq", "tubemq.aio", "tubemq.otel")),
+    (8, "top", ("tubemq.spark", "tubemq.cli", "tubemq.__main__", "tubemq.pytest_plugin")),
 ]
 #: Layers of one rank that must not import each other.
 SIBLINGS = {frozenset({"client", "server"})}
@@ -288,6 +290,21 @@ def test_no_cycle_between_modules(edges: list[Edge]) -> None:
 def test_every_module_has_a_layer(edges: list[Edge]) -> None:
     for name in source_files(PACKAGE_DIR):
         layer_of(name)
+
+
+#: Engine packages (and their asyncio clients) that must not import the bridge or the blocking facades
+#: above it, in any form (DESIGN.md "Layers": the drivers on callers' threads sit above the engines).
+ENGINE_PACKAGES = ("tubemq.producer", "tubemq.consumer")
+ABOVE_ENGINES = ("tubemq._bridge", "tubemq.sync")
+
+
+def test_engines_import_neither_the_bridge_nor_the_facades(edges: list[Edge]) -> None:
+    def under(module: str, packages: tuple[str, ...]) -> bool:
+        return any(module == p or module.startswith(p + ".") for p in packages)
+
+    bad = [f"{a}:{line} imports {b} [{kind}]" for a, b, line, kind in edges
+           if under(a, ENGINE_PACKAGES) and under(b, ABOVE_ENGINES)]
+    assert not bad, "an engine imports what drives it from above:\n" + "\n".join(bad)
 
 
 # ---- the checker itself: it finds what it is there to find ----------------------------------------------

@@ -18,19 +18,21 @@ if TYPE_CHECKING:
     from . import aio, codec, errors, serializers, server
     from .codec import BrokerInfo, Message, Partition
     from .config import ClientConfig, ConsumerConfig, ProducerConfig
-    from .consumer import Batch, BoundConsumer, Consumer
     from .errors import TubeMQError
-    from .producer import Producer, SendResult
+    from .sync.bound import BoundConsumer
+    from .sync.consumer import Consumer
+    from .sync.producer import Producer
+    from .types import Batch, SendResult
 
 _LAZY = {
-    "Producer": "tubemq.producer",
-    "SendResult": "tubemq.producer",
+    "Producer": "tubemq.sync.producer",
+    "SendResult": "tubemq.types",
     "ProducerConfig": "tubemq.config",
     "ConsumerConfig": "tubemq.config",
     "ClientConfig": "tubemq.config",
-    "Consumer": "tubemq.consumer",
-    "BoundConsumer": "tubemq.consumer",
-    "Batch": "tubemq.consumer",
+    "Consumer": "tubemq.sync.consumer",
+    "BoundConsumer": "tubemq.sync.bound",
+    "Batch": "tubemq.types",
     "Message": "tubemq.codec",
     "Partition": "tubemq.codec",
     "BrokerInfo": "tubemq.codec",
