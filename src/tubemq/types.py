@@ -77,6 +77,7 @@ class Batch(Sequence[Message]):
         "max_offset",
         "next_offset",
         "fetched_at",
+        "requested_at",
         "delivered",
         "held",
         "confirmed",
@@ -102,6 +103,8 @@ class Batch(Sequence[Message]):
         self.max_offset = max_offset
         self.next_offset = -1
         self.fetched_at = time.monotonic()
+        #: when the getMessage request that fetched it was written (monotonic s): tracing spans start there
+        self.requested_at = self.fetched_at
         self.delivered = False
         #: polled ahead for a blocking iterator and not yet taken by it: exempt from the confirm timeout
         self.held = False
