@@ -59,7 +59,7 @@ class TubeMQCollector:
             return fam
 
         for src in self.sources:
-            snap = src.snapshot()
+            snap = src.refresh()
             if not snap:
                 continue
             for cname, value in src.counters().items():

@@ -60,9 +60,9 @@ def server_attrs(address: str) -> dict[str, Any]:
 
 
 class Source:
-    """One client's figures, snapshot at most every ``max_age`` seconds."""
+    """One client's figures; a snapshot serves the instruments of one collection (``max_age`` s)."""
 
-    def __init__(self, client: Any, name: str | None = None, max_age: float = 0.5) -> None:
+    def __init__(self, client: Any, name: str | None = None, max_age: float = 0.1) -> None:
         self.client = client
         self.name = name or type(client).__name__
         self.max_age = max_age
@@ -76,6 +76,13 @@ class Source:
         self.counter_names = sorted(counters | {n for n in RARE_COUNTERS if n.split(".", 1)[0] in kinds})
         self.gauge_names = sorted(first.get("gauges", {}))
         self.histogram_names = sorted(first.get("latency", {}))
+        self._snap = None  # the next collection takes its own
+
+    def refresh(self) -> dict[str, Any]:
+        """A fresh snapshot (the start of a collection)."""
+        with self._lock:
+            self._snap = None
+        return self.snapshot()
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
