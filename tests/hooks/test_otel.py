@@ -312,11 +312,16 @@ def test_metrics_only_mode_makes_no_span_and_keeps_the_attributes(cluster) -> No
         with tubemq.Consumer(cluster.master_address, group="gmeter", topics=["metered"], **CONSUMER) as c:
             msg = next(iter(c))
         assert "traceparent" not in msg.attributes
+        names = metric_points(reader)
     finally:
         otel.uninstrument()
     assert exporter.get_finished_spans() == ()
-    names = metric_points(reader)
-    assert sum(dp.value for dp in names["messaging.client.sent.messages"].data.data_points) == 21
+    sent = names["messaging.client.sent.messages"].data.data_points
+    assert sum(dp.value for dp in sent) == 21  # every send counted
+    assert all(dp.attributes["server.port"] > 0 for dp in sent)
+    durations = [dp for dp in names["messaging.client.operation.duration"].data.data_points
+                 if dp.attributes["messaging.operation.name"] == "send"]
+    assert 1 <= sum(dp.count for dp in durations) <= 21 // otel.instrumentation.DURATION_SAMPLE + 1  # sampled
     assert sum(dp.value for dp in names["messaging.client.consumed.messages"].data.data_points) >= 1
 
 
