@@ -8,9 +8,10 @@ listener call) and the bound consumer's fetch (``fetch``, ``read_range`` and so 
 :func:`uninstrument` puts the plain methods back.
 
 With ``spans=False`` (metrics only) no span is made and no context is injected, and the blocking
-``send`` keeps its compiled fast path. Sends are counted exactly in plain integers here, reported
-through an observable counter, since an SDK measurement costs more than a pipelined send; and one send
-in :data:`DURATION_SAMPLE` has its duration recorded (like the client's own ``producer.send_latency``).
+``send`` keeps its compiled fast path. In both modes sends are counted exactly in plain integers
+here, reported through an observable counter, since an SDK measurement costs more than a pipelined send,
+and one send in :data:`DURATION_SAMPLE` has its duration recorded (like the client's own
+``producer.send_latency``; each send span has its own duration).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ _state: dict[str, Any] = {}  # tracer, instruments, originals: empty = not instr
 #: when the running ``ConsumerCore.poll`` started (monotonic s): a receive span starts there
 _POLL_START: contextvars.ContextVar[float | None] = contextvars.ContextVar("tubemq_otel_poll", default=None)
 _MAX_ATTR_SETS = 4096  # metric attribute dicts kept for reuse (bounded: topics x brokers x outcomes)
-#: metrics only: one send in this many has its duration recorded
+#: one send in this many has its duration recorded in messaging.client.operation.duration
 DURATION_SAMPLE = 8
 #: sends counted per attribute set (the key of _metric_attrs) since instrument(), read by the observable
 #: counter of the meter it was given
@@ -64,7 +65,7 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None, *, spans
     _state.update(
         spans=spans, kinds=trace.SpanKind, attrs={},
         tracer=trace.get_tracer("tubemq", schema_url=sc.SCHEMA_URL, tracer_provider=tracer_provider),
-        sample=1 if spans else DURATION_SAMPLE, ticks=itertools.count(),
+        ticks=itertools.count(),
         consumed=meter.create_counter(sc.CONSUMED_MESSAGES, unit="{message}",
                                       description="Number of messages that were delivered to the application."),
         duration=meter.create_histogram(sc.OPERATION_DURATION, unit="s",
@@ -173,8 +174,7 @@ class _Send:
             self.span = span = _state["tracer"].start_span(
                 f"send {name}", kind=trace.SpanKind.PRODUCER, links=links, attributes={
                     sc.MESSAGING_SYSTEM: sc.SYSTEM, sc.OPERATION_TYPE: "send", sc.OPERATION_NAME: "send",
-                    sc.DESTINATION: name, sc.CLIENT_ID: str(getattr(client, "client_id", "")),
-                    sc.BODY_SIZE: len(data) if isinstance(data, (bytes, bytearray, memoryview)) else 0})
+                    sc.DESTINATION: name, sc.CLIENT_ID: str(getattr(client, "client_id", ""))})
             if not own:
                 kwargs["attributes"] = inject(attrs, trace.set_span_in_context(span))
         self.t0 = time.monotonic()
@@ -191,14 +191,13 @@ class _Send:
             if exc is not None:
                 _fail(span, exc)
             elif result is not None:
-                span.set_attribute(sc.PARTITION, str(result.partition.partition_id))
-                span.set_attribute(sc.MESSAGE_ID, str(result.message_id))
-                span.set_attribute(sc.SERVER_ADDRESS, str(host))
-                span.set_attribute(sc.SERVER_PORT, int(port))  # type: ignore[arg-type]
+                span.set_attributes({sc.PARTITION: str(result.partition.partition_id),
+                                     sc.MESSAGE_ID: str(result.message_id), sc.SERVER_ADDRESS: str(host),
+                                     sc.SERVER_PORT: int(port)})  # type: ignore[arg-type]
             span.end()
         key = ("send", self.topic, None, host, port, error)
         _count_sent(key)
-        if _state["sample"] == 1 or next(_state["ticks"]) % _state["sample"] == 0:
+        if next(_state["ticks"]) % DURATION_SAMPLE == 0:
             _state["duration"].record(time.monotonic() - self.t0, _metric_attrs(*key))
 
     def done(self, result: Any, exc: BaseException | None) -> None:

@@ -60,13 +60,19 @@ class _Getter:
 _SETTER, _GETTER = _Setter(), _Getter()
 
 
+_API: list[Any] = []  # the modules, imported once (this runs per message)
+
+
 def api() -> Any:
     """``(context, metrics, propagate, trace)`` of opentelemetry-api, or a TubeMQError naming the extra."""
+    if _API:
+        return _API[0]
     try:
         from opentelemetry import context, metrics, propagate, trace
     except ImportError as exc:  # pragma: no cover - the otel extra missing
         raise TubeMQError(f"OpenTelemetry is not installed: {install_hint('otel')}") from exc
-    return context, metrics, propagate, trace
+    _API.append((context, metrics, propagate, trace))
+    return _API[0]
 
 
 def inject(attributes: Mapping[str, Any] | None = None, context: Any = None) -> dict[str, Any]:
