@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
+import ssl
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tubemq.errors import ConfigError
 
+from .._webcall import tls_context
 from . import _ops
 from ._http import normalise_url
 
@@ -21,13 +23,17 @@ class _AdminBase:
 
     def __init__(
         self, url: str, token: str | None = None, *, user: str = DEFAULT_USER, timeout: float = DEFAULT_TIMEOUT,
-        broker_urls: Mapping[int, str] | None = None,
+        broker_urls: Mapping[int, str] | None = None, ssl_context: ssl.SSLContext | None = None,
+        verify: bool | str = True,
     ) -> None:
         if not timeout > 0:
             raise ConfigError("timeout", f"must be positive, got {timeout!r}")
         self.url = normalise_url(url)
         self._token = token or None
         self.timeout = float(timeout)
+        #: TLS for https URLs: ``ssl_context`` as given, or from ``verify`` (True: the system's CAs,
+        #: False: no certificate check, a path: that CA bundle)
+        self._tls = tls_context(ssl_context, verify)
         self._ctx = _ops.Ctx(user, {int(k): normalise_url(v) for k, v in (broker_urls or {}).items()})
 
     @property

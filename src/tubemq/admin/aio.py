@@ -18,7 +18,9 @@ T = TypeVar("T")
 class AdminClient(_AdminBase):
     """asyncio admin client: ``async with tubemq.aio.AdminClient("http://master:8080") as admin``.
 
-    Each call is one or a few HTTP requests over asyncio streams, each bounded by ``timeout`` seconds. Refusals raise :class:`tubemq.errors.AdminError`;
+    Each call is one or a few HTTP requests, each bounded by ``timeout`` seconds, made by the blocking
+    client's transport in a worker thread (``asyncio.to_thread``), so proxies and TLS (``ssl_context``,
+    ``verify``) behave exactly as in :class:`tubemq.admin.AdminClient`. Refusals raise :class:`tubemq.errors.AdminError`;
     unreachable endpoints :class:`~tubemq.errors.TubeMQConnectionError` / ``TubeMQTimeoutError``.
     Group-offset calls go to the brokers' web APIs, found through the master (``broker_urls`` overrides
     the address of a broker by id). The context manager form exists for symmetry with the other clients.
@@ -47,7 +49,7 @@ class AdminClient(_AdminBase):
             return stop.value  # type: ignore[no-any-return]
 
     async def call_request(self, req: Request) -> dict[str, Any]:
-        return await call_async(req, self.url, self.token, self.timeout)
+        return await call_async(req, self.url, self.token, self.timeout, self._tls)
 
     async def call(self, op_type: str, method: str, **params: Any) -> dict[str, Any]:
         """Any master web API method (``op_query``/``op_modify``); returns the checked JSON answer."""

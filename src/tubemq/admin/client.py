@@ -19,7 +19,9 @@ class AdminClient(_AdminBase):
     """Blocking admin client: ``AdminClient("http://master:8080", token=...)`` or a ``host:port``.
 
     Each call is one or a few HTTP requests on the caller's thread (no background thread, nothing to
-    close), each bounded by ``timeout`` seconds. Refusals raise :class:`tubemq.errors.AdminError`;
+    close), each bounded by ``timeout`` seconds. For ``https`` URLs, ``ssl_context`` (an
+    :class:`ssl.SSLContext`) or ``verify`` (True: the system's CAs; False: no certificate check; a path:
+    a CA bundle) set the TLS checks; proxies come from the environment, as with urllib. Refusals raise :class:`tubemq.errors.AdminError`;
     unreachable endpoints :class:`~tubemq.errors.TubeMQConnectionError` / ``TubeMQTimeoutError``.
     Group-offset calls go to the brokers' web APIs, found through the master (``broker_urls`` overrides
     the address of a broker by id). The context manager form exists for symmetry with the other clients.
@@ -48,7 +50,7 @@ class AdminClient(_AdminBase):
             return stop.value  # type: ignore[no-any-return]
 
     def call_request(self, req: Request) -> dict[str, Any]:
-        return call_blocking(req, self.url, self.token, self.timeout)
+        return call_blocking(req, self.url, self.token, self.timeout, self._tls)
 
     def call(self, op_type: str, method: str, **params: Any) -> dict[str, Any]:
         """Any master web API method (``op_query``/``op_modify``); returns the checked JSON answer."""
