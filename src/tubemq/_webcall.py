@@ -60,8 +60,9 @@ def where(url: str) -> str:
 
 
 def request(url: str, body: bytes | None = None, *, timeout: float, context: ssl.SSLContext | None = None,
-            max_bytes: int = MAX_ANSWER_BYTES, hint: str = "") -> Answer:
-    """GET ``url`` (POST ``body`` as a form when given); the answer within ``timeout`` seconds."""
+            max_bytes: int = MAX_ANSWER_BYTES, hint: str = "", proxies: bool = True) -> Answer:
+    """GET ``url`` (POST ``body`` as a form when given); the answer within ``timeout`` seconds.
+    ``proxies=False`` ignores the environment's proxy settings (server-to-server calls)."""
     hreq = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
     hreq.add_header("Accept", "application/json")
     if body is not None:
@@ -69,7 +70,14 @@ def request(url: str, body: bytes | None = None, *, timeout: float, context: ssl
     deadline = time.monotonic() + timeout
     late = f"{where(url)} did not answer in {timeout:g}s{hint}"
     try:
-        with urllib.request.urlopen(hreq, timeout=timeout, context=context) as resp:
+        if proxies:
+            opened = urllib.request.urlopen(hreq, timeout=timeout, context=context)
+        else:
+            handlers: list[Any] = [urllib.request.ProxyHandler({})]
+            if context is not None:
+                handlers.append(urllib.request.HTTPSHandler(context=context))
+            opened = urllib.request.build_opener(*handlers).open(hreq, timeout=timeout)
+        with opened as resp:
             raw = _read_until(resp, deadline, max_bytes)
             return Answer(resp.status, str(resp.reason), raw)
     except urllib.error.HTTPError as exc:
