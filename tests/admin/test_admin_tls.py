@@ -25,12 +25,8 @@ def https_server(cert: tuple[str, str]) -> Iterator[SampleServer]:
     ctx.load_cert_chain(crt, key)
     server.httpd.socket = ctx.wrap_socket(server.httpd.socket, server_side=True)
     server.url = server.url.replace("http://", "https://")
-    server.thread.start()
-    try:
+    with server.running():
         yield server
-    finally:
-        server.httpd.shutdown()
-        server.httpd.server_close()
 
 
 def topics(admin: Any) -> list[str]:
