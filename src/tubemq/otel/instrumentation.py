@@ -156,27 +156,13 @@ def _fail(span: Any, exc: BaseException) -> None:
 # ---------------------------------------------------------------------------------------- producer
 
 class _Send:
-    """One message being sent: its span (or None, metrics only) and when the call started."""
+    """One message being sent: its span (None: metrics only) and when the call started."""
 
     __slots__ = ("span", "t0", "topic")
 
-    def __init__(self, client: Any, topic: Any, data: Any, kwargs: dict[str, Any]) -> None:
-        self.topic = name = topic.strip() if isinstance(topic, str) else str(topic)
-        self.span = None
-        if _state["spans"]:
-            _, _, _, trace = api()
-            attrs = kwargs.get("attributes")
-            links = None
-            own = isinstance(attrs, Mapping) and TRACEPARENT in attrs
-            if own:  # the application set the creation context: keep it, link to it
-                ctx = trace.get_current_span(extract_attributes(attrs)).get_span_context()
-                links = [trace.Link(ctx)] if ctx.is_valid else None
-            self.span = span = _state["tracer"].start_span(
-                f"send {name}", kind=trace.SpanKind.PRODUCER, links=links, attributes={
-                    sc.MESSAGING_SYSTEM: sc.SYSTEM, sc.OPERATION_TYPE: "send", sc.OPERATION_NAME: "send",
-                    sc.DESTINATION: name, sc.CLIENT_ID: str(getattr(client, "client_id", ""))})
-            if not own:
-                kwargs["attributes"] = inject(attrs, trace.set_span_in_context(span))
+    def __init__(self, topic: str, span: Any = None) -> None:
+        self.topic = topic
+        self.span = span
         self.t0 = time.monotonic()
 
     def end(self, result: Any, exc: BaseException | None) -> None:
@@ -206,6 +192,27 @@ class _Send:
             self.end(result, exc)
 
 
+def _start_send(client: Any, topic: Any, kwargs: dict[str, Any]) -> _Send:
+    """A send starting: with spans, its ``send {topic}`` span and the context put in its attributes
+    (unless the application set a ``traceparent`` itself: then it is kept and the span links to it)."""
+    name = topic.strip() if isinstance(topic, str) else str(topic)
+    if not _state["spans"]:
+        return _Send(name)
+    _, _, _, trace = api()
+    attrs = kwargs.get("attributes")
+    links = None
+    own = isinstance(attrs, Mapping) and TRACEPARENT in attrs
+    if own:
+        ctx = trace.get_current_span(extract_attributes(attrs)).get_span_context()
+        links = [trace.Link(ctx)] if ctx.is_valid else None
+    span = _state["tracer"].start_span(f"send {name}", kind=trace.SpanKind.PRODUCER, links=links, attributes={
+        sc.MESSAGING_SYSTEM: sc.SYSTEM, sc.OPERATION_TYPE: "send", sc.OPERATION_NAME: "send",
+        sc.DESTINATION: name, sc.CLIENT_ID: str(getattr(client, "client_id", ""))})
+    if not own:
+        kwargs["attributes"] = inject(attrs, trace.set_span_in_context(span))
+    return _Send(name, span)
+
+
 def _wrap_answered(original: Callable[..., Any]) -> Callable[..., Any]:
     """A send that returns (or awaits to) the broker's answer: the span ends with the call."""
     if inspect.iscoroutinefunction(original):
@@ -213,7 +220,7 @@ def _wrap_answered(original: Callable[..., Any]) -> Callable[..., Any]:
         async def send_await(self: Any, topic: str, data: Any, **kwargs: Any) -> Any:
             if not _state:
                 return await original(self, topic, data, **kwargs)
-            op = _Send(self, topic, data, kwargs)
+            op = _start_send(self, topic, kwargs)
             try:
                 result = await original(self, topic, data, **kwargs)
             except BaseException as exc:
@@ -227,7 +234,7 @@ def _wrap_answered(original: Callable[..., Any]) -> Callable[..., Any]:
     def send(self: Any, topic: str, data: Any, **kwargs: Any) -> Any:
         if not _state:
             return original(self, topic, data, **kwargs)
-        op = _Send(self, topic, data, kwargs)
+        op = _start_send(self, topic, kwargs)
         try:
             result = original(self, topic, data, **kwargs)
         except BaseException as exc:
@@ -254,35 +261,34 @@ def _chain(op: _Send, user: Any) -> Callable[[Any, BaseException | None], None]:
 
 def _wrap_pending(original: Callable[..., Any]) -> Callable[..., Any]:
     """A send that returns a future: the span ends in the producer's completion callback (cheaper
-    than a done-callback on the future, which the application may never wait for)."""
-    def prepare(self: Any, topic: Any, data: Any, kwargs: dict[str, Any]) -> _Send | None:
-        user = kwargs.get("callback")
-        if not _state or (user is not None and not callable(user)):
-            return None  # the producer refuses a bad callback itself
-        op = _Send(self, topic, data, kwargs)
-        kwargs["callback"] = _chain(op, user)
-        return op
-
+    than a done-callback on the future, which the application may never wait for). A callback that
+    is not callable goes to the producer unchanged, which refuses it."""
     if inspect.iscoroutinefunction(original):
         @functools.wraps(original)
         async def send_await(self: Any, topic: str, data: Any, **kwargs: Any) -> Any:
-            op = prepare(self, topic, data, kwargs)
+            user = kwargs.get("callback")
+            if not _state or (user is not None and not callable(user)):
+                return await original(self, topic, data, **kwargs)
+            op = _start_send(self, topic, kwargs)
+            kwargs["callback"] = _chain(op, user)
             try:
                 return await original(self, topic, data, **kwargs)
             except BaseException as exc:
-                if op is not None:
-                    op.end(None, exc)
+                op.end(None, exc)
                 raise
         return send_await
 
     @functools.wraps(original)
     def send(self: Any, topic: str, data: Any, **kwargs: Any) -> Any:
-        op = prepare(self, topic, data, kwargs)
+        user = kwargs.get("callback")
+        if not _state or (user is not None and not callable(user)):
+            return original(self, topic, data, **kwargs)
+        op = _start_send(self, topic, kwargs)
+        kwargs["callback"] = _chain(op, user)
         try:
             return original(self, topic, data, **kwargs)
         except BaseException as exc:  # refused before it was queued: the callback will not run
-            if op is not None:
-                op.end(None, exc)
+            op.end(None, exc)
             raise
     return send
 
