@@ -364,8 +364,13 @@ import tubemq, tubemq.otel
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import TracerProvider
 exporter = InMemorySpanExporter()
-trace.get_tracer_provider().add_span_processor(SimpleSpanProcessor(exporter))
+provider = trace.get_tracer_provider()
+if not hasattr(provider, "add_span_processor"):  # no distro configured the SDK: the proxy tracers follow
+    provider = TracerProvider()
+    trace.set_tracer_provider(provider)
+provider.add_span_processor(SimpleSpanProcessor(exporter))
 with tubemq.Producer(%r, heartbeat_period_ms=300, rpc_timeout_ms=5000) as p:
     p.send("zerocode", b"x")
 print("instrumented", tubemq.otel.is_instrumented(), [s.name for s in exporter.get_finished_spans()])
