@@ -33,7 +33,7 @@ _state: dict[str, Any] = {}  # tracer, instruments, originals: empty = not instr
 _POLL_START: contextvars.ContextVar[float | None] = contextvars.ContextVar("tubemq_otel_poll", default=None)
 _MAX_ATTR_SETS = 4096  # metric attribute dicts kept for reuse (bounded: topics x brokers x outcomes)
 #: one send in this many has its duration recorded in messaging.client.operation.duration
-DURATION_SAMPLE = 8
+DURATION_SAMPLE = 32
 #: sends counted per attribute set (the key of _metric_attrs) since instrument(), read by the observable
 #: counter of the meter it was given
 _SENT: dict[tuple[Any, ...], int] = {}
