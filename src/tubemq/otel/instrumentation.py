@@ -34,10 +34,10 @@ _POLL_START: contextvars.ContextVar[float | None] = contextvars.ContextVar("tube
 _MAX_ATTR_SETS = 4096  # metric attribute dicts kept for reuse (bounded: topics x brokers x outcomes)
 #: one send in this many has its duration recorded in messaging.client.operation.duration
 DURATION_SAMPLE = 32
-#: sends counted per attribute set (the key of _metric_attrs) since instrument(), read by the observable
-#: counter of the meter it was given
-_SENT: dict[tuple[Any, ...], int] = {}
-_SENT_LOCK = threading.Lock()
+#: sends counted since instrument(), per (attribute set (the key of _metric_attrs), thread): a thread
+#: bumps only its own cells, so counting takes no lock; the observable counter adds the threads up
+_SENT: dict[tuple[tuple[Any, ...], int], list[int]] = {}
+_SENT_LOCK = threading.Lock()  # adding and removing cells, reading them all
 _SENT_ATTRS: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 
@@ -124,21 +124,30 @@ def _metric_attrs(*key: Any) -> dict[str, Any]:
 
 def _observe_sent(options: Any) -> list[Any]:
     _, metrics, _, _ = api()
+    totals: dict[tuple[Any, ...], int] = {}
     with _SENT_LOCK:
-        counts = list(_SENT.items())
-    return [metrics.Observation(n, _SENT_ATTRS[key]) for key, n in counts]
+        for (key, _thread), cell in _SENT.items():
+            totals[key] = totals.get(key, 0) + cell[0]
+        return [metrics.Observation(n, _SENT_ATTRS[key]) for key, n in totals.items()]
 
 
 def _count_sent(key: tuple[Any, ...]) -> None:
+    cell = _SENT.get((key, threading.get_ident()))
+    if cell is None:
+        cell = _new_cell(key)
+    cell[0] += 1
+
+
+def _new_cell(key: tuple[Any, ...]) -> list[int]:
     with _SENT_LOCK:
-        n = _SENT.get(key)
-        if n is None:
-            if len(_SENT) >= _MAX_ATTR_SETS:  # bounded: the oldest attribute set starts over
-                oldest = next(iter(_SENT))
-                del _SENT[oldest], _SENT_ATTRS[oldest]
-            _SENT_ATTRS[key] = _metric_attrs(*key)
-            n = 0
-        _SENT[key] = n + 1
+        if len(_SENT) >= _MAX_ATTR_SETS:  # bounded: the oldest cell starts over (a counter reset)
+            del _SENT[next(iter(_SENT))]
+            live = {k for k, _thread in _SENT}
+            for stale in [k for k in _SENT_ATTRS if k not in live]:
+                del _SENT_ATTRS[stale]
+        _SENT_ATTRS[key] = _metric_attrs(*key)
+        cell = _SENT[(key, threading.get_ident())] = [0]
+        return cell
 
 
 def _start_ns(t0: float) -> int:
