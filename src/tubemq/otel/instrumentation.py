@@ -167,11 +167,12 @@ def _fail(span: Any, exc: BaseException) -> None:
 class _Send:
     """One message being sent: its span (None: metrics only) and when the call started."""
 
-    __slots__ = ("span", "t0", "topic")
+    __slots__ = ("span", "t0", "topic", "counted")
 
-    def __init__(self, topic: str, span: Any = None) -> None:
+    def __init__(self, topic: str, span: Any = None, counted: bool = False) -> None:
         self.topic = topic
         self.span = span
+        self.counted = counted  # counted when it was made (a sampled metrics-only send)
         self.t0 = time.monotonic()
 
     def end(self, result: Any, exc: BaseException | None) -> None:
@@ -191,6 +192,9 @@ class _Send:
                                      sc.SERVER_PORT: int(port)})  # type: ignore[arg-type]
             span.end()
         key = ("send", self.topic, None, host, port, error)
+        if self.counted:  # sampled when it started
+            _state["duration"].record(time.monotonic() - self.t0, _metric_attrs(*key))
+            return
         _count_sent(key)
         if next(_state["ticks"]) % DURATION_SAMPLE == 0:
             _state["duration"].record(time.monotonic() - self.t0, _metric_attrs(*key))
@@ -268,6 +272,18 @@ def _chain(op: _Send, user: Any) -> Callable[[Any, BaseException | None], None]:
     return callback
 
 
+def _metrics_only_send(topic: Any) -> _Send | None:
+    """Metrics only, a send returning a future: counted now (an attempt, by destination); one in
+    :data:`DURATION_SAMPLE` returns the op whose completion records its duration (with the broker
+    and the outcome), the others nothing more, so a pipelined send costs about a dict update."""
+    name = topic.strip() if isinstance(topic, str) else str(topic)
+    key = ("send", name, None, None, None, None)
+    _count_sent(key)
+    if next(_state["ticks"]) % DURATION_SAMPLE:
+        return None
+    return _Send(name, counted=True)
+
+
 def _wrap_pending(original: Callable[..., Any]) -> Callable[..., Any]:
     """A send that returns a future: the span ends in the producer's completion callback (cheaper
     than a done-callback on the future, which the application may never wait for). A callback that
@@ -278,7 +294,13 @@ def _wrap_pending(original: Callable[..., Any]) -> Callable[..., Any]:
             user = kwargs.get("callback")
             if not _state or (user is not None and not callable(user)):
                 return await original(self, topic, data, **kwargs)
-            op = _start_send(self, topic, kwargs)
+            if _state["spans"]:
+                op = _start_send(self, topic, kwargs)
+            else:
+                sampled = _metrics_only_send(topic)
+                if sampled is None:
+                    return await original(self, topic, data, **kwargs)
+                op = sampled
             kwargs["callback"] = _chain(op, user)
             try:
                 return await original(self, topic, data, **kwargs)
@@ -292,7 +314,13 @@ def _wrap_pending(original: Callable[..., Any]) -> Callable[..., Any]:
         user = kwargs.get("callback")
         if not _state or (user is not None and not callable(user)):
             return original(self, topic, data, **kwargs)
-        op = _start_send(self, topic, kwargs)
+        if _state["spans"]:
+            op = _start_send(self, topic, kwargs)
+        else:
+            sampled = _metrics_only_send(topic)
+            if sampled is None:
+                return original(self, topic, data, **kwargs)
+            op = sampled
         kwargs["callback"] = _chain(op, user)
         try:
             return original(self, topic, data, **kwargs)
