@@ -1,9 +1,9 @@
 """Spans and metrics around the clients' public calls, put in place by :func:`instrument`.
 
 Like the opentelemetry-instrumentation packages of other clients, this wraps methods of the client
-classes (nothing in the clients calls OpenTelemetry): the producers' send methods, the consumer engine's
-``poll`` and its single delivery point ``deliver`` (behind ``poll``, iteration, a blocking iterator's
-own fetches and listeners of both APIs), the push consumer's ``subscribe`` (a process span around each
+classes (nothing in the clients calls OpenTelemetry): the producers' send methods, the consumer's
+``poll`` and the engine's single delivery point ``ConsumerEngine.deliver`` (behind ``poll``, iteration,
+a blocking iterator's own fetches and listeners of both APIs), the push consumer's ``subscribe`` (a process span around each
 listener call) and the bound consumer's fetch (``fetch``, ``read_range`` and so the Spark source).
 :func:`uninstrument` puts the plain methods back.
 
@@ -58,6 +58,7 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None, *, spans
     from ..consumer import aio as caio
     from ..consumer.bound.core import BoundCore
     from ..consumer.core import ConsumerCore
+    from ..consumer.engine import ConsumerEngine
     from ..producer import aio as paio
     from ..producer import sync as psync
 
@@ -82,7 +83,7 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None, *, spans
     plan = ((psync.Producer, "send", answered), (psync.Producer, "send_async", pending),
             (paio.Producer, "send", answered), (paio.Producer, "send_and_wait", answered),
             (paio.Producer, "send_async", pending), (paio.Producer, "send_nowait", pending),
-            (ConsumerCore, "poll", _wrap_poll), (ConsumerCore, "deliver", _wrap_deliver),
+            (ConsumerCore, "poll", _wrap_poll), (ConsumerEngine, "deliver", _wrap_deliver),
             (caio.Consumer, "subscribe", _wrap_subscribe), (BoundCore, "_fetch", _wrap_bound_fetch))
     originals = _state["originals"] = []
     for cls, name, wrap in plan:
