@@ -110,12 +110,9 @@ async def timed_async(path: str, seconds: float, one: Callable[[], Awaitable[Any
 
 def send_frames(producer: Any, topic: str, body: bytes) -> tuple[list[bytes], Any]:
     """1024 send frames encoded in advance under ``producer``'s client id and tokens, and the partition."""
-    core = producer._core
+    engine = producer._core.engine
     part = producer.partitions(topic)[0]
-    session = core.session
-    return [codec.encode_send_request(
-        serial, core.client_id, topic, part.partition_id, body, 0, core.sent_addr, session.visit_token,
-        auth_token=session.auth_token or None, timeout_ms=core.timeout_ms) for serial in range(1, 1025)], part
+    return [engine.plain_frame(serial, topic, part.partition_id, body) for serial in range(1, 1025)], part
 
 
 class RawLoop:

@@ -19,14 +19,14 @@ if TYPE_CHECKING:
     from .codec import BrokerInfo, Message, Partition
     from .config import ClientConfig, ConsumerConfig, ProducerConfig
     from .errors import TubeMQError
-    from .producer import Producer, SendResult
     from .sync.bound import BoundConsumer
     from .sync.consumer import Consumer
-    from .types import Batch
+    from .sync.producer import Producer
+    from .types import Batch, SendResult
 
 _LAZY = {
-    "Producer": "tubemq.producer",
-    "SendResult": "tubemq.producer",
+    "Producer": "tubemq.sync.producer",
+    "SendResult": "tubemq.types",
     "ProducerConfig": "tubemq.config",
     "ConsumerConfig": "tubemq.config",
     "ClientConfig": "tubemq.config",

@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanKind
 import tubemq
 import tubemq.aio
 from tubemq import otel
-from tubemq.producer import sync as psync
+from tubemq.sync import producer as psync
 
 FAST = {"heartbeat_period_ms": 300, "rpc_timeout_ms": 5000}
 CONSUMER = {"heartbeat_period_ms": 300, "rpc_timeout_ms": 5000, "msg_not_found_wait_ms": 50,

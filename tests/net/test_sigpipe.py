@@ -86,4 +86,4 @@ def test_the_write_path_says_msg_nosignal_where_it_exists() -> None:
     cannot tell a platform that has no SIGPIPE on sockets from one that ignores the flag)."""
     from tubemq._bridge import channel
 
-    assert channel._SEND_FLAGS == getattr(socket, "MSG_NOSIGNAL", 0)
+    assert channel.plain.SEND_FLAGS == getattr(socket, "MSG_NOSIGNAL", 0)

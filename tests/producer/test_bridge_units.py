@@ -104,7 +104,7 @@ def _FakeChannel() -> Any:  # noqa: N802 - stands in for a class
     """What a route reads of a channel (never written to here)."""
     sock = SimpleNamespace(sendall=lambda *a: None, recv_into=lambda *a: 0)
     buf = bytearray(16)
-    return SimpleNamespace(sock=sock, _buf=buf, _view=memoryview(buf), _decoder=codec.FrameDecoder())
+    return SimpleNamespace(sock=sock, buf=buf, view=memoryview(buf), decoder=codec.FrameDecoder())
 
 
 def test_a_threads_route_cache_is_bounded() -> None:
@@ -115,8 +115,8 @@ def test_a_threads_route_cache_is_bounded() -> None:
     lane = bridge_producer._Lane()
     parts = [codec.Partition(1, "127.0.0.1", 1, "t", 0)]
     session = SimpleNamespace(route_gen=0, partitions={}, topics={}, topic_max_sizes={}, max_msg_size=1024)
-    core = SimpleNamespace(session=session, closed=False, _external_ok=True, router=Router())
-    bridge: Any = SimpleNamespace(core=core, _channel_for=lambda lane, part, now: _FakeChannel())
+    engine = SimpleNamespace(session=session, closed=False, direct_ok=True, router=Router())
+    bridge: Any = SimpleNamespace(engine=engine, _channel_for=lambda lane, part, now: _FakeChannel())
     for i in range(bridge_producer._MAX_ROUTES * 3 + 7):
         topic = f"t{i}"
         session.partitions[topic] = parts

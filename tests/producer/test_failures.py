@@ -68,7 +68,7 @@ def test_503_shields_the_broker(fake_cluster) -> None:
         results = [p.send("demo", b"m%d" % i) for i in range(20)]
         assert all(r.partition.broker_id == 2 for r in results)
         assert len(a.sends) <= 1  # at most the one that answered 503; afterwards it is skipped
-        assert p._aio._core.quality.is_shielded(1)
+        assert p._aio.engine.quality.is_shielded(1)
     with tubemq.Producer(fc.master_list, retries=0, **FAST) as p:
         a.script = [503]
         a.sends.clear()

@@ -62,9 +62,9 @@ def test_plain_sends_round_robin_key_and_accounting(cluster: Any, stored: Any, i
         keyed = [p.send(topic, b"k%d" % i, key=f"key{i}") for i in range(4)]
         direct = p._bridge.round_trips - before
         parts = p.partitions(topic)
-        core = p._core
+        engine = p._bridge.engine
         metrics = p.metrics()
-        assert (core._ext, p._bridge.buffer.used, core.outstanding) == (0, 0, 0)
+        assert (engine.buffer.used, engine.outstanding, metrics["gauges"]["producer.in_flight"]) == (0, 0, 0)
     assert direct == 10
     assert {r.partition.partition_id for r in results} == {pt.partition_id for pt in parts}
     assert [r.partition.partition_id for r in results[::2]] == [results[0].partition.partition_id] * 3

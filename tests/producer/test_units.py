@@ -117,7 +117,7 @@ def test_quality_shield_and_probe() -> None:
     q = BrokerQuality(failure_threshold=3, shield_ms=50, unavailable_ms=80)
     q.failure(1)
     q.failure(1)
-    assert not q.is_shielded(1) and not q.any_shielded
+    assert not q.is_shielded(1) and not q.until
     q.failure(1)
     assert q.is_shielded(1) and q.shielded() == {1}
     deadline = time.monotonic() + 5
@@ -134,21 +134,21 @@ def test_quality_shield_and_probe() -> None:
 def test_send_future_semantics() -> None:
     f: SendFuture[int] = SendFuture()
     assert not f.done() and not f.cancel() and f.running()
-    f._complete(5, None)
+    f.complete(5, None)
     assert f.done() and f.result() == 5 and f.exception() is None
     g: SendFuture[int] = SendFuture()
-    g._complete(None, ValueError("x"))
+    g.complete(None, ValueError("x"))
     with pytest.raises(ValueError):
         g.result()
     # a waiting thread and callbacks use the standard machinery
     h: SendFuture[int] = SendFuture()
     seen: list[int] = []
     h.add_done_callback(lambda fut: seen.append(fut.result()))
-    threading.Timer(0.05, h._complete, args=(7, None)).start()
+    threading.Timer(0.05, h.complete, args=(7, None)).start()
     assert h.result(timeout=5) == 7
     assert seen == [7]
     k: SendFuture[int] = SendFuture()
-    threading.Timer(0.05, k._complete, args=(9, None)).start()
+    threading.Timer(0.05, k.complete, args=(9, None)).start()
     done, _ = concurrent.futures.wait([k], timeout=5)
     assert k in done
     with pytest.raises(concurrent.futures.TimeoutError):

@@ -33,7 +33,7 @@ async def main() -> None:
 '''
 
 EXPECTED = [
-    "tubemq.producer.sync.Producer",
+    "tubemq.sync.producer.Producer",
     "tubemq.types.SendResult",
     "tubemq.sync.consumer.Consumer",
     "tubemq.types.Batch | None",

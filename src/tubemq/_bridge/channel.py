@@ -15,6 +15,7 @@ broker cannot have stored the message: :class:`Unsent` tells the caller it may t
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import struct
@@ -25,13 +26,21 @@ from .. import codec
 from ..errors import ConnectionLostError, FrameError, TubeMQConnectionError, TubeMQError, TubeMQTimeoutError
 from ..net.connection import DEFAULT_MAX_FRAME_SIZE, foreign_protocol, split_address
 
-#: send() flags: MSG_NOSIGNAL where it exists (Linux); elsewhere SIGPIPE is not raised by sockets
-#: (macOS sets SO_NOSIGPIPE below) or does not exist (Windows)
-_SEND_FLAGS: int = getattr(socket, "MSG_NOSIGNAL", 0)
+if os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0"):
+    from . import _plain_py as plain
+else:
+    try:
+        from . import _plain as plain  # type: ignore[no-redef]
+    except ImportError:  # pragma: no cover - exercised when the extension was not built
+        from . import _plain_py as plain  # type: ignore[no-redef]
+
+_write = plain.write_frame
+_read = plain.read_answer
+
 _HAS_DONTWAIT = hasattr(socket, "MSG_DONTWAIT")
 _PEEK_FLAGS: int = int(socket.MSG_PEEK) | int(getattr(socket, "MSG_DONTWAIT", 0))
 #: a channel idle longer than this is checked for a peer that closed it before it is written to (s)
-_STALE_CHECK_AFTER = 0.001
+STALE_CHECK_AFTER = plain.STALE_CHECK_AFTER
 _READ_SIZE = 64 * 1024
 SERIAL_MASK = 0xFFFFFFFF
 
@@ -54,8 +63,8 @@ class BlockingChannel:
     thread) only shuts the socket down, which makes a blocked read in the owner return at once.
     """
 
-    __slots__ = ("__weakref__", "_buf", "_decoder", "_timeout", "_view", "address", "bytes_received",
-                 "bytes_sent", "closed", "last_used", "serial", "sock")
+    __slots__ = ("__weakref__", "address", "buf", "bytes_received", "bytes_sent", "closed", "decoder", "last_used",
+                 "serial", "sock", "timeout", "view")
 
     def __init__(self, address: str, connect_timeout: float, timeout: float,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, read_size: int = _READ_SIZE) -> None:
@@ -71,33 +80,34 @@ class BlockingChannel:
             if hasattr(socket, "SO_NOSIGPIPE"):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_NOSIGPIPE, 1)
             self.sock = sock
-            self._timeout = 0.0
-            self._set_timeout(timeout)
+            self.timeout = 0.0  # the socket's kernel timeouts now (s)
+            self.set_timeout(timeout)
         except OSError as exc:
             sock.close()
             raise TubeMQConnectionError(f"{address}: socket setup failed: {exc}") from exc
         self.address = address
-        self._decoder = codec.FrameDecoder(max_frame_size)
+        self.decoder = codec.FrameDecoder(max_frame_size)
         self.serial = 0  # the last request serial used (owner thread only)
-        self._buf = bytearray(read_size)
-        self._view = memoryview(self._buf)
+        self.buf = bytearray(read_size)
+        self.view = memoryview(self.buf)
         self.closed = False
         self.last_used = time.monotonic()
         # wire bytes (for metrics): written by the owner thread only, read by snapshots
         self.bytes_sent = 0
         self.bytes_received = 0
 
-    def _set_timeout(self, seconds: float) -> None:
-        if seconds != self._timeout:
+    def set_timeout(self, seconds: float) -> None:
+        """The kernel's read and write timeouts of the socket (owner thread)."""
+        if seconds != self.timeout:
             tv = _timeval(seconds)
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
-            self._timeout = seconds
+            self.timeout = seconds
 
     def stale(self) -> bool:
         """True when the peer closed the connection (or sent something nobody asked for) while it was
         idle: writing to it would only give an error after the fact. One system call: callers ask
-        only after ``_STALE_CHECK_AFTER`` idle seconds."""
+        only after ``STALE_CHECK_AFTER`` idle seconds."""
         sock = self.sock
         try:
             if not _HAS_DONTWAIT:  # Windows: ask select first
@@ -131,53 +141,25 @@ class BlockingChannel:
         """The first half of :meth:`exchange`: write ``frame`` (raises :class:`Unsent`). The answer
         is read later with :meth:`read`; at most one request may wait on a channel (an answer of
         another serial is dropped)."""
-        sock = self.sock
-        try:
-            if timeout != self._timeout:
-                self._set_timeout(timeout)
-            sock.sendall(frame, _SEND_FLAGS)
-        except OSError as exc:
-            raise Unsent(f"{self.address}: write failed: {exc}") from exc
-        self.last_used = now
-        self.bytes_sent += len(frame)
+        error = _write(self, frame, timeout, now)
+        if error is not None:
+            raise Unsent(f"{self.address}: write failed: {error}") from error
 
     def read(self, serial: int, timeout: float, now: float) -> bytes:
         """The second half of :meth:`exchange`: the payload of the answer to ``serial``, waited for
-        at most ``timeout`` seconds from ``now`` (``time.monotonic()``)."""
-        sock = self.sock
-        decoder = self._decoder
-        view = self._view
-        buf = self._buf
-        while True:
-            try:
-                n = sock.recv_into(buf)
-            except (BlockingIOError, TimeoutError):
-                raise self._timed_out(serial, timeout) from None
-            except OSError as exc:
-                raise self._lost(exc) from exc
-            if not n:
-                raise self._lost(None)
-            self.bytes_received += n
-            try:
-                frames = decoder.feed(view[:n])
-            except FrameError as exc:
-                raise self._malformed(bytes(view[:n]), exc) from exc
-            for got, payload in frames:
-                if got == serial:
-                    return payload
-                # an answer to an earlier request that timed out: late, ignored
-            left = now + timeout - time.monotonic()
-            if left <= 0:
-                raise self._timed_out(serial, timeout)
-            if left < self._timeout:
-                self._set_timeout(left)
+        at most ``timeout`` seconds from ``now`` (``time.monotonic()``). Answers to earlier requests
+        that timed out are late and dropped."""
+        got = _read(self, serial, timeout, now)
+        if isinstance(got, BaseException):
+            raise got
+        return got
 
-    # the errors of a read (also raised by the compiled send, tubemq._bridge._plain, for this channel)
+    # the errors of a read (made by the read loop, tubemq._bridge._plain)
 
-    def _timed_out(self, serial: int, timeout: float) -> TubeMQTimeoutError:
+    def timed_out(self, serial: int, timeout: float) -> TubeMQTimeoutError:
         return TubeMQTimeoutError(f"{self.address}: no answer to request serial {serial} within {timeout:.1f} s")
 
-    def _lost(self, exc: OSError | None) -> ConnectionLostError:
+    def lost(self, exc: OSError | None) -> ConnectionLostError:
         """``exc``: the read's error; None: the peer closed the connection."""
         if exc is None:
             return ConnectionLostError(f"{self.address}: connection closed by the peer")
@@ -185,7 +167,7 @@ class BlockingChannel:
         lost.__cause__ = exc
         return lost
 
-    def _malformed(self, data: bytes, exc: FrameError) -> TubeMQError:
+    def malformed(self, data: bytes, exc: FrameError) -> TubeMQError:
         """Bytes that are no TubeMQ frame: another protocol's answer (named), or a broken stream."""
         foreign = foreign_protocol(self.address, data)
         if foreign is not None:

@@ -32,7 +32,9 @@ class SendFuture(Future, Generic[T]):  # type: ignore[type-arg]
 
     def __init__(self) -> None:  # noqa: D107 - deliberately not calling Future.__init__
         self._cond: threading.Condition | None = None
-        self._kick: Callable[[], None] | None = None  # set by the bridge: make its loop thread drain
+        #: called (once) when a thread is about to wait or register a callback: the bridge makes its
+        #: loop thread drain messages it was not woken up for
+        self.on_wait: Callable[[], None] | None = None
         self._state = RUNNING
         self._result = None
         self._exception: BaseException | None = None
@@ -49,9 +51,9 @@ class SendFuture(Future, Generic[T]):  # type: ignore[type-arg]
                     cond = self._cond = threading.Condition()
             # someone is about to wait (or register a callback): make sure the producer's loop
             # thread is not sitting idle on a message it was not woken up for
-            kick = self._kick
-            if kick is not None and self._state != FINISHED:
-                kick()
+            on_wait = self.on_wait
+            if on_wait is not None and self._state != FINISHED:
+                on_wait()
         return cond
 
     # the waiter / callback lists are only needed on the slow paths: create them on first use
@@ -73,7 +75,8 @@ class SendFuture(Future, Generic[T]):  # type: ignore[type-arg]
 
     # ---- completion (called by the producer's loop thread)
 
-    def _complete(self, result: Any, exc: BaseException | None) -> None:
+    def complete(self, result: Any, exc: BaseException | None) -> None:
+        """The outcome (the producer's loop thread, exactly once)."""
         if self._cond is None:
             with _create_lock:
                 if self._cond is None:  # nobody waits and no callback is registered
@@ -117,8 +120,8 @@ class Waiter:
         self.result: Any = None
         self.exc: BaseException | None = None
 
-    def _complete(self, result: Any, exc: BaseException | None) -> None:
-        """Loop thread, exactly once (the dispatcher's ``_finish`` guarantees it)."""
+    def complete(self, result: Any, exc: BaseException | None) -> None:
+        """Loop thread, exactly once (the engine's ``settle`` guarantees it)."""
         self.result = result
         self.exc = exc
         self.lock.release()

@@ -1,31 +1,31 @@
-"""The blocking producer's two routes, each readable top to bottom (issue 20).
+"""The blocking producer's thread side: two drivers of the producer engine on callers' threads.
 
 ``send`` (blocking; a plain message, the common case, first tries :attr:`ProducerBridge.plain`: the
-same route in one compiled call, :mod:`tubemq._bridge._plain`, over a route this thread caches per
-topic until the session's ``route_gen`` moves): validate, take a buffer slot, then, when this thread has no ``send_async`` of
-its own still outstanding (it must not overtake them) and the topic is routable without waiting,
-do the round trip on this thread over its own :class:`BlockingChannel` to the partition's broker:
-write, read the answer, judge it with the dispatcher's rules (:meth:`ProducerCore.judge`: retries
-after a retryable refusal, quality figures, typed errors). The event loop is neither woken nor waited
-for. Otherwise, or when the channel cannot be opened or written (nothing was stored), the message
-takes the loop's route below and the thread waits on a :class:`Waiter`.
+same sequence in one compiled call, :mod:`tubemq._bridge._plain`, over a route this thread caches per
+topic until the session's ``route_gen`` moves). The sequence, once (:meth:`ProducerBridge._drive`):
+the engine admits the message (a buffer slot, its deadline); then, when this thread has no
+``send_async`` of its own still outstanding (it must not overtake them) and the engine routes it
+without waiting, each attempt is a round trip on this thread over its own :class:`BlockingChannel`
+to the partition's broker: the engine's frame, write, read, the engine's judgement (a result, an
+error, or a resend after the backoff); the outcome is settled with the engine. The event loop is
+neither woken nor waited for. Otherwise, or when the channel cannot be opened or written (nothing
+was stored), the message goes to the event-loop driver and the thread waits on a :class:`Waiter`.
 
-``send_async``: validate, take a buffer slot, append the job to this bridge's inbox; the loop thread
-drains the inbox in batches (:meth:`ProducerCore.accept_batch`). The loop is woken with
+``send_async``: the engine admits the message, the job goes to this bridge's inbox; the loop thread
+drains the inbox in batches (``LoopDriver.accept_batch``). The loop is woken with
 ``call_soon_threadsafe`` only when nothing else will make it drain: a drain already scheduled, or
 jobs of this bridge on the wire whose completion drains the inbox (:meth:`_done`), spare the wake-up
 (at most ``_MAX_DRAIN_DELAY`` late). The inbox, the drain flag and the wire count share one lock,
 so the hand-off holds without the GIL (free-threaded builds).
 
-Completion (loop thread, :meth:`_done`): free the slot, the thread's order count, the callback, then
-the future or waiter.
+Completion on the loop (:meth:`_done`, after the engine settled the job): the thread's order count,
+the callback, then the future or waiter.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-import os
 import threading
 import time
 import weakref
@@ -34,19 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ClientClosedError, TubeMQError, TubeMQTimeoutError
 from ..net.loop import LoopThread
-from ..producer.core import RETRY, ProducerCore
+from ..producer.engine import RETRY
 from ..producer.message import Job, SendCallback, check_callback, make_job, run_callback
 from ..producer.router import key_index
 from ..types import SendResult
-from .channel import _STALE_CHECK_AFTER, BlockingChannel, Unsent
-
-if os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0"):
-    from . import _plain_py as _plain
-else:
-    try:
-        from . import _plain  # type: ignore[no-redef]
-    except ImportError:  # pragma: no cover - exercised when the extension was not built
-        from . import _plain_py as _plain  # type: ignore[no-redef]
+from .channel import STALE_CHECK_AFTER, BlockingChannel, Unsent
+from .channel import plain as _plain
 from .futures import SendFuture, Waiter
 
 if TYPE_CHECKING:
@@ -62,6 +55,10 @@ _MAX_ROUTES = 1024
 
 #: A submitter wakes the loop itself when the inbox was last drained longer ago than this (s).
 _MAX_DRAIN_DELAY = 0.002
+
+#: How long past a message's deadline a thread waits for the loop to settle it before it gives up
+#: itself (the loop normally settles it at the deadline) (s).
+_SETTLE_SLACK = 0.25
 
 
 class _Lane:
@@ -84,10 +81,10 @@ class ProducerBridge:
     """The thread side of one :class:`tubemq.Producer`; see the module docstring."""
 
     def __init__(self, client: AsyncProducer, lt: LoopThread) -> None:
-        self.core: ProducerCore = client._core
-        self.buffer = client._buffer
+        self.engine = engine = client.engine
+        self.driver = client.driver
         self.lt = lt
-        self.loop = self.core.loop
+        self.loop = self.driver.loop
         self._local = threading.local()
         self._lock = threading.Lock()  # guards the inbox, the drain flag, _wire and the channel set
         self._inbox: collections.deque[Job] = collections.deque()
@@ -101,19 +98,14 @@ class ProducerBridge:
         c = client.config
         self._connect_timeout = c.connect_timeout_ms / 1000.0
         self._rpc_timeout = c.rpc_timeout_ms / 1000.0
-        self._backoff = c.retry_backoff_ms / 1000.0
         self._serialize = c.serialize_hook  # value_serializer / key_serializer, None without them
-        #: how long a blocking send waits at most: every attempt's timeout and backoff, plus a connect
-        self.max_wait = (c.rpc_timeout_ms * (c.retries + 2) + c.retry_backoff_ms * c.retries
-                         + c.connect_timeout_ms) / 1000.0
         self._closed_io: dict[str, list[int]] = {}  # address -> [bytes sent, bytes received] of dropped channels
         self._fail_lock = threading.Lock()
-        self.core.ext_abort.append(self._abort)
-        self.core.external_io = self._io
-        self.core.queued_elsewhere = lambda: len(self._inbox)
+        engine.attach(self)
         #: the compiled (or twin) common blocking send: ``plain.send(topic, data, key)``
-        self.plain = _plain.PlainSender(self, key_index)
-        self.core.plain_figures = self.plain.figures
+        self.plain = _plain.PlainSender(engine, self._local, self._loop_ident or 0, self._rpc_timeout,
+                                        self._plain_route, self._channel_for, self._resume_plain,
+                                        self._abandon_plain, key_index)
 
     def _lane(self) -> _Lane:
         try:
@@ -122,28 +114,34 @@ class ProducerBridge:
             lane = self._local.lane = _Lane()
             return lane
 
+    def _on_loop_thread(self) -> bool:
+        """True on this client's event-loop thread. The ident alone is not enough: a thread started
+        after the loop thread ended (a closed producer) may be given the same ident."""
+        return _get_ident() == self._loop_ident and threading.current_thread() is self._loop_thread
+
     # ------------------------------------------------------------------ send_async
 
     def send_async(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None, stream_id: str | None,
                    msg_time: Any, key: Any, callback: SendCallback | None) -> SendFuture[SendResult]:
-        if self.core.closed:
+        engine = self.engine
+        if engine.closed:
             raise ClientClosedError("producer is closed")
         job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done, self._serialize)
         if callback is not None:
             job.cb = check_callback(callback)
         fut: SendFuture[SendResult] = SendFuture()
-        fut._kick = self._kick
+        fut.on_wait = self._kick
         job.fut = fut
-        buffer = self.buffer
-        if not buffer.try_take():
-            buffer.take(self._on_loop_thread())
+        if not engine.try_admit(job):
+            engine.buffer.take(self._on_loop_thread())  # wait for room (refused on the loop thread)
+            engine.start_clock(job)
         lane = job.lane = self._lane()
         lane.submitted += 1
         self._submit(job)
         return fut
 
     def _submit(self, job: Job) -> None:
-        """Queue ``job`` for the loop thread (any thread; its buffer slot is taken)."""
+        """Queue ``job`` for the loop thread (any thread; the engine admitted it)."""
         with self._lock:
             self._inbox.append(job)
             if self._drain_scheduled or (self._wire and _monotonic() - self._last_drain < _MAX_DRAIN_DELAY):
@@ -169,28 +167,27 @@ class ProducerBridge:
             # no loop thread completes anything any more: these threads take its place, one at a time
             with self._fail_lock:
                 for job in jobs:
-                    self._done(job, None, ClientClosedError("producer is closed"))
+                    self.engine.settle(job, None, ClientClosedError("producer is closed"))
 
     def _drain(self) -> None:
-        """Loop thread: hand everything queued to the dispatcher, in order."""
+        """Loop thread: hand everything queued to the loop driver, in order."""
         with self._lock:
             jobs, self._inbox = self._inbox, collections.deque()
             self._drain_scheduled = False
             self._last_drain = time.monotonic()
             self._wire += len(jobs)
         if jobs:
-            self.core.accept_batch(jobs)
+            self.driver.accept_batch(jobs)
 
     def _done(self, job: Job, result: SendResult | None, exc: BaseException | None) -> None:
-        """Completion of a job that took the loop's route (loop thread, exactly once per job; after the
+        """A job that took the loop's route was settled (loop thread, exactly once per job; after the
         loop closed, the threads that find it closed, under ``_fail_lock``)."""
-        self.buffer.release()
         lane = job.lane
         if lane is not None:
             lane.finished += 1
         if job.cb is not None:
             run_callback(job, result, exc)
-        job.fut._complete(result, exc)
+        job.fut.complete(result, exc)
         with self._lock:
             self._wire -= 1
             drain = bool(self._inbox) and not self._drain_scheduled
@@ -208,14 +205,111 @@ class ProducerBridge:
 
     # ------------------------------------------------------------------ send (blocking)
 
+    def send(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None, stream_id: str | None,
+             msg_time: Any, key: Any, timeout: float | None) -> SendResult:
+        if self._on_loop_thread():
+            raise TubeMQError("Producer.send() would block the client's own event-loop thread (called from "
+                              "a callback?): use send_async() there")
+        engine = self.engine
+        if engine.closed:
+            raise ClientClosedError("producer is closed")
+        job = make_job(topic, data, attributes, stream_id, msg_time, key, None, self._serialize)
+        engine.buffer.take(False)  # a slot, waiting for room up to max_block_ms
+        engine.start_clock(job, None if timeout is None else max(timeout, 0.0))
+        lane = self._lane()
+        if lane.submitted != lane.finished:  # this thread's own send_async messages must not be overtaken
+            return self._via_loop(job)
+        return self._drive(job, lane, None)
+
+    def _drive(self, job: Job, lane: _Lane, first: tuple[Any, bytes | None, BaseException | None] | None
+               ) -> SendResult:
+        """The rest of an admitted ``job``'s send on this thread: its attempts here, then its outcome
+        settled; or the loop's route when it cannot go on here (nothing was stored by the attempts
+        made here). ``first``: an attempt already made, to be judged first."""
+        engine = self.engine
+        try:
+            result = self._attempts(job, lane, first)
+        except BaseException as exc:
+            engine.settle(job, None, exc)
+            raise
+        if result is None:
+            return self._via_loop(job)
+        engine.settle(job, result, None, direct=True)
+        return result
+
+    def _attempts(self, job: Job, lane: _Lane,
+                  first: tuple[Any, bytes | None, BaseException | None] | None) -> SendResult | None:
+        """The attempts of ``job`` on this thread until an outcome; None when it must take the loop's
+        route (nothing was stored by the attempts made here); raises the failure."""
+        engine = self.engine
+        while True:
+            if first is not None:
+                part, payload, error = first
+                first = None
+            else:
+                part = engine.route_direct(job.topic, job.size, job.key)
+                if part is None:
+                    return None
+                now = _monotonic()
+                channel = self._channel_for(lane, part, now)
+                if channel is None:
+                    return None
+                left = job.deadline - now
+                if left <= 0:
+                    raise engine.expired(job, "before an attempt could be written")
+                job.part = part
+                payload = None
+                error = None
+                try:
+                    payload = channel.round_trip(engine.frame, job, left if left < self._rpc_timeout
+                                                 else self._rpc_timeout)
+                except Unsent:
+                    self._drop(lane, channel)
+                    return None
+                except TubeMQError as exc:
+                    error = self._broken(lane, channel, exc)
+                engine.written(job)
+                if error is None:  # the common case first: stored
+                    result = engine.stored(job, part, payload)  # type: ignore[arg-type]
+                    if result is not None:
+                        return result
+            judged = engine.judge(job, part, payload, error)
+            if type(judged) is SendResult:
+                return judged  # type: ignore[return-value]
+            if judged is not RETRY:
+                raise judged  # type: ignore[misc]
+            time.sleep(max(0.0, min(engine.backoff, engine.left(job))))
+            problem = engine.retry_error(job)
+            if problem is not None:
+                raise problem
+
+    def _via_loop(self, job: Job) -> SendResult:
+        """Hand an admitted ``job`` to the loop driver and wait for its outcome (the loop settles it by
+        its deadline; this thread gives up a little later at the latest)."""
+        waiter = Waiter()
+        job.fut = waiter
+        job.done = self._done
+        self._submit(job)
+        self._kick()
+        wait = job.deadline - job.t0
+        left = job.deadline + _SETTLE_SLACK - _monotonic()
+        if not waiter.lock.acquire(True, min(max(left, 0.0), threading.TIMEOUT_MAX)):
+            raise TubeMQTimeoutError(f"no answer for the message to topic {job.topic!r} within {wait:g} s "
+                                     "(it may still be sent)")
+        if waiter.exc is not None:
+            raise waiter.exc
+        return waiter.result  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ the compiled send's steps
+
     def _plain_route(self, lane: _Lane, topic: str) -> Any:
         """This thread's route for ``topic`` (built now, cached in ``lane``), or None when the topic
         is not routable on this thread now (not published yet, no partition, a channel that cannot
         be opened, a closed producer, TLS or a user partitioner: the general route then)."""
-        core = self.core
-        session = core.session
+        engine = self.engine
+        session = engine.session
         gen = session.route_gen  # read before what it covers: a change after this shows as a new gen
-        if core.closed or not core._external_ok:
+        if engine.closed or not engine.direct_ok:
             return None
         name = topic.strip()
         parts = session.partitions.get(name)
@@ -232,176 +326,38 @@ class ProducerBridge:
         previous = routes.get(topic)
         # a rebuilt route goes on where the one it replaces stopped, a thread's first route where the
         # topic's shared round-robin is (each thread one step further): the spread stays even
-        start = previous.rr if previous is not None else core.router.start_for(name)
+        start = previous.rr if previous is not None else engine.router.start_for(name)
         route = _plain.PlainRoute(name, gen, legs, session.topic_max_sizes.get(name, session.max_msg_size), start)
         if len(routes) >= _MAX_ROUTES:
             routes.clear()
         routes[topic] = route
         return route
 
-    def _resume_plain(self, lane: _Lane, part: Any, channel: BlockingChannel, name: str, data: bytes, key: Any,
-                      now: float, payload: bytes | None, error: BaseException | None,
-                      unsent: bool) -> SendResult | None:
-        """What follows a compiled send whose write failed (``unsent``: nothing stored; None is
-        returned and the general route sends it) or whose answer was not a stored message (a
-        refusal, a malformed answer, an error): judged and retried here, as the general route does.
-        The slot and the count the compiled send took are given back here."""
-        core = self.core
-        buffer = self.buffer
-        n = len(data)
+    def _resume_plain(self, lane: _Lane, job: Job, channel: BlockingChannel, payload: bytes | None,
+                      error: BaseException | None, unsent: bool) -> SendResult:
+        """What follows a compiled send whose write failed (``unsent``: nothing stored) or whose answer
+        was not a stored message (a refusal, a malformed answer, an error): the general sequence."""
         if unsent:
             self._drop(lane, channel)
-            core.end_external(n, None, now, False, 0, 0)
-            buffer.release()
-            return None
+            return self._drive(job, lane, None)
         if error is not None:  # (a channel's read error: always a TubeMQError)
             error = self._broken(lane, channel, error)  # type: ignore[arg-type]
-        job = Job(name, data, 0, n, None, None, key, self._done)
-        job.part = part
-        tally = [1, 0]  # attempts written (this one), failed for good
-        try:
-            result = self._attempts(job, lane, now, now + self.max_wait, tally, (part, payload, error))
-        except BaseException:
-            core.end_external(n, None, now, True, tally[0], 0)
-            buffer.release()
-            raise
-        core.end_external(n, result, now, False, tally[0], 0)
-        if result is not None:
-            buffer.release()
-            return result
-        # refused, to be resent, and not routable here now (a shielded broker): the loop's route;
-        # the slot now belongs to the job (released by _done)
-        return self._via_loop(job, now + self.max_wait, self.max_wait)
+        return self._drive(job, lane, (job.part, payload, error))
 
-    def _abandon_plain(self, lane: _Lane, channel: BlockingChannel, n: int, now: float) -> None:
+    def _abandon_plain(self, lane: _Lane, channel: BlockingChannel, job: Job, exc: BaseException) -> None:
         """A compiled send was cut short by an unexpected exception (KeyboardInterrupt, MemoryError):
-        its channel is dropped (an answer may still come on it) and its slot and count given back."""
+        its channel is dropped (an answer may still come on it) and the message settled as failed."""
         self._drop(lane, channel)
-        self.core.end_external(n, None, now, True, 1, 0)
-        self.buffer.release()
+        self.engine.settle(job, None, exc)
 
-    def _on_loop_thread(self) -> bool:
-        """True on this client's event-loop thread. The ident alone is not enough: a thread started
-        after the loop thread ended (a closed producer) may be given the same ident."""
-        return _get_ident() == self._loop_ident and threading.current_thread() is self._loop_thread
-
-    def send(self, topic: str, data: bytes, attributes: Mapping[str, Any] | None, stream_id: str | None,
-             msg_time: Any, key: Any, timeout: float | None) -> SendResult:
-        core = self.core
-        if self._on_loop_thread():
-            raise TubeMQError("Producer.send() would block the client's own event-loop thread (called from "
-                              "a callback?): use send_async() there")
-        if core.closed:
-            raise ClientClosedError("producer is closed")
-        job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done, self._serialize)
-        wait = self.max_wait if timeout is None else max(timeout, 0.0)
-        now = _monotonic()
-        deadline = now + wait
-        buffer = self.buffer
-        if not buffer.try_take():
-            buffer.take(False)
-        lane = self._lane()
-        # this thread's own send_async messages must not be overtaken (see _Lane)
-        if lane.submitted == lane.finished:
-            try:
-                result = self._round_trip(job, lane, now, deadline)
-            except BaseException:
-                buffer.release()
-                raise
-            if result is not None:
-                buffer.release()
-                return result
-        # the loop's route: the slot now belongs to the job (released by _done)
-        return self._via_loop(job, deadline, wait)
-
-    def _via_loop(self, job: Job, deadline: float, wait: float) -> SendResult:
-        """Hand ``job`` (its buffer slot taken) to the loop and wait for its outcome until ``deadline``."""
-        waiter = Waiter()
-        job.fut = waiter
-        self._submit(job)
-        self._kick()
-        left = deadline - _monotonic()
-        if not waiter.lock.acquire(True, min(max(left, 0.0), threading.TIMEOUT_MAX)):
-            raise TubeMQTimeoutError(f"no answer for the message to topic {job.topic!r} within {wait:g} s "
-                                     "(it may still be sent)")
-        if waiter.exc is not None:
-            raise waiter.exc
-        return waiter.result  # type: ignore[no-any-return]
-
-    def _round_trip(self, job: Job, lane: _Lane, t0: float, deadline: float) -> SendResult | None:
-        """Send ``job`` on this thread; None when it must take the loop's route (nothing was stored
-        by the attempts made here)."""
-        core = self.core
-        if not core.begin_external():
-            raise ClientClosedError("producer is closed")
-        first_attempt = job.attempt
-        tally = [0, 0]  # attempts written, failed for good
-        result: SendResult | None = None
-        try:
-            result = self._attempts(job, lane, t0, deadline, tally, None)
-            return result
-        except BaseException:
-            tally[1] = 1
-            raise
-        finally:
-            core.end_external(job.size, result, t0, bool(tally[1]), tally[0], first_attempt)
-
-    def _attempts(self, job: Job, lane: _Lane, now: float, deadline: float, tally: list[int],
-                  first: tuple[Any, bytes | None, BaseException | None] | None) -> SendResult | None:
-        """The attempts of ``job`` on this thread until an outcome (``first``: one already made and
-        counted in ``tally[0]``, to be judged first); None when it must take the loop's route
-        (nothing was stored by the attempts made here); raises the failure."""
-        core = self.core
-        while True:
-            if first is not None:
-                part, payload, error = first
-                first = None
-            else:
-                part = core.route_now(job)
-                if part is None:
-                    return None
-                channel = self._channel_for(lane, part, now)
-                if channel is None:
-                    return None
-                left = deadline - now
-                if left <= 0:
-                    raise TubeMQTimeoutError(f"no answer for the message to topic {job.topic!r} in time")
-                job.part = part
-                payload = None
-                error = None
-                try:
-                    payload = channel.round_trip(core.build_frame, job, left if left < self._rpc_timeout
-                                                 else self._rpc_timeout)
-                except Unsent:
-                    self._drop(lane, channel)
-                    return None
-                except TubeMQError as exc:
-                    error = self._broken(lane, channel, exc)
-                tally[0] += 1
-                if error is None:  # the common case first: stored
-                    result = core.stored(job, part, payload)  # type: ignore[arg-type]
-                    if result is not None:
-                        return result
-            judged = core.judge(job, part, payload, error)
-            if type(judged) is SendResult:
-                return judged  # type: ignore[return-value]
-            if judged is RETRY:
-                time.sleep(max(0.0, min(self._backoff, deadline - _monotonic())))
-                now = _monotonic()
-                continue
-            raise judged  # type: ignore[misc]
-
-    @property
-    def round_trips(self) -> int:
-        """Messages acknowledged through a round trip on the caller's thread (tests, debugging)."""
-        return self.core.external_acknowledged
+    # ------------------------------------------------------------------ channels
 
     def _channel_for(self, lane: _Lane, part: Any, now: float) -> BlockingChannel | None:
         """This thread's channel to ``part``'s broker, checked when idle, opened when missing; None if
         it cannot be opened (the loop's route then)."""
         address = part.address
         channel = lane.channels.get(address)
-        if channel is None or (now - channel.last_used >= _STALE_CHECK_AFTER and channel.stale()):
+        if channel is None or (now - channel.last_used >= STALE_CHECK_AFTER and channel.stale()):
             channel = self._channel(lane, address, channel)
             if channel is None:
                 return None
@@ -411,10 +367,10 @@ class ProducerBridge:
         """A new channel of this thread to ``address`` (replacing ``dead``); None if it cannot be opened."""
         if dead is not None:
             self._drop(lane, dead)
-        if self.core.session.pool.is_backing_off(address):
+        if self.driver.session.pool.is_backing_off(address):
             return None  # the loop's route waits for the broker (its connects back off)
         try:
-            channel = BlockingChannel(address, self._connect_timeout, self._rpc_timeout)
+            channel = BlockingChannel(address, min(self._connect_timeout, self._rpc_timeout), self._rpc_timeout)
         except TubeMQError as exc:
             log.debug("blocking channel to %s not opened (%s): sending through the loop", address, exc)
             return None
@@ -445,7 +401,9 @@ class ProducerBridge:
             io[1] += channel.bytes_received
         channel.close()
 
-    def _io(self, address: str) -> dict[str, int]:
+    # ------------------------------------------------------------------ the engine's side figures
+
+    def io(self, address: str) -> dict[str, int]:
         """Wire bytes of the threads' channels to ``address`` (open ones and dropped ones): added to the
         broker's connection figures in metrics snapshots. A channel whose thread ended is counted
         until it is collected (its bytes then leave the figures: UNCERTAIN whether worth a finalizer)."""
@@ -455,14 +413,23 @@ class ProducerBridge:
         return {"bytes_sent": sent + sum(c.bytes_sent for c in channels),
                 "bytes_received": received + sum(c.bytes_received for c in channels)}
 
-    def _abort(self) -> None:
-        """The producer closes (loop thread): no channel is used any more; blocked reads return now."""
+    def queued(self) -> int:
+        """Messages in the inbox, not handed to the loop yet."""
+        return len(self._inbox)
+
+    def abort(self) -> None:
+        """The producer closes: no channel is used any more; blocked reads return now (any thread)."""
         with self._lock:
             self._aborted = True
             channels = list(self._channels)
             self._channels.clear()
         for channel in channels:
             channel.abort()
+
+    @property
+    def round_trips(self) -> int:
+        """Messages acknowledged through a round trip on a caller's thread (tests, debugging)."""
+        return self.engine.buffer.direct
 
 
 __all__ = ["ProducerBridge"]

@@ -60,7 +60,7 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None, *, spans
     from ..consumer.core import ConsumerCore
     from ..consumer.engine import ConsumerEngine
     from ..producer import aio as paio
-    from ..producer import sync as psync
+    from ..sync import producer as psync
 
     meter = metrics.get_meter("tubemq", schema_url=sc.SCHEMA_URL, meter_provider=meter_provider)
     _state.update(

@@ -4,8 +4,10 @@ Runs on the caller's event loop. ``await producer.send(...)`` returns a :class:`
 concurrent ``send`` calls are pipelined on one connection per broker. ``max_pending`` bounds the
 messages in flight (:class:`~tubemq.producer.buffer.SendBuffer`; further senders wait).
 
-asyncio only: ``tubemq.Producer`` runs this class on the shared loop thread and crosses threads
-through :mod:`tubemq._bridge` (which also does the blocking ``send``'s round trips on callers' threads).
+asyncio only: the decisions are the engine's (:class:`~tubemq.producer.engine.ProducerEngine`), the
+moving of bytes the loop driver's (:class:`~tubemq.producer.loop.LoopDriver`). ``tubemq.Producer`` runs
+this class on the shared loop thread; its thread crossing and its own round trips on callers' threads
+are the bridge's, which drives the same engine (:attr:`engine`, :attr:`driver`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from ..config import ProducerConfig
 from ..errors import ClientClosedError, TubeMQError, TubeMQTimeoutError
 from ..net.loop import close_when_forgotten, with_operation
 from ..types import SendResult
-from .buffer import SendBuffer
-from .core import ProducerCore
+from .engine import ProducerEngine
+from .loop import LoopDriver
 from .message import Job, SendCallback, check_callback, make_job, run_callback
 
 if TYPE_CHECKING:
@@ -46,11 +48,12 @@ class Producer:
             changes: dict[str, Any] = dict(options, **({"master": master} if master is not None else {}))
             config = dataclasses.replace(config, **changes)
         self.config = config
-        self._core = ProducerCore(config)
+        self._core = LoopDriver(config)
+        self._engine = self._core.engine
         self.client_id: str = self._core.client_id
-        # one lock for the buffer's slots and the core's count of blocking sends (tubemq._bridge._plain)
-        self._buffer = SendBuffer(config.max_pending, config.max_block_ms / 1000.0, lock=self._core._ext_lock)
+        self._buffer = self._engine.buffer
         self._start_lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the producer's loop, once started
         self._closed = False
         self._release_loop: Callable[[], None] | None = None  # a sync facade's loop-thread reference
         self._finalizer: Any = None
@@ -58,6 +61,16 @@ class Producer:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def engine(self) -> ProducerEngine:
+        """The producer's engine, for drivers on other threads (the blocking API); not for applications."""
+        return self._engine
+
+    @property
+    def driver(self) -> LoopDriver:
+        """The producer's event-loop driver, for drivers on other threads; not for applications."""
+        return self._core
 
     def metrics(self) -> dict[str, Any]:
         """A plain-dict snapshot: counters, gauges, send-latency percentiles, master and per-broker
@@ -83,6 +96,7 @@ class Producer:
             if not self._core.started:
                 try:
                     await self._core.start()
+                    self._loop = self._core.loop
                 except TubeMQError as exc:
                     raise with_operation(exc, f"producer start (register with master {','.join(self.config.masters)})")  # noqa: B904 - cause set
                 self._finalizer = close_when_forgotten(self, self._core.close, self._release_loop)
@@ -104,7 +118,8 @@ class Producer:
         job.now = True
         if not self._buffer.try_take():
             await self._buffer.take_async()
-        fut: asyncio.Future[SendResult] = core._loop.create_future()  # type: ignore[union-attr]
+        self._engine.start_clock(job)
+        fut: asyncio.Future[SendResult] = self._loop.create_future()  # type: ignore[union-attr]
         job.fut = fut
         core.accept(job)
         return await fut
@@ -149,6 +164,7 @@ class Producer:
         if not self._buffer.try_take():
             raise TubeMQTimeoutError(f"send buffer full: {self.config.max_pending} messages outstanding "
                                      "(send_nowait does not wait; use await send_async() to wait for room)")
+        self._engine.start_clock(job)
         fut: asyncio.Future[SendResult] = core.loop.create_future()
         job.fut = fut
         core.accept(job)
@@ -164,6 +180,7 @@ class Producer:
             job.cb = check_callback(callback)
         job.now = now
         await self._buffer.take_async()
+        self._engine.start_clock(job)
         fut: asyncio.Future[SendResult] = core.loop.create_future()
         job.fut = fut
         core.accept(job)
@@ -172,8 +189,7 @@ class Producer:
     # ------------------------------------------------------------------ completion (loop thread)
 
     def _done(self, job: Job, result: SendResult | None, exc: BaseException | None) -> None:
-        """Completion of a job of this API: free its buffer slot, call its callback, resolve its future."""
-        self._buffer.release()
+        """Completion of a job of this API (its slot is free again): its callback, then its future."""
         if job.cb is not None:
             run_callback(job, result, exc)
         fut = job.fut
@@ -203,7 +219,6 @@ class Producer:
         self._closed = True
         if self._finalizer is not None:
             self._finalizer.detach()
-        self._buffer.close()
         await self._core.close(timeout)
 
     async def _ensure_started(self) -> None:

@@ -2,7 +2,9 @@
 
 One counter under one lock, shared by every entry (asyncio tasks, threads of the blocking API, the
 blocking API's own round trips): a sender takes a slot before its message is queued and the slot is
-given back when the message completes, on whatever thread that happens. Senders wait for room: an
+given back when the message completes, on whatever thread that happens. The producer's message
+counters are kept under the same lock, so that giving a slot back and counting the outcome is one
+lock round. Senders wait for room: an
 asyncio task on a future of its loop (woken there, also when the room is made on another thread), a
 thread on a condition, each up to ``max_block_ms``; a sender on the producer's own loop thread (a
 callback) cannot wait, since only that thread makes room, and fails at once.
@@ -22,21 +24,26 @@ from ..errors import ClientClosedError, TubeMQTimeoutError
 class SendBuffer:
     """``max_pending`` slots; see the module docstring."""
 
-    __slots__ = ("_cond", "_lock", "_task_waiters", "_thread_waiters", "_used", "block_s", "closed", "loop",
-                 "max_pending")
+    __slots__ = ("_cond", "_lock", "_task_waiters", "_thread_waiters", "_used", "acknowledged", "block_s",
+                 "bytes_sent", "closed", "direct", "failed", "loop", "max_pending", "retried", "sent")
 
-    def __init__(self, max_pending: int, block_s: float, lock: threading.Lock | None = None) -> None:
-        """``lock``: the lock to count under; the producer passes its core's, so that a blocking send
-        takes its slot and its in-flight count in one lock round (tubemq._bridge._plain)."""
+    def __init__(self, max_pending: int, block_s: float) -> None:
         self.max_pending = max_pending
         self.block_s = block_s
         self.loop: asyncio.AbstractEventLoop | None = None  # the producer's loop, set when it starts
-        self._lock = threading.Lock() if lock is None else lock
+        self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._used = 0
         self._thread_waiters = 0
         self._task_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self.closed = False
+        # the message counters (read by metrics snapshots; changed under the lock)
+        self.sent = 0  # messages written to a broker (first attempt)
+        self.retried = 0  # resends written after a retryable refusal
+        self.bytes_sent = 0  # body + attribute bytes of the messages sent (first attempts)
+        self.acknowledged = 0
+        self.failed = 0
+        self.direct = 0  # of the acknowledged: sent by a caller's thread itself (no event loop involved)
 
     @property
     def used(self) -> int:
@@ -54,6 +61,14 @@ class SendBuffer:
                 self._used += 1
                 return True
             return False
+
+    def take_now(self) -> bool:
+        """:meth:`try_take` that never raises: False when full or closed."""
+        with self._lock:
+            if self.closed or self._used >= self.max_pending:
+                return False
+            self._used += 1
+            return True
 
     async def take_async(self) -> None:
         """An asyncio sender takes a slot, waiting for room up to ``block_s`` (on the producer's loop)."""
@@ -108,15 +123,37 @@ class SendBuffer:
             finally:
                 self._thread_waiters -= 1
 
-    def release(self) -> None:
-        """Give a slot back (any thread): wakes one waiting thread and one waiting task."""
+    def written(self, sent: int, size: int, resent: int) -> None:
+        """Count attempts written: ``sent`` messages (first attempts, ``size`` bytes), ``resent`` resends."""
+        with self._lock:
+            self.sent += sent
+            self.bytes_sent += size
+            self.retried += resent
+
+    def release(self, acknowledged: bool | None = None, direct: bool = False, sent: int = 0) -> int:
+        """Give a slot back (any thread) and count its message's outcome: ``acknowledged`` (True) or
+        failed (False; None: not counted); ``direct``: sent by a caller's thread itself; ``sent``:
+        bytes of a first attempt not counted yet (:meth:`written`). Wakes one waiting thread and one
+        waiting task. Returns how many messages were acknowledged so far (0 for anything else)."""
         with self._lock:
             self._used -= 1
+            if sent:
+                self.sent += 1
+                self.bytes_sent += sent
+            if acknowledged:
+                n = self.acknowledged = self.acknowledged + 1
+                if direct:
+                    self.direct += 1
+            else:
+                n = 0
+                if acknowledged is not None:
+                    self.failed += 1
             if self._thread_waiters:
                 self._cond.notify()
             waiter = self._task_waiters.popleft() if self._task_waiters else None
         if waiter is not None:
             self._wake(waiter)
+        return n
 
     def _wake(self, waiter: asyncio.Future[None]) -> None:
         loop = waiter.get_loop()

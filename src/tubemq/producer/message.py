@@ -25,10 +25,10 @@ SendCallback = Callable[["SendResult | None", "BaseException | None"], Any]
 
 
 class Job:
-    """One message on its way; ``done`` is called exactly once (the dispatcher's ``_finish`` sees to it)."""
+    """One message on its way; ``done`` is called exactly once (the engine's ``settle`` sees to it)."""
 
-    __slots__ = ("attempt", "cb", "done", "finished", "flag", "fut", "key", "lane", "msg_time", "msg_type", "now",
-                 "part", "payload", "size", "t0", "topic")
+    __slots__ = ("attempt", "cb", "deadline", "done", "finished", "flag", "fut", "key", "lane", "msg_time", "msg_type",
+                 "now", "part", "payload", "size", "t0", "topic")
 
     def __init__(self, topic: str, payload: bytes, flag: int, size: int, msg_type: str | None,
                  msg_time: str | None, key: Any, done: Done | None) -> None:
@@ -45,7 +45,8 @@ class Job:
         self.lane: Any = None  # the blocking API's per-thread order keeper (tubemq._bridge)
         self.part: codec.Partition | None = None
         self.attempt = 0
-        self.t0 = 0.0
+        self.t0 = 0.0  # when it was admitted
+        self.deadline = 0.0  # when it must be settled by (the engine's start_clock)
         self.finished = False
         self.now = False  # someone awaits this one message: write it at once, not at the end of the loop round
 

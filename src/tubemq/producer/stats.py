@@ -1,44 +1,47 @@
-"""The producer's metrics: counters of both routes (the loop's and the callers' own round trips),
-gauges, and its brokers' health (docs/guide/metrics.md).
+"""The producer's metrics: its counters, gauges and its brokers' health (docs/guide/metrics.md).
 
-Why a module of its own: the dispatcher keeps plain ints on its hot paths; this is where they are named
-and summed for snapshots, which run on the client's loop thread.
+Why a module of its own: the engine bumps plain ints on its hot paths; this is where they are named
+for snapshots, which run on the client's loop thread. It takes the parts it reads, not the engine, so
+the engine builds on it and not the other way round.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
+from ..metrics import Metrics
 from ..net.health import SessionHealth
+from .buffer import SendBuffer
+from .quality import BrokerQuality
 
-if TYPE_CHECKING:
-    from .core import ProducerCore
 
+def register_metrics(m: Metrics, counts: SendBuffer, session: Any, quality: BrokerQuality,
+                     gauges: Callable[[], tuple[int, int, int]],
+                     io: Callable[[str], dict[str, int]]) -> SessionHealth:
+    """Register the producer's counters (kept by the send buffer, ``counts``) and gauges on ``m``;
+    returns its health sections.
 
-def register_metrics(core: ProducerCore) -> SessionHealth:
-    """Register the producer's counters and gauges on ``core.metrics``; returns its health sections."""
-    m = core.metrics
-    m.register_counter("producer.accepted", lambda: core.acknowledged + core.external_acknowledged + core.failed
-                       + core._ext_failed + core.outstanding)
-    m.register_counter("producer.sent", lambda: core.sent + core.external_figures()[0])
-    m.register_counter("producer.acknowledged", lambda: core.acknowledged + core.external_acknowledged)
-    m.register_counter("producer.failed", lambda: core.failed + core._ext_failed)
-    m.register_counter("producer.retried", lambda: core.retried + core._ext_retried)
-    m.register_counter("producer.bytes_sent", lambda: core.bytes_sent + core.external_figures()[1])
+    ``gauges()``: (outstanding, in flight, backlog); ``io(address)``: wire bytes of connections
+    outside the pool (the blocking senders' own)."""
+    m.register_counter("producer.accepted", lambda: counts.acknowledged + counts.failed + gauges()[0])
+    m.register_counter("producer.sent", lambda: counts.sent)
+    m.register_counter("producer.acknowledged", lambda: counts.acknowledged)
+    m.register_counter("producer.failed", lambda: counts.failed)
+    m.register_counter("producer.retried", lambda: counts.retried)
+    m.register_counter("producer.bytes_sent", lambda: counts.bytes_sent)
     m.inc("producer.unknown_outcome", 0)  # present from the start (counted on the failure path)
-    m.set_gauge("producer.outstanding", lambda: core.outstanding)
-    m.set_gauge("producer.in_flight", lambda: len(core._inflight))
-    m.set_gauge("producer.backlog", lambda: len(core._backlog) + core.queued_elsewhere())
-    return SessionHealth(m, core.session, lambda: broker_addresses(core),
-                         lambda address, broker_id: broker_extra(core, broker_id),
-                         lambda address: core.external_io(address))
+    m.set_gauge("producer.outstanding", lambda: gauges()[0])
+    m.set_gauge("producer.in_flight", lambda: gauges()[1])
+    m.set_gauge("producer.backlog", lambda: gauges()[2])
+    return SessionHealth(m, session, lambda: broker_addresses(session, quality),
+                         lambda address, broker_id: broker_extra(quality, broker_id), io)
 
 
-def broker_addresses(core: ProducerCore) -> dict[str, int]:
+def broker_addresses(session: Any, quality: BrokerQuality) -> dict[str, int]:
     """address -> broker id: brokers of the published topics, plus any being shielded."""
-    session = core.session
     out = {p.address: p.broker_id for t in list(session.topics) for p in session.partitions.get(t, ())}
-    errors, _, shielded = core.quality.snapshot()
+    errors, _, shielded = quality.snapshot()
     for bid in set(errors) | shielded:
         b = session.brokers.get(bid)
         if b is not None:
@@ -46,13 +49,13 @@ def broker_addresses(core: ProducerCore) -> dict[str, int]:
     return out
 
 
-def broker_extra(core: ProducerCore, broker_id: int) -> dict[str, Any]:
+def broker_extra(quality: BrokerQuality, broker_id: int) -> dict[str, Any]:
     """The producer's own figures for one broker's entry in ``snapshot()["brokers"]``."""
-    errors, failures, _ = core.quality.snapshot()
+    errors, failures, _ = quality.snapshot()
     return {
         "send_errors": errors.get(broker_id, 0),
         "consecutive_failures": failures.get(broker_id, 0),
-        "shielded": core.quality.is_shielded(broker_id),
+        "shielded": quality.is_shielded(broker_id),
     }
 
 

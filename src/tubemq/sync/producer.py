@@ -1,7 +1,8 @@
-"""``tubemq.Producer``: the blocking facade over :class:`tubemq.aio.Producer` (DESIGN.md).
+"""``tubemq.Producer``: the blocking facade over :class:`tubemq.aio.Producer` (DESIGN.md "Layers").
 
-The asyncio producer runs on the process-wide event-loop thread (:class:`~tubemq._bridge.Portal`)
-and implements everything but the thread crossing, which is :class:`~tubemq._bridge.ProducerBridge`'s:
+The asyncio producer runs on the process-wide event-loop thread (:class:`~tubemq._bridge.Portal`);
+the thread crossing and the round trips on callers' threads are :class:`~tubemq._bridge.ProducerBridge`'s,
+both drivers of the one producer engine:
 ``send_async`` returns a ``concurrent.futures.Future`` at once (blocking only while ``max_pending``
 messages are outstanding: the bounded buffer); ``send`` waits for the broker's answer, doing the
 round trip on the calling thread where it can. All methods are thread-safe: many threads may send
@@ -16,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._bridge import Facade, ProducerBridge, blocking
 from ..config import ProducerConfig
+from ..producer import aio
+from ..producer.message import SendCallback
 from ..types import SendResult
-from . import aio
-from .message import SendCallback
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -43,8 +44,8 @@ class Producer(Facade[aio.Producer]):
 
     @property
     def _core(self) -> Any:
-        """The engine (for tests and debugging)."""
-        return self._aio._core
+        """The event-loop driver, with the session and the engine (for tests and debugging)."""
+        return self._aio.driver
 
     def partitions(self, topic: str) -> list[Any]:
         """The partitions currently known for a published topic."""
@@ -75,7 +76,8 @@ class Producer(Facade[aio.Producer]):
         The round trip runs on this thread (its own connection to the broker, no event-loop hand-off)
         unless this thread still has ``send_async`` messages outstanding, which it must not overtake,
         or the message needs waiting (first publish, a broker being reconnected), which the loop does.
-        ``timeout`` (s) bounds the whole call; default: every attempt's timeout and backoff.
+        ``timeout`` (s): the message's deadline (default ``rpc_timeout_ms``), from the moment it took its
+        place in the send buffer: every wait, the answer and any resend fit inside it.
         """
         if attributes is None and stream_id is None and msg_time is None and timeout is None:
             result = self._plain(topic, data, key)  # the common case in one call (None: not that case)
@@ -98,9 +100,15 @@ class Producer(Facade[aio.Producer]):
         return await self._aio.flush(timeout)
 
     async def _close(self, timeout: float | None) -> None:
-        self._bridge.drain_now()
-        await self._aio.close(timeout)
-
+        """Refuse new sends, wait up to ``timeout`` for every admitted one (the threads' own round
+        trips too), cut short the threads' reads still blocked, then close the asyncio producer."""
+        bridge = self._bridge
+        engine = self._aio.engine
+        bridge.drain_now()
+        engine.close()
+        await self._aio.flush(engine.timeout if timeout is None else timeout)
+        bridge.abort()
+        await self._aio.close(0)
 
 
 async def _close_now(client: aio.Producer) -> None:
