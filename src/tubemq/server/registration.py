@@ -58,7 +58,12 @@ MAX_HELD_REPORT = 20
 
 
 class AdminCallError(Exception):
-    """The master's admin API could not be called or refused the call."""
+    """The master's admin API could not be called or refused the call; ``answered`` is True when the
+    peer did answer (an HTTP error or a body that is not JSON): it is alive."""
+
+    def __init__(self, text: str, answered: bool = False) -> None:
+        super().__init__(text)
+        self.answered = answered
 
 
 @dataclass(eq=False)
@@ -204,15 +209,15 @@ async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIME
     except TubeMQError as exc:
         raise AdminCallError(f"admin call to {url} failed: {exc}") from None
     if answer.status != 200:
-        raise AdminCallError(f"admin call to {url} answered {answer.status} {answer.reason}")
+        raise AdminCallError(f"admin call to {url} answered {answer.status} {answer.reason}", answered=True)
     if len(answer.body) > MAX_ANSWER_BYTES:
-        raise AdminCallError(f"answer of {url} larger than {MAX_ANSWER_BYTES} bytes")
+        raise AdminCallError(f"answer of {url} larger than {MAX_ANSWER_BYTES} bytes", answered=True)
     try:
         decoded = json.loads(answer.body)
     except ValueError as exc:
-        raise AdminCallError(f"admin call to {url}: not JSON ({exc})") from None
+        raise AdminCallError(f"admin call to {url}: not JSON ({exc})", answered=True) from None
     if not isinstance(decoded, dict):
-        raise AdminCallError(f"admin call to {url}: not a JSON object")
+        raise AdminCallError(f"admin call to {url}: not a JSON object", answered=True)
     return decoded
 
 
