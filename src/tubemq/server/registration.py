@@ -29,8 +29,11 @@ its partitions leave the producers' topicInfos and the consumers' assignments un
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import json
 import logging
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -195,17 +198,33 @@ def url_host_port(url: str) -> tuple[str, int] | None:
     return parts.hostname, port
 
 
+_CALLERS: list[concurrent.futures.ThreadPoolExecutor] = []
+_CALLERS_LOCK = threading.Lock()
+
+
+def _callers() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads of the servers' admin calls, their own: a master that stopped answering holds a
+    thread for a call's timeout, which must not starve the event loop's default executor (or the
+    other masters' heartbeats, all running at once)."""
+    with _CALLERS_LOCK:
+        if not _CALLERS:
+            _CALLERS.append(concurrent.futures.ThreadPoolExecutor(
+                max_workers=4 * MAX_MASTERS, thread_name_prefix="tubemq-admin-call"))
+        return _CALLERS[0]
+
+
 async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
     """One admin API call (bounded answer, bounded time) through the admin clients' transport
-    (:mod:`tubemq._webcall`) in a worker thread; the environment's proxies are not used between servers."""
+    (:mod:`tubemq._webcall`) in one of :func:`_callers`; the environment's proxies are not used between
+    servers."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise AdminCallError(f"admin URL must be http://HOST:PORT/..., got {url!r}")
     target = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path or "/webapi.htm",
                                       urllib.parse.urlencode(params), ""))
+    call = functools.partial(webcall.request, target, timeout=timeout, max_bytes=MAX_ANSWER_BYTES, proxies=False)
     try:
-        answer = await asyncio.to_thread(webcall.request, target, timeout=timeout, max_bytes=MAX_ANSWER_BYTES,
-                                         proxies=False)
+        answer = await asyncio.get_running_loop().run_in_executor(_callers(), call)
     except TubeMQError as exc:
         raise AdminCallError(f"admin call to {url} failed: {exc}") from None
     if answer.status != 200:
