@@ -80,6 +80,8 @@ class BrokerNode:
         self.broker = Broker(config, meta, self.stores)
         self.rpc: RpcServer | None = None
         self.port = config.broker_port
+        #: (host, port) the master tells clients instead of the listener's own (a proxy in front)
+        self.advertised: tuple[str, int] | None = None
 
     @property
     def broker_id(self) -> int:
@@ -90,7 +92,8 @@ class BrokerNode:
         return f"{self.config.host}:{self.port}"
 
     def entry(self) -> BrokerEntry:
-        return BrokerEntry(self.broker_id, self.config.host, self.port, self.port if self.ssl is not None else None)
+        host, port = self.advertised or (self.config.host, self.port)
+        return BrokerEntry(self.broker_id, host, port, port if self.ssl is not None else None)
 
     async def start(self) -> None:
         await self.broker.start()
@@ -410,6 +413,21 @@ class EmbeddedServer:
         await node.close_listener()
         if self.master is not None:
             self.master.set_broker_online(node.broker_id, False)
+
+    def advertise_broker(self, broker_id: int | None, address: str | None) -> None:
+        """Tell clients ``"host:port"`` for this broker (e.g. a fault proxy in front of it) instead of
+        its listener's address; None advertises the listener again. Clients learn it with their next
+        master heartbeat (the broker list's checksum changes)."""
+        node = self.node(broker_id)
+        if address is None:
+            node.advertised = None
+        else:
+            host, sep, port = address.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+                raise ConfigError("address", f"must be HOST:PORT, got {address!r}")
+            node.advertised = (host, int(port))
+        if self.meta is not None and self.config.role == "all":
+            self.meta.set_broker(node.entry())  # a broker process sends entry() with its next beat
 
     async def start_broker(self, broker_id: int | None = None) -> None:
         """Bring the broker back on the same port."""
