@@ -15,7 +15,7 @@ from _support.produce import send_around_a_split
 import tubemq
 import tubemq.aio
 from tubemq.admin import AdminClient
-from tubemq.errors import AdminError
+from tubemq.errors import AdminError, AdminRecordError
 from tubemq.server import EmbeddedCluster
 from tubemq.server.testing import FAST_TIMERS
 
@@ -56,9 +56,13 @@ def test_topics_and_brokers(cluster: Any) -> None:
     assert "adm_t" in [t.name for t in admin.list_topics()]
     admin.update_topic("adm_t", max_msg_size_mb=2)
     assert admin.describe_topic("adm_t").max_msg_size_mb == 2
-    with pytest.raises(AdminError, match="already exists"):
+    with pytest.raises(AdminRecordError, match=r"1:adm_t: \[402\] Existed record found") as exists:
         admin.create_topic("adm_t")
-    admin.delete_topic("adm_t")
+    assert exists.value.code == 402 and exists.value.applied == []
+    with pytest.raises(AdminRecordError, match=r"1:adm_t: \[406\] The values of acceptPublish and acceptSubscribe"):
+        admin.delete_topic("adm_t")  # a real master's rule: publish and subscribe off first
+    assert admin.describe_topic("adm_t").name == "adm_t"
+    admin.delete_topic("adm_t", stop_first=True)
     with pytest.raises(AdminError, match="not found"):
         admin.describe_topic("adm_t")
     (broker,) = admin.brokers()
@@ -106,7 +110,9 @@ def test_asyncio_client(loaded: Any) -> None:
             rows = await admin.reset_offsets_to_time("g1", "tp", split)
             assert [r.offset for r in rows] == [280, 280]
             assert [t.offset for t in await admin.offsets_for_times("tp", split)] == [280, 280]
-            assert (await admin.group_detail("g1")).group == "g1"
+            with pytest.raises(AdminError, match="group g1 is not known to the master") as err:
+                await admin.group_detail("g1")  # its consumers closed: the master has no member of it
+            assert err.value.code == 404
 
     asyncio.run(main())
 

@@ -48,8 +48,8 @@ def test_group_commands(cluster: Any, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["group", "offsets", "g2", "--admin-url", url]) == 0
     out = capsys.readouterr().out
     assert "LAG" in out and "cli_t" in out
-    assert main(["group", "describe", "g1", "--admin-url", url]) == 0
-    assert "0 member(s)" in capsys.readouterr().out
+    assert main(["group", "describe", "g1", "--admin-url", url]) == 1  # no member online: unknown to the master
+    assert "group g1 is not known to the master" in capsys.readouterr().err
 
 
 def test_group_reset_refusals(cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:

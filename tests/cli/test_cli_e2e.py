@@ -117,6 +117,8 @@ def test_topic_commands(cluster: Any) -> None:
     r = run_cli(["topic", "describe", "cli_topic", "--admin-url", url])
     assert r.returncode == 0 and b"partitions" in r.stdout
     r = run_cli(["topic", "delete", "cli_topic", "--admin-url", url])
+    assert r.returncode == 1 and b"[406]" in r.stderr and b"--stop-first" in r.stderr  # a real master's rule
+    r = run_cli(["topic", "delete", "cli_topic", "--admin-url", url, "--stop-first"])
     assert r.returncode == 0, r.stderr
     r = run_cli(["topic", "describe", "cli_topic", "--admin-url", url])
     assert r.returncode == 1 and b"not found" in r.stderr

@@ -78,7 +78,8 @@ def test_topic_lifecycle_and_token(tmp_path: Path) -> None:
         conf = meta.get("adm_t")
         assert conf is not None and conf.num_partitions == 4 and conf.max_msg_size == 2 * 1024 * 1024
         r = _post(url, q, {**form, "confModAuthToken": "sekret"})
-        assert not r["result"] and "already exists" in r["errMsg"]
+        assert r["result"] and r["data"] == [{"brokerId": 1, "topicName": "adm_t", "success": False, "errCode": 402,
+                                              "errInfo": "Existed record found for brokerId-topicName(1:adm_t)!"}]
         r = _post(url, q, {"topicName": "1bad", "confModAuthToken": "sekret"})
         assert not r["result"] and r["errCode"] == 400
         r = _get(url, type="op_query", method="admin_query_topic_info", topicName="adm_t")
@@ -95,7 +96,13 @@ def test_topic_lifecycle_and_token(tmp_path: Path) -> None:
         r = _post(url, dq, {"topicName": "adm_t", "brokerId": "1", "confModAuthToken": "nope"})
         assert not r["result"] and meta.get("adm_t") is not None
         r = _post(url, dq, {"topicName": "adm_t", "brokerId": "1", "confModAuthToken": "sekret"})
-        assert r["result"] and meta.get("adm_t") is None
+        assert r["result"] and r["data"][0]["errCode"] == 406 and meta.get("adm_t") is not None
+        mq = {"type": "op_modify", "method": "admin_modify_topic_info"}
+        flags = {"acceptPublish": "false", "acceptSubscribe": "false"}
+        r = _post(url, mq, {"topicName": "adm_t", "brokerId": "1", **flags, "confModAuthToken": "sekret"})
+        assert r["data"][0]["success"] is True
+        r = _post(url, dq, {"topicName": "adm_t", "brokerId": "1", "confModAuthToken": "sekret"})
+        assert r["result"] and r["data"][0]["success"] is True and meta.get("adm_t") is None
         r = _post(
             url,
             {"type": "op_modify", "method": "admin_remove_topic_info"},
@@ -103,7 +110,7 @@ def test_topic_lifecycle_and_token(tmp_path: Path) -> None:
         )
         assert r["result"]
         r = _post(url, dq, {"topicName": "adm_t", "confModAuthToken": "sekret"})
-        assert not r["result"] and "not found" in r["errMsg"]
+        assert r["result"] and r["data"][0]["errCode"] == 401 and "Not found the topic adm_t" in r["data"][0]["errInfo"]
 
     run_admin(tmp_path, "sekret", body)
 

@@ -7,7 +7,22 @@ still reachable without a client upgrade. Partition ids are TubeMQ's: ``store in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class BrokerResults(list[T]):
+    """A list answer gathered from several brokers' web APIs, with the brokers that did not answer.
+
+    ``unreachable`` maps a broker id to why its web API could not be reached (refused, timed out):
+    such a broker is skipped, so the list holds what the others answered and nothing of it changed
+    there. Empty when every broker answered.
+    """
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__(items)
+        self.unreachable: dict[int, str] = {}
 
 
 def _int(value: Any, default: int = -1) -> int:

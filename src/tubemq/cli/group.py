@@ -90,9 +90,19 @@ def _show_offsets(rows: list[PartitionOffset], output: str) -> None:
         print(format_table(_OFFSET_HEADERS, _offset_rows(rows)))
 
 
+def _skipped(result: object) -> bool:
+    """Say on stderr which brokers' web APIs did not answer (skipped); True when any did not."""
+    unreachable = getattr(result, "unreachable", None) or {}
+    for bid, why in sorted(unreachable.items()):
+        note(f"broker {bid} skipped: its web API did not answer ({why})")
+    return bool(unreachable)
+
+
 def run_list(args: argparse.Namespace) -> int:
-    for group in client_from_args(args).list_groups():
+    groups = client_from_args(args).list_groups()
+    for group in groups:
         print(group)
+    _skipped(groups)
     return 0
 
 
@@ -111,6 +121,7 @@ def run_describe(args: argparse.Namespace) -> int:
 
 def run_offsets(args: argparse.Namespace) -> int:
     rows = client_from_args(args).group_offsets(args.group, args.topic)
+    _skipped(rows)
     if not rows and args.output == "table":
         note(f"group {args.group} has no offsets{' on ' + args.topic if args.topic else ''}")
         return 0
@@ -150,6 +161,10 @@ def run_reset(args: argparse.Namespace) -> int:
             rows = client.reset_offsets(args.group, args.topic, to)
     except AdminError as exc:
         raise CliError(f"cannot reset group {args.group} on {args.topic}: {exc.message}") from None
+    if _skipped(rows):
+        note(f"group {args.group}: offsets on {args.topic} reset on the brokers that answered only")
+        _show_offsets(rows, args.output)
+        return 1
     note(f"group {args.group}: offsets on {args.topic} reset")
     _show_offsets(rows, args.output)
     return 0

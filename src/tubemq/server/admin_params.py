@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -10,6 +11,10 @@ ERR_BAD_REQUEST = 400
 ERR_UNAUTHORIZED = 401
 ERR_NOT_FOUND = 404
 MB = 1024 * 1024
+
+#: The real master's and broker's rule for ``createUser``/``modifyUser`` (and topic names).
+_NAME_RULE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+USER_PARAMS = ("createUser", "modifyUser")
 
 #: One admin API method: request parameters -> the JSON answer.
 Handler = Callable[[dict[str, str]], dict[str, Any]]
@@ -41,6 +46,15 @@ def _param(
             raise _AdminError(ERR_BAD_REQUEST, f"Parameter {name} is required and must not be blank!")
         return default
     return value.strip()
+
+
+def check_users(params: dict[str, str]) -> None:
+    """Refuse a record user a real master or broker refuses, with its words (the same on both)."""
+    for name in USER_PARAMS:
+        value = params.get(name)
+        if value is not None and value.strip() and _NAME_RULE.fullmatch(value.strip()) is None:
+            raise _AdminError(ERR_BAD_REQUEST, f"illegal value for {name}, value must begin with a letter, can only "
+                              "contain English letters, numbers, and underscores")
 
 
 def _int_param(params: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
