@@ -355,3 +355,95 @@ def test_a_dead_broker_named_explicitly_is_an_error(real: RealCluster) -> None:
     real.kill(2)
     with pytest.raises(TubeMQConnectionError):
         _admin(real, timeout=5).set_offset("admr_g1", "admr_t2", 2, 1, 0)
+
+
+# ---- group offsets on the brokers
+
+
+def test_group_offsets_parse_both_brokers(real: RealCluster) -> None:
+    real.brokers[1].answer("admin_query_offset", "query_offset: group with committed offsets + lag, broker 1")
+    real.brokers[2].answer("admin_query_offset", "query_offset: group with committed offsets + lag, broker 2")
+    rows = _admin(real).group_offsets("admr_g1", "admr_t2")
+    assert {(r.broker_id, r.partition_id) for r in rows} == {(1, 0), (1, 1), (2, 0), (2, 1)}
+    assert not rows.unreachable
+    for r in rows:
+        assert r.lag == r.max_offset - r.offset and r.offset % 28 == 0
+    sent = real.brokers[1].calls("admin_query_offset")[-1]
+    assert sent["groupName"] == "admr_g1" and sent["topicName"] == "admr_t2"
+    real.brokers[1].answer("admin_query_offset", "query_offset: unknown group")
+    real.brokers[2].answer("admin_query_offset", "query_offset: unknown topic")
+    assert _admin(real).group_offsets("adm_nosuch_g") == []
+
+
+def test_partition_offset(real: RealCluster) -> None:
+    admin = _admin(real)
+    real.brokers[1].answer("admin_query_group_offset", "query_group_offset: partition 0 requireRealOffset=true")
+    d = admin.partition_offset("admr_g1", "admr_t2", 1, 0, real_offset=True)
+    assert (d.min_offset, d.max_offset, d.zk_offset) == (0, 1316, 588)
+    assert real.brokers[1].calls("admin_query_group_offset")[-1]["requireRealOffset"] == "true"
+    real.brokers[1].answer("admin_query_group_offset", "query_group_offset: partition 0 requireRealOffset=false")
+    assert admin.partition_offset("admr_g1", "admr_t2", 1, 0).zk_offset is None
+    for case, text in (("query_group_offset: unknown partition 7", "not found the store by topicName"),
+                       ("query_group_offset: unknown topic", "not found the topicName configure")):
+        real.brokers[1].answer("admin_query_group_offset", case)
+        with pytest.raises(AdminError, match=text):
+            admin.partition_offset("admr_g1", "admr_t2", 1, 7)
+    with pytest.raises(AdminError, match="broker.*9.*not known"):
+        admin.partition_offset("admr_g1", "admr_t2", 9, 0)
+
+
+def test_set_offset(real: RealCluster) -> None:
+    admin = _admin(real)
+    real.brokers[1].answer("admin_manual_set_current_offset", "manual_set_current_offset: success (partition 0 -> 1)")
+    assert admin.set_offset("admr_g1", "admr_t2", 1, 0, 28) == 588
+    sent = real.brokers[1].calls("admin_manual_set_current_offset")[-1]
+    assert (sent["manualOffset"], sent["modifyUser"], sent["partitionId"]) == ("28", "tubemq_admin", "0")
+    for case, text in (
+        ("manual_set_current_offset: offset above max", r"manualOffset bigger than Current MaxOffset"),
+        ("manual_set_current_offset: negative offset", r"lower than Current MinOffset:\(-5<0\)"),
+        ("manual_set_current_offset: unknown topic", "not found the topicName configure"),
+        ("manual_set_current_offset: hyphenated modifyUser", "illegal value for modifyUser"),
+    ):
+        real.brokers[1].answer("admin_manual_set_current_offset", case)
+        with pytest.raises(AdminError, match=text) as err:
+            admin.set_offset("admr_g1", "admr_t2", 1, 0, -5)
+        assert err.value.code == 400
+
+
+def test_set_offsets_and_resets(real: RealCluster) -> None:
+    admin = _admin(real)
+    real.brokers[1].answer("admin_set_offset", "set_offset: manualSet success (SDK set_offsets)")
+    assert admin.set_offsets("admr_g1", {"1:admr_t2:0": 0, "1:admr_t2:1": 56}) == [1]
+    sent = real.brokers[1].calls("admin_set_offset")[-1]
+    assert sent["manualSet"] == "true" and sent["offsetJsonInfo"] == '{"1:admr_t2:0": 0, "1:admr_t2:1": 56}'
+    assert not real.brokers[2].calls("admin_set_offset")  # only the brokers named in the keys
+    real.brokers[1].answer("admin_set_offset", "set_offset: keys of another broker only")
+    with pytest.raises(AdminError, match="offsetJsonInfo's value is invalid"):
+        admin.set_offsets("admr_g1", {"1:admr_t2:0": 0})
+    with pytest.raises(ConfigError, match="brokerId:topicName:partitionId"):
+        admin.set_offsets("admr_g1", {"admr_t2:0": 0})
+    real.master.answer("admin_query_topic_info", "query_topic_info: fresh 2-broker topic")
+    real.brokers[1].answer("admin_set_offset", "set_offset: SDK reset_offsets(to='latest'), broker 1")
+    real.brokers[2].answer("admin_set_offset", "set_offset: SDK reset_offsets(to='latest'), broker 2")
+    real.brokers[1].answer("admin_query_offset", "query_offset: after reset to latest, broker 1")
+    real.brokers[2].answer("admin_query_offset", "query_offset: after reset to earliest, broker 2")
+    rows = admin.reset_offsets("admr_g1", "admr_t2", "latest")
+    assert {r.broker_id for r in rows} == {1, 2}
+    latest = real.brokers[1].calls("admin_set_offset")[-1]["offsetJsonInfo"]
+    assert str(1 << 62) in latest  # "latest": the broker clamps into [min, max]
+
+
+def test_clone_offsets(real: RealCluster) -> None:
+    admin = _admin(real)
+    real.brokers[1].answer("admin_clone_offset", "clone_offset: success admr_g1 -> admr_g2, broker 1")
+    real.brokers[2].answer("admin_clone_offset", "clone_offset: success admr_g1 -> admr_g2, broker 2")
+    assert admin.clone_offsets("admr_g1", "admr_g2", "admr_t2") == 2
+    assert real.brokers[2].calls("admin_clone_offset")[-1]["targetGroupName"] == "admr_g2"
+    real.brokers[2].answer("admin_clone_offset", "clone_offset: unknown source group")
+    assert admin.clone_offsets("admr_g1", "admr_g2") == 1  # the source is not on broker 2: tolerated
+    real.brokers[1].answer("admin_clone_offset", "clone_offset: unknown source group, no topicName")
+    with pytest.raises(AdminError, match="has no offsets on broker"):
+        admin.clone_offsets("adm_nosuch_g", "admr_g2")
+    real.brokers[1].answer("admin_clone_offset", "clone_offset: unknown topic")
+    with pytest.raises(AdminError, match="unsubscribed to the specified topic set"):
+        admin.clone_offsets("admr_g1", "admr_g2", "adm_nosuch")
