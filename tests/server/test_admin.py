@@ -324,3 +324,53 @@ def test_broker_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         assert cli_main(["broker", "list", *admin]) == 0
         out = capsys.readouterr().out
         assert "10.1.2.3" in out and "unRegister" in out and "running" in out
+
+
+@pytest.mark.parametrize("value", ["1_0", "+3", " 3 0", "\u0663", "\uff13", "3.0", "0x3"])
+def test_numbers_are_strict_ascii_digits(tmp_path: Path, value: str) -> None:
+    """int() alone takes "1_0", "+3" and Unicode digits; the admin API takes ASCII digits only."""
+
+    def body(url: str, port: int, master: Master, meta: MetaStore) -> None:
+        q = {"type": "op_modify", "method": "admin_add_new_topic_record"}
+        r = _post(url, q, {"topicName": "t_num", "brokerId": "1", "numPartitions": value})
+        assert not r["result"] and "numPartitions" in r["errMsg"] and meta.get("t_num") is None
+        r = _post(url, q, {"topicName": "t_num", "brokerId": value, "numPartitions": "3"})
+        assert not r["result"] and "brokerId" in r["errMsg"] and meta.get("t_num") is None
+        r = _post(url, q, {"topicName": "t_num", "brokerId": "1", "numPartitions": "10"})
+        assert r["result"] and meta.get("t_num") is not None and meta.get("t_num").num_partitions == 10  # type: ignore[union-attr]
+
+    run_admin(tmp_path, None, body)
+
+
+def test_a_chunked_body_is_refused_not_taken_as_empty(tmp_path: Path) -> None:
+    def body(url: str, port: int, master: Master, meta: MetaStore) -> None:
+        chunk = b"topicName=t_chunk&brokerId=1"
+        head = (b"POST /webapi.htm?type=op_modify&method=admin_add_new_topic_record HTTP/1.1\r\n"
+                b"Content-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\n")
+        answer = _raw(port, head + b"%x\r\n" % len(chunk) + chunk + b"\r\n0\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 411"), answer[:60]
+        assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["result"] is False
+        assert meta.get("t_chunk") is None
+        bad_length = (b"POST /webapi.htm?type=op_query&method=admin_query_topic_info HTTP/1.1\r\n"
+                      b"Content-Length: \xd9\xa3\r\n\r\nabc")
+        assert _raw(port, bad_length).startswith(b"HTTP/1.1 400")
+        assert _raw(port, bad_length.replace(b"\xd9\xa3", b"+3")).startswith(b"HTTP/1.1 400")
+
+    run_admin(tmp_path, None, body)
+
+
+def test_record_users_follow_the_real_rule(tmp_path: Path) -> None:
+    """The real master's and broker's words for a user name it refuses (tests/data/admin/real)."""
+    def body(url: str, port: int, master: Master, meta: MetaStore) -> None:
+        q = {"type": "op_modify", "method": "admin_add_new_topic_record"}
+        r = _post(url, q, {"topicName": "t_usr", "brokerId": "1", "createUser": "tubemq-admin"})
+        assert r == {"result": False, "errCode": 400, "errMsg": "illegal value for createUser, value must begin "
+                     "with a letter, can only contain English letters, numbers, and underscores", "data": []}
+        assert meta.get("t_usr") is None
+        r = _post(url, {"type": "op_modify", "method": "admin_modify_topic_info"},
+                  {"topicName": "t_usr", "brokerId": "1", "modifyUser": "1ops", "acceptPublish": "false"})
+        assert not r["result"] and r["errMsg"].startswith("illegal value for modifyUser")
+        r = _post(url, q, {"topicName": "t_usr", "brokerId": "1", "createUser": "tubemq_admin"})
+        assert r["result"] and r["data"][0]["success"] and meta.get("t_usr") is not None
+
+    run_admin(tmp_path, None, body)

@@ -11,7 +11,15 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from .._tasks import wait_for
-from .admin_params import ERR_BAD_REQUEST, ERR_NOT_FOUND, ERR_UNAUTHORIZED, _AdminError, _fail, _json_params
+from .admin_params import (
+    ERR_BAD_REQUEST,
+    ERR_NOT_FOUND,
+    ERR_UNAUTHORIZED,
+    _AdminError,
+    _fail,
+    _json_params,
+    strict_int,
+)
 from .auth import FailureThrottle
 
 if TYPE_CHECKING:
@@ -139,9 +147,13 @@ class AdminServer:
         if not split.path.rstrip("/").endswith("webapi.htm"):
             return 404, _fail(ERR_NOT_FOUND, f"no such path {split.path}")
         params = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
+        if "transfer-encoding" in headers:
+            # a chunked (or otherwise encoded) body is not read here: refusing it beats taking the
+            # request as if its body were empty
+            return 411, _fail(ERR_BAD_REQUEST, "Transfer-Encoding is not supported: send the body with Content-Length")
         if verb == "POST":
             try:
-                length = int(headers.get("content-length", "0"))
+                length = strict_int(headers.get("content-length", "0"))
             except ValueError:
                 return 400, _fail(ERR_BAD_REQUEST, "bad Content-Length")
             if length < 0 or length > MAX_BODY_BYTES:
@@ -173,6 +185,7 @@ class AdminServer:
             400: "Bad Request",
             404: "Not Found",
             405: "Method Not Allowed",
+            411: "Length Required",
             413: "Payload Too Large",
             431: "Request Header Fields Too Large",
             503: "Service Unavailable",

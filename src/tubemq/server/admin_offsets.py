@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .admin_params import ERR_BAD_REQUEST, Handler, _AdminError, _bool_param, _int_param, _param
+from .admin_params import ERR_BAD_REQUEST, Handler, _AdminError, _bool_param, _int_param, _param, strict_int
 from .offset_history import OffsetHistory
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class BrokerWebApi:
                 return nodes[0].broker
             raise _fail(f"Parameter brokerId is required: this server runs {len(nodes)} brokers")
         try:
-            bid = int(text)
+            bid = strict_int(text)
         except ValueError:
             raise _fail(f"Parameter brokerId must be an integer, got {text!r}") from None
         for n in nodes:
@@ -214,7 +214,7 @@ class BrokerWebApi:
         text = _param(params, "timestamp")
         if text is not None:
             try:
-                return int(text)
+                return strict_int(text)
             except ValueError:
                 raise _fail(f"Parameter timestamp must be epoch milliseconds, got {text!r}") from None
         return BrokerWebApi._date(params, "recordTime", required=True) or 0
@@ -227,7 +227,7 @@ class BrokerWebApi:
         pid = _int_param(params, "partitionId", -1, 0, 2**31 - 1)
         text = _param(params, "manualOffset", required=True) or ""
         try:
-            offset = int(text)
+            offset = strict_int(text)
         except ValueError:
             raise _fail(f"Parameter manualOffset must be an integer, got {text!r}") from None
         _topic, store = self._store(broker, topic_name, pid)
@@ -283,7 +283,7 @@ class BrokerWebApi:
             if bid != local or topic is None:
                 continue
             try:
-                pid = int(part)
+                pid = strict_int(part)
             except ValueError:
                 raise _fail(f"Parameter offsetJsonInfo's key invalid:{key}'s partitionId value not number!") from None
             if isinstance(value, bool) or not isinstance(value, int):

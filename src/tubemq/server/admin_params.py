@@ -15,6 +15,16 @@ MB = 1024 * 1024
 #: The real master's and broker's rule for ``createUser``/``modifyUser`` (and topic names).
 _NAME_RULE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 USER_PARAMS = ("createUser", "modifyUser")
+#: A number in a parameter: ASCII digits, an optional leading "-" and nothing else (Python's int()
+#: alone also takes "1_0", "+3", spaces and any Unicode digit, which no client sends on purpose).
+_ASCII_INT = re.compile(r"-?[0-9]+")
+
+
+def strict_int(text: str) -> int:
+    """``int(text)`` for ASCII decimal digits only; ValueError for anything else."""
+    if _ASCII_INT.fullmatch(text) is None:
+        raise ValueError(f"not an ASCII decimal integer: {text!r}")
+    return int(text)
 
 #: One admin API method: request parameters -> the JSON answer.
 Handler = Callable[[dict[str, str]], dict[str, Any]]
@@ -62,7 +72,7 @@ def _int_param(params: dict[str, str], name: str, default: int, lo: int, hi: int
     if text is None:
         return default
     try:
-        value = int(text)
+        value = strict_int(text)
     except ValueError:
         raise _AdminError(ERR_BAD_REQUEST, f"Parameter {name} must be an integer, got {text!r}") from None
     if not lo <= value <= hi:
@@ -77,7 +87,7 @@ def _int_items(name: str, text: str) -> Iterator[int]:
         if not item:
             continue
         try:
-            value = int(item)
+            value = strict_int(item)
         except ValueError:
             raise _AdminError(ERR_BAD_REQUEST, f"Parameter {name} must be integers, got {text!r}") from None
         yield value
