@@ -102,7 +102,7 @@ class AsyncBoundConsumer:
 
     def read_range_batches(self, partition: PartitionRef, start: int, end: int | None = None, *,
                            max_messages: int | None = None,
-                           timeout: float = 10.0) -> AsyncGenerator[list[Message], None]:
+                           timeout: float = 10.0) -> AsyncGenerator[Batch, None]:
         return self._core.read_range_batches(partition, start, end, max_messages=max_messages, timeout=timeout)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from ..._bridge import Facade, blocking
 from ...codec import Message, Partition
 from ...config import ConsumerConfig
+from ...types import Batch
 from .aio import AsyncBoundConsumer
 from .core import BoundCore
 from .session import PartitionRef
@@ -65,7 +66,7 @@ class BoundConsumer(Facade[AsyncBoundConsumer]):
                 yield from messages
 
     def read_range_batches(self, partition: PartitionRef, start: int, end: int | None = None, *,
-                           max_messages: int | None = None, timeout: float = 10.0) -> Generator[list[Message], None, None]:
+                           max_messages: int | None = None, timeout: float = 10.0) -> Generator[Batch, None, None]:
         """Blocking iterator over :meth:`AsyncBoundConsumer.read_range_batches`: one call into the
         client's loop thread per fetched batch."""
         yield from self._portal.iterate(self._aio.read_range_batches(
