@@ -122,7 +122,17 @@ class RealCluster:
     def __init__(self) -> None:
         self.master = ReplayServer("master")
         self.brokers = {1: ReplayServer("broker 1"), 2: ReplayServer("broker 2")}
-        self.master.answer("admin_query_broker_run_status", "query_broker_run_status: all brokers")
+        self.master.script["admin_query_broker_run_status"] = [self.run_status("query_broker_run_status: all brokers")]
+
+    def run_status(self, name: str) -> str:
+        """A recorded run-status answer with brokers 1 and 2 at their replays' web addresses (the
+        recorded ones, 127.0.0.1:8081 and 127.0.0.2:8082, are not on this machine)."""
+        answer = body(name)
+        for item in answer.get("data") or []:
+            replay = self.brokers.get(item.get("brokerId"))
+            if replay is not None:
+                item["brokerIp"], item["brokerWebPort"] = "127.0.0.1", replay.port
+        return json.dumps(answer)
 
     @property
     def broker_urls(self) -> dict[int, str]:

@@ -220,8 +220,10 @@ def test_topic_queries(real: RealCluster) -> None:
 
 def test_broker_queries_and_changes(real: RealCluster) -> None:
     admin = _admin(real)
+    real.master.answer("admin_query_broker_run_status", "query_broker_run_status: all brokers")
     brokers = admin.brokers()
     assert [(b.broker_id, b.online, b.web_port) for b in brokers] == [(1, True, 8081), (2, True, 8082)]
+    assert brokers[1].broker_ip == "127.0.0.2" and brokers[0].run_status == "running"
     real.master.answer("admin_query_broker_run_status", "query_broker_run_status: draft broker 3")
     (draft,) = admin.brokers([3])
     assert draft.manage_status == "draft" and draft.online is None
@@ -447,3 +449,44 @@ def test_clone_offsets(real: RealCluster) -> None:
     real.brokers[1].answer("admin_clone_offset", "clone_offset: unknown topic")
     with pytest.raises(AdminError, match="unsubscribed to the specified topic set"):
         admin.clone_offsets("admr_g1", "admr_g2", "adm_nosuch")
+
+
+# ---- replay by history on TubeMQ 2.5: the history query, then the manual set
+
+
+def test_set_offsets_by_time_reads_history_and_sets_it(real: RealCluster) -> None:
+    for bid in (1, 2):
+        real.brokers[bid].answer("admin_get_group_history_offset", f"get_group_history_offset: broker {bid}")
+        real.brokers[bid].answer("admin_set_offset", f"set_offset: SDK reset_offsets(to='earliest'), broker {bid}")
+    rows = _admin(real).set_offsets_by_time("admr_g1", "20261202023411", "admr_t2")
+    assert sorted((r["brokerId"], r["partitionId"], r["offset"]) for r in rows) == [
+        (1, 0, 1148), (1, 1, 1148), (2, 0, 0), (2, 1, 0)]
+    assert {r["recordTime"] for r in rows if r["brokerId"] == 1} == {1796178898571}
+    asked = real.brokers[1].calls("admin_get_group_history_offset")[-1]
+    assert (asked["groupName"], asked["recordTime"], asked["msgCount"]) == ("admr_g1", "20261202023411", "1")
+    sent = real.brokers[1].calls("admin_set_offset")[-1]
+    assert sent["manualSet"] == "true" and sent["offsetJsonInfo"] == '{"1:admr_t2:0": 1148, "1:admr_t2:1": 1148}'
+    # the broker's own by-time call (always failing on 2.5) is never used
+    assert not real.brokers[1].calls("admin_set_offset_by_time")
+
+
+def test_set_offsets_by_time_without_history_is_an_error(real: RealCluster) -> None:
+    for bid in (1, 2):
+        real.brokers[bid].answer("admin_get_group_history_offset", "get_group_history_offset: unknown group")
+    with pytest.raises(AdminError, match="no offset history") as err:
+        _admin(real).set_offsets_by_time("adm_nosuch_g", "20261202023411")
+    assert err.value.code == 400
+    assert not real.brokers[1].calls("admin_set_offset")
+    real.brokers[1].answer("admin_get_group_history_offset", "get_group_history_offset: missing recordTime")
+    with pytest.raises(AdminError, match="recordTime is missing"):
+        _admin(real).set_offsets_by_time("admr_g1", "20261202023411")
+
+
+def test_cli_to_history_on_real_brokers(real: RealCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    for bid in (1, 2):
+        real.brokers[bid].answer("admin_get_group_history_offset", f"get_group_history_offset: broker {bid}")
+        real.brokers[bid].answer("admin_set_offset", f"set_offset: SDK reset_offsets(to='earliest'), broker {bid}")
+    code = main(["group", "reset", "admr_g1", "-t", "admr_t2", "--to-history", "2026-12-02T02:34:11",
+                 "--admin-url", real.master.url])
+    out = capsys.readouterr().out
+    assert code == 0 and "admr_t2" in out and "1148" in out

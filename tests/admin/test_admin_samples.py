@@ -58,10 +58,6 @@ def test_offset_changes_send_the_real_parameters(sample_server: SampleServer) ->
     admin.set_offsets("test_group", {"1:test_topic:0": 5, "1:test_topic:1": 7})
     _, body = sample_server.requests[-1]
     assert body["manualSet"] == "true" and json.loads(body["offsetJsonInfo"]) == {"1:test_topic:0": 5, "1:test_topic:1": 7}
-    rows = admin.set_offsets_by_time("test_group", "20260101120000", "test_topic")
-    assert rows[0]["brokerId"] == 1 and rows[0]["after"][0]["offsets"][0]["curOffset"] == 1400
-    _, body = sample_server.requests[-1]
-    assert body["recordTime"] == "20260101120000" and body["groupName"] == "test_group"
     detail = admin.partition_offset("test_group", "test_topic", 1, 0, real_offset=True)
     assert (detail.tmp_offset, detail.max_offset, detail.zk_offset) == (2828, 3360, 2800)
     assert "s3cret" not in repr(admin)

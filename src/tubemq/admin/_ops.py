@@ -409,16 +409,74 @@ def reset_offsets_to_time(
     return out
 
 
+#: Where a history record is looked for after ``when`` (the brokers record each group every few seconds
+#: while it commits; the real ``admin_set_offset_by_time`` also looks 5 minutes ahead).
+HISTORY_WINDOW_MS = 5 * 60 * 1000
+
+
+def _history_offsets(bid: int, answer: dict[str, Any], group: str, topics: set[str] | None,
+                     until_ms: int) -> tuple[dict[str, int], int | None]:
+    """``{"bid:topic:partitionId": committed offset}`` of the group's first history record in the
+    answer (v3 records: ``records[].offsets[].parts[].iCfm``), and the record's time."""
+    for item in _rows(answer):
+        if item.get("groupName") != group or item.get("result") is not True:
+            continue
+        for rec in item.get("records") or []:
+            if not isinstance(rec, dict):
+                continue
+            dt = _int(rec.get("dt"))
+            if dt > until_ms:
+                return {}, None
+            out: dict[str, int] = {}
+            for topic_rec in rec.get("records") or []:
+                name = str(topic_rec.get("topic") or "") if isinstance(topic_rec, dict) else ""
+                if not name or (topics is not None and name not in topics):
+                    continue
+                for store in topic_rec.get("offsets") or []:
+                    for part in (store.get("parts") or []) if isinstance(store, dict) else []:
+                        pid, cfm = part.get("partId"), part.get("iCfm")
+                        if isinstance(pid, int) and isinstance(cfm, int) and cfm >= 0:
+                            out[f"{bid}:{name}:{pid}"] = cfm
+            return out, dt
+    return {}, None
+
+
 def set_offsets_by_time(
     ctx: Ctx, group: str, when: _dt.datetime | int | float | str, topics: str | Iterable[str] | None = None,
-) -> Op[list[dict[str, Any]]]:
-    """``admin_set_offset_by_time`` on every broker: the group back to the offsets IT had committed at
-    ``when`` (the real broker's offset history), not to the messages appended then; raw before/after."""
-    out: list[dict[str, Any]] = []
+) -> Op[BrokerResults[dict[str, Any]]]:
+    """The group back to the offsets IT had committed at ``when`` (the brokers' offset history), not to
+    the messages appended then. Per broker: its first history record of the group at or after
+    ``when`` (within 5 minutes; ``admin_get_group_history_offset``), then those offsets set with
+    ``admin_set_offset``. Both calls work on TubeMQ 2.5, whose own ``admin_set_offset_by_time``
+    always fails (it looks for the history under the wrong key). One row per partition set:
+    ``brokerId``, ``topicName``, ``partitionId``, ``offset``, ``recordTime`` (the record's epoch ms)."""
+    stamp = record_time(when)
+    start_ms = int(_dt.datetime.strptime(stamp, "%Y%m%d%H%M%S").timestamp() * 1000)
+    names = _csv(topics)
+    wanted = set(names.split(",")) if names else None
+    out: BrokerResults[dict[str, Any]] = BrokerResults()
+    missing: list[int] = []
     for bid, url in (yield from _broker_targets(ctx)):
-        answer = yield _broker_call(bid, url, "op_modify", "admin_set_offset_by_time", groupName=group,
-                                    recordTime=record_time(when), topicName=_csv(topics), modifyUser=ctx.user)
-        out.extend({"brokerId": bid, **row} for row in _rows(answer))
+        try:
+            answer = yield _broker_call(bid, url, "op_query", "admin_get_group_history_offset", groupName=group,
+                                        recordTime=stamp, msgCount=1)
+            offsets, dt = _history_offsets(bid, answer, group, wanted, start_ms + HISTORY_WINDOW_MS)
+            if not offsets:
+                missing.append(bid)
+                continue
+            yield _broker_call(bid, url, "op_modify", "admin_set_offset", groupName=group, manualSet=True,
+                               offsetJsonInfo=json.dumps(offsets), modifyUser=ctx.user)
+        except UNREACHABLE as exc:
+            _skip(out, bid, "admin_get_group_history_offset", exc)
+            continue
+        for key, offset in offsets.items():
+            _b, name, pid = key.split(":")
+            out.append({"brokerId": bid, "topicName": name, "partitionId": int(pid), "offset": offset,
+                        "recordTime": dt})
+    if not out and not out.unreachable:
+        raise AdminError(400, f"group {group} has no offset history at or after {stamp} (within 5 minutes) on "
+                         f"broker(s) {', '.join(map(str, missing)) or '-'}: the brokers record a group's offsets "
+                         "only while it consumes", "admin_get_group_history_offset")
     return out
 
 

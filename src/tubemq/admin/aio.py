@@ -186,8 +186,10 @@ class AdminClient(_AdminBase):
 
     async def set_offsets_by_time(
         self, group: str, when: When | str, topics: str | Iterable[str] | None = None
-    ) -> list[dict[str, Any]]:
-        """``admin_set_offset_by_time``: back to the offsets the group itself had at ``when`` (real brokers)."""
+    ) -> BrokerResults[dict[str, Any]]:
+        """Back to the offsets the group itself had committed at ``when`` (the brokers' offset history,
+        read with ``admin_get_group_history_offset`` and set with ``admin_set_offset``: works on TubeMQ
+        2.5 and on the embedded server); one row per partition set."""
         return await self._run(_ops.set_offsets_by_time(self._ctx, group, when, topics))
 
     async def clone_offsets(

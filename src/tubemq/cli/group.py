@@ -5,7 +5,8 @@ Built on :class:`tubemq.admin.AdminClient`: members come from the master
 ``admin_set_offset``, ``admin_clone_offset``). ``reset --to-datetime`` moves each partition to its first
 message appended at or after the time (Kafka's ``--reset-offsets --to-datetime``); it needs the
 embedded server's time lookup. ``reset --to-history`` puts the group back to the offsets it had itself
-at a time (the brokers' offset history: ``admin_set_offset_by_time``, on real brokers too). A running consumer of the group picks the new offsets up at its next
+at a time (the brokers' offset history, read with ``admin_get_group_history_offset`` and set with
+``admin_set_offset``: both work on TubeMQ 2.5, whose own ``admin_set_offset_by_time`` does not). A running consumer of the group picks the new offsets up at its next
 fetch of each partition; a consumer that holds fetched but unconfirmed messages may confirm past them.
 """
 
@@ -53,8 +54,9 @@ def register(sub: Any) -> None:
                     help="to the first message appended at or after TIME: ISO 8601 (2026-01-31T12:00:00, local "
                          "time unless it has an offset such as +00:00) or epoch milliseconds")
     to.add_argument("--to-history", default=None, metavar="TIME",
-                    help="to the offsets the group itself had at TIME (the brokers' offset history, "
-                         "admin_set_offset_by_time; works on real TubeMQ brokers)")
+                    help="to the offsets the group itself had committed at TIME (the brokers' offset history: "
+                         "admin_get_group_history_offset, then admin_set_offset; real TubeMQ 2.5 brokers and "
+                         "the embedded server)")
     r.add_argument("--dry-run", action="store_true", help="show the offsets it would set, change nothing")
     output_option(r)
 
@@ -75,6 +77,11 @@ def parse_time(text: str) -> dt.datetime | int:
     except ValueError:
         raise CliError(f"--to-datetime {text!r}: expected ISO 8601 (2026-01-31T12:00:00) or epoch ms",
                        EXIT_USAGE) from None
+
+
+def _stamp(ms: object) -> str:
+    """A history record's time (epoch ms) as local ISO time."""
+    return dt.datetime.fromtimestamp(ms / 1000).isoformat(timespec="seconds") if isinstance(ms, int) else "-"
 
 
 def _offset_rows(rows: list[PartitionOffset]) -> list[list[Any]]:
@@ -135,11 +142,14 @@ def run_reset(args: argparse.Namespace) -> int:
         if args.to_history is not None:
             if args.dry_run:
                 raise CliError("--dry-run is not available with --to-history (the brokers apply it at once)", EXIT_USAGE)
-            for change in client.set_offsets_by_time(args.group, parse_time(args.to_history), args.topic):
-                for item in change.get("after") or []:
-                    for o in item.get("offsets") or []:
-                        print(f"{item.get('topicName')}  broker {change.get('brokerId')}  partition "
-                              f"{o.get('partitionId')}  offset {o.get('curOffset')}")
+            history = client.set_offsets_by_time(args.group, parse_time(args.to_history), args.topic)
+            print(format_table(["TOPIC", "BROKER", "PARTITION", "OFFSET", "RECORDED_AT"],
+                               [[r["topicName"], r["brokerId"], r["partitionId"], r["offset"],
+                                 _stamp(r.get("recordTime"))] for r in history]))
+            if _skipped(history):
+                note(f"group {args.group}: offsets on {args.topic} set from its history on the brokers that "
+                     "answered only")
+                return 1
             note(f"group {args.group}: offsets on {args.topic} set from its history")
             return 0
         if args.to_datetime is not None:

@@ -60,6 +60,7 @@ class BrokerWebApi:
             ("op_modify", "admin_set_offset"): self._set_offset,
             ("op_modify", "admin_clone_offset"): self._clone_offset,
             ("op_modify", "admin_set_offset_by_time"): self._set_offset_by_time,
+            ("op_query", "admin_get_group_history_offset"): self._group_history,
         }
 
     def web_port_of(self, port: Callable[[], int]) -> Callable[[int], int]:
@@ -336,9 +337,7 @@ class BrokerWebApi:
         if end < start:
             raise _fail("Parameter endTime value must >= recordTime")
         topics = _names(params, "topicName", required=False)
-        history = self.histories.get(broker.config.broker_id)
-        if history is None:
-            history = self.histories[broker.config.broker_id] = OffsetHistory(broker.config.data_dir)
+        history = self._history(broker)
         try:
             rec = history.find(group, start, end)
         except ValueError as exc:
@@ -365,6 +364,30 @@ class BrokerWebApi:
         after = self._group_offsets(broker, group, chosen)
         return {"result": True, "errCode": 0, "errMsg": "OK",
                 "data": [{"groupName": group, "before": before, "after": after}], "count": 1}
+
+    def _group_history(self, params: dict[str, str]) -> dict[str, Any]:
+        """adminQueryGroupHistoryOffSet: per group, its first ``msgCount`` history records at or after
+        ``recordTime``, or ``result: false`` "Could not find record!" inside a successful answer."""
+        broker = self._broker(params)
+        groups = _names(params, "groupName", required=True)
+        count = _int_param(params, "msgCount", 1, 1, 2**31 - 1)
+        start = self._date(params, "recordTime", required=True) or 0
+        history = self._history(broker)
+        data: list[dict[str, Any]] = []
+        for group in groups:
+            records = history.find_all(group, start, count)
+            if records:
+                data.append({"groupName": group, "result": True, "errMsg": "ok", "records": records,
+                             "recordCount": len(records)})
+            else:
+                data.append({"groupName": group, "result": False, "errMsg": "Could not find record!"})
+        return {"result": True, "errCode": 0, "errMsg": "OK", "data": data, "count": len(data)}
+
+    def _history(self, broker: Broker) -> OffsetHistory:
+        history = self.histories.get(broker.config.broker_id)
+        if history is None:
+            history = self.histories[broker.config.broker_id] = OffsetHistory(broker.config.data_dir)
+        return history
 
     @staticmethod
     def _date(params: dict[str, str], name: str, *, required: bool) -> int | None:
