@@ -186,3 +186,29 @@ def test_set_offsets_by_time_restores_the_recorded_offsets(tmp_path: Path, monke
         assert main(["group", "reset", "gh", "--topic", "tp", "--to-history", str(second * 1000),
                      "--admin-url", cluster.admin_url]) == 0
         assert [r.offset for r in admin.group_offsets("gh")] == [6 * 28]
+
+
+def test_lag_in_messages_where_known_and_index_units_always(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A partition alone in its store: lag in messages (index bytes / 28). Sharing a store: the index
+    lag counts the siblings' entries too, so no message count is made up from it."""
+    from tubemq.cli import main
+
+    with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_TIMERS) as cluster:
+        cluster.create_topic("alone", partitions=1, stores=2)
+        cluster.create_topic("shared", partitions=2)
+        with tubemq.Producer(cluster.master_address) as p:
+            for i in range(12):
+                p.send("alone", b"a%d" % i)
+                p.send("shared", b"s%d" % i)
+        admin = AdminClient(cluster.admin_url)
+        for topic in ("alone", "shared"):
+            admin.reset_offsets("glag", topic, "earliest")
+        rows = {(r.topic, r.partition_id): r for r in admin.group_offsets("glag")}
+        alone = [r for (t, _), r in rows.items() if t == "alone"]
+        shared = [r for (t, _), r in rows.items() if t == "shared"]
+        assert sum(r.lag_messages or 0 for r in alone) == 12 and all(r.lag == 28 * r.lag_messages for r in alone)
+        assert all(r.lag_messages is None and r.lag == r.lag_index_bytes for r in shared)
+        assert sum(r.lag for r in shared) == 2 * 12 * 28  # each partition's index lag holds both partitions' entries
+        assert main(["group", "offsets", "glag", "--admin-url", cluster.admin_url]) == 0
+        out = capsys.readouterr().out
+        assert "LAG_MSGS" in out and "LAG_INDEX_BYTES" in out

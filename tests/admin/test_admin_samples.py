@@ -27,7 +27,7 @@ def test_group_offsets_parse_the_real_broker_answer(sample_server: SampleServer)
     assert (first.data_offset, first.data_max, first.data_lag) == (104857, 125337, 20480)
     assert first.key == "1:test_topic:0"
     assert rows[1].offset == -2 and rows[1].lag == -2  # the broker's "undefined"
-    query, _ = sample_server.requests[-1]
+    query, _ = [r for r in sample_server.requests if r[0].get("method") == "admin_query_offset"][-1]
     assert query["method"] == "admin_query_offset" and query["groupName"] == "test_group"
     assert query["topicName"] == "test_topic" and query["brokerId"] == "1"
 

@@ -8,6 +8,7 @@ Master calls go to the master's ``webapi.htm``; group-offset calls go to every o
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import logging
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 from tubemq.errors import AdminError, AdminRecordError, ConfigError, TubeMQConnectionError, TubeMQTimeoutError
 
+from ..protocol.constants import INDEX_ENTRY_SIZE
 from ._http import Request
 from .types import (
     BrokerResults,
@@ -300,7 +302,22 @@ def group_offsets(ctx: Ctx, group: str, topics: str | Iterable[str] | None = Non
                 out.extend(PartitionOffset.from_json(name, topic, bid, o) for o in sub.get("offsets") or []
                            if isinstance(o, dict))
     out.sort(key=lambda p: (p.topic, p.broker_id, p.partition_id))
+    alone = yield from _alone_in_store(sorted({p.topic for p in out}))
+    out[:] = [dataclasses.replace(p, lag_messages=p.lag // INDEX_ENTRY_SIZE)
+              if (p.topic, p.broker_id) in alone and p.lag >= 0 else p for p in out]
     return out
+
+
+def _alone_in_store(topics: list[str]) -> Op[set[tuple[str, int]]]:
+    """(topic, broker id) of the deployments whose every store holds one partition: there the index
+    holds nothing but the partition's own entries, so index bytes / 28 is a message count."""
+    if not topics:
+        return set()
+    try:
+        infos = yield from list_topics(topics)
+    except AdminError:
+        return set()  # lag in messages unknown; the index lag stays
+    return {(t.name, d.broker_id) for t in infos for d in t.deployments if d.num_partitions == 1}
 
 
 def partition_offset(

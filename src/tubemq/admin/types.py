@@ -211,8 +211,11 @@ class GroupDetail:
 class PartitionOffset:
     """A group's position on one partition (``GroupOffsetInfo`` of the broker web API).
 
-    ``offset`` is the committed (``curOffset``) index offset, ``lag`` = ``max_offset - offset``;
-    -2 (TubeMQ's undefined) where the broker has no value.
+    ``offset`` is the committed (``curOffset``) index offset, ``lag`` = ``max_offset - offset`` in
+    TubeMQ's index units (bytes of the store's index, 28 per entry; -2, TubeMQ's undefined, where the
+    broker has no value). The index is shared by the partitions of a store, so ``lag`` counts the
+    siblings' entries too. ``lag_messages`` is the lag in messages where that can be known (the
+    partition is alone in its store: ``lag / 28``), else None.
     """
 
     group: str
@@ -226,6 +229,12 @@ class PartitionOffset:
     data_offset: int
     data_max: int
     data_lag: int
+    lag_messages: int | None = None
+
+    @property
+    def lag_index_bytes(self) -> int:
+        """``lag``, named by its unit."""
+        return self.lag
 
     @property
     def key(self) -> str:

@@ -23,7 +23,9 @@ from .output import format_table, print_json
 from .topic import admin_actions, client_from_args, output_option
 
 HELP = "list groups, show their members and offsets, reset or clone offsets (HTTP admin API)"
-_OFFSET_HEADERS = ["TOPIC", "BROKER", "PARTITION", "OFFSET", "MAX_OFFSET", "LAG"]
+#: LAG_MSGS: messages, where known (the partition alone in its store), else "-"; LAG_INDEX_BYTES: TubeMQ's
+#: index units (28 per entry, the store's siblings' entries included)
+_OFFSET_HEADERS = ["TOPIC", "BROKER", "PARTITION", "OFFSET", "MAX_OFFSET", "LAG_MSGS", "LAG_INDEX_BYTES"]
 
 
 def register(sub: Any) -> None:
@@ -85,14 +87,15 @@ def _stamp(ms: object) -> str:
 
 
 def _offset_rows(rows: list[PartitionOffset]) -> list[list[Any]]:
-    return [[r.topic, r.broker_id, r.partition_id, r.offset, r.max_offset, r.lag] for r in rows]
+    return [[r.topic, r.broker_id, r.partition_id, r.offset, r.max_offset,
+             "-" if r.lag_messages is None else r.lag_messages, r.lag] for r in rows]
 
 
 def _show_offsets(rows: list[PartitionOffset], output: str) -> None:
     if output == "json":
         print(print_json([{"group": r.group, "topic": r.topic, "broker_id": r.broker_id,
                            "partition_id": r.partition_id, "offset": r.offset, "max_offset": r.max_offset,
-                           "lag": r.lag} for r in rows]))
+                           "lag": r.lag, "lag_index_bytes": r.lag, "lag_messages": r.lag_messages} for r in rows]))
     else:
         print(format_table(_OFFSET_HEADERS, _offset_rows(rows)))
 
