@@ -49,7 +49,6 @@ from .admin_brokers import (
 from .admin_http import AdminServer
 from .admin_params import (
     ERR_BAD_REQUEST,
-    ERR_UNAUTHORIZED,
     MB,
     Handler,
     _AdminError,
@@ -59,6 +58,8 @@ from .admin_params import (
     _int_param,
     _ok,
     _param,
+    TOKEN_MISSING,
+    TOKEN_WRONG,
     _topic_names,
     check_users,
 )
@@ -97,14 +98,17 @@ class AdminApi:
         self.broker_web_port: Callable[[int], int] = lambda broker_id: 0
 
     def handle(self, params: dict[str, str]) -> dict[str, Any]:
+        """As the real master: ``type`` is not checked (the method decides), a modify method needs the
+        token, and a token given to any method must be the right one."""
         try:
-            op = _param(params, "type", required=True)
-            method = _param(params, "method", required=True)
-            handler = self._methods().get((op or "", method or ""))
-            if handler is None:
-                raise _AdminError(ERR_BAD_REQUEST, f"Unsupported method {method} for type {op}")
-            if op == "op_modify":
-                self._check_token(params)
+            method = _param(params, "method")
+            if method is None:
+                raise _AdminError(ERR_BAD_REQUEST, "Bad request from client, Please take with method parameter!")
+            found = [(op, h) for (op, name), h in self._methods().items() if name == method]
+            if not found:
+                raise _AdminError(ERR_BAD_REQUEST, f"Unsupported method {method}")
+            op, handler = found[0]
+            self._check_token(params, required=op == "op_modify")
             check_users(params)
             return handler(params)
         except _AdminError as exc:
@@ -128,13 +132,17 @@ class AdminApi:
             **self.extra_methods,
         }
 
-    def _check_token(self, params: dict[str, str]) -> None:
+    def _check_token(self, params: dict[str, str], *, required: bool) -> None:
         expected = self.config.admin_token
         if expected is None:
             return
-        given = params.get("confModAuthToken", "")
+        given = (params.get("confModAuthToken") or "").strip()
+        if not given:
+            if required:
+                raise _AdminError(ERR_BAD_REQUEST, TOKEN_MISSING)
+            return
         if not hmac.compare_digest(given.encode(), expected.encode()):
-            raise _AdminError(ERR_UNAUTHORIZED, "Illegal access, unauthorized request!")
+            raise _AdminError(ERR_BAD_REQUEST, TOKEN_WRONG)
 
     def _add_topic(self, params: dict[str, str]) -> dict[str, Any]:
         """One row per (topic, broker) as the real master answers: 402 where the topic already is,

@@ -14,7 +14,8 @@ from .._tasks import wait_for
 from .admin_params import (
     ERR_BAD_REQUEST,
     ERR_NOT_FOUND,
-    ERR_UNAUTHORIZED,
+    TOKEN_MISSING,
+    TOKEN_WRONG,
     _AdminError,
     _fail,
     _json_params,
@@ -173,7 +174,7 @@ class AdminServer:
             await asyncio.sleep(wait)
         self._conns[task] = 0.0  # answering now: never evicted
         answer = self.api.handle(params)
-        if answer.get("errCode") == ERR_UNAUTHORIZED:
+        if answer.get("errMsg") in (TOKEN_MISSING, TOKEN_WRONG):
             self.throttle.failure(source)
         return 200, answer
 

@@ -44,7 +44,13 @@ def _ok(**extra: Any) -> dict[str, Any]:
 
 
 def _fail(code: int, message: str) -> dict[str, Any]:
-    return {"result": False, "errCode": code, "errMsg": message, "data": []}
+    """A whole-call failure, shaped as the real master's: no ``data``."""
+    return {"result": False, "errCode": code, "errMsg": message}
+
+
+#: The real master's words for a refused admin token (HTTP 200, errCode 400, like every error there).
+TOKEN_MISSING = "Bad request from client, Parameter confModAuthToken is missing or value is blank!"
+TOKEN_WRONG = "Bad request from client, illegal access, unauthorized request!"
 
 
 def _param(
