@@ -50,6 +50,8 @@ from .admin_http import AdminServer
 from .admin_params import (
     ERR_BAD_REQUEST,
     MB,
+    TOKEN_MISSING,
+    TOKEN_WRONG,
     Handler,
     _AdminError,
     _bool_param,
@@ -58,8 +60,6 @@ from .admin_params import (
     _int_param,
     _ok,
     _param,
-    TOKEN_MISSING,
-    TOKEN_WRONG,
     _topic_names,
     check_users,
 )
