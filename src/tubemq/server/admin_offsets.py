@@ -301,6 +301,8 @@ class BrokerWebApi:
         broker = self._broker(params)
         source = _param(params, "sourceGroupName", required=True) or ""
         topics = _names(params, "topicName", required=False)
+        if source not in self._booked(broker):  # checked first, as the real broker does
+            raise _fail(f"Parameter sourceGroupName: {source} has not been registered on this Broker!")
         subscribed = self._group_topics(broker, source)
         if not subscribed:
             raise _fail(f"Parameter sourceGroupName: subscribed topic set of {source} query result is null!")
@@ -309,8 +311,6 @@ class BrokerWebApi:
             raise _fail(f"Parameter sourceGroupName: {source} unsubscribed to the specified topic set!")
         targets = _names(params, "targetGroupName", required=True)
         _param(params, "modifyUser", required=True)
-        if source not in self._booked(broker):
-            raise _fail(f"Parameter sourceGroupName: {source} has not been registered on this Broker!")
         for name in sorted(chosen):
             topic = broker._topic(name)
             if topic is None:
