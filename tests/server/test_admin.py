@@ -371,3 +371,33 @@ def test_record_users_follow_the_real_rule(tmp_path: Path) -> None:
         assert r["result"] and r["data"][0]["success"] and meta.get("t_usr") is not None
 
     run_admin(tmp_path, None, body)
+
+
+def test_broker_offline_and_delete_rows(tmp_path: Path) -> None:
+    """The real master's rows for taking a broker record offline and deleting it."""
+    def body(url: str, port: int, master: Master, meta: MetaStore) -> None:
+        add = {"type": "op_modify", "method": "admin_add_broker_configure"}
+        off = {"type": "op_modify", "method": "admin_offline_broker_configure"}
+        on = {"type": "op_modify", "method": "admin_online_broker_configure"}
+        rm = {"type": "op_modify", "method": "admin_delete_broker_configure"}
+        assert _post(url, add, {"brokerIp": "127.0.0.3", "brokerId": "3", "createUser": "ops"})["result"]
+
+        def row(q: dict[str, str], bid: str = "3") -> tuple[bool, int, str]:
+            r = _post(url, q, {"brokerId": bid, "modifyUser": "ops"})
+            d = r["data"][0]
+            return d["success"], d["errCode"], d["errInfo"]
+
+        assert row(off) == (False, 407, "Illegal manage status, cannot reverse manageStatus from draft to offline "
+                                        "for the broker(brokerId=3)!")
+        assert row(on)[0] is True
+        assert row(rm) == (False, 406, "Broker manage status is online, please offline first!")
+        assert row(off) == (True, 200, "Ok!")
+        assert row(off) == (False, 403, "Unchanged  manageStatus(offline)!")
+        assert row(rm) == (True, 200, "Ok!")
+        r = _get(url, type="op_query", method="admin_query_broker_configure", brokerId="3")
+        assert r["data"] == [] and r["count"] == 0
+        assert row(rm, "99") == (True, 200, "Success")  # unknown id: success, as the real master
+        assert row(off, "99")[1] == 401
+        assert row(off, "1")[1] == 406 and row(rm, "1")[1] == 406  # the broker running in this server
+
+    run_admin(tmp_path, None, body)

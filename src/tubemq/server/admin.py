@@ -34,11 +34,13 @@ from .admin_brokers import (
     DEFAULT_BROKER_TLS_PORT,
     DEFAULT_BROKER_WEB_PORT,
     ERR_EXISTS,
+    ERR_ILLEGAL_CHANGE,
     ERR_ILLEGAL_STATUS,
     ERR_NOT_EXIST,
     ERR_UNCHANGED,
     ONLINE_STATUSES,
     STATUS_DRAFT,
+    STATUS_OFFLINE,
     STATUS_ONLINE,
     BrokerConfs,
     _broker_record,
@@ -125,6 +127,8 @@ class AdminApi:
             ("op_modify", "admin_add_broker_configure"): self._add_broker_conf,
             ("op_modify", "admin_online_broker_configure"): self._online_broker_conf,
             ("op_modify", "admin_reload_broker_configure"): self._reload_broker_conf,
+            ("op_modify", "admin_offline_broker_configure"): self._offline_broker_conf,
+            ("op_modify", "admin_delete_broker_configure"): self._delete_broker_conf,
             ("op_query", "admin_query_broker_configure"): self._query_broker_conf,
             ("op_query", "admin_query_broker_run_status"): self._query_broker_run_status,
             ("op_modify", "admin_update_topic_control_info"): self._update_topic_ctrl,
@@ -388,6 +392,45 @@ class AdminApi:
                 ))
             else:
                 results.append(_broker_result(bid, rec["brokerIp"]))
+        return _ok(data=results, count=len(results))
+
+    def _offline_broker_conf(self, params: dict[str, str]) -> dict[str, Any]:
+        """online -> offline, with the real master's rows (a draft one cannot go offline: 407). An
+        embedded broker runs in this server and stays in service: 406 (stop the server instead)."""
+        results = []
+        for bid in self._broker_id_set(params):
+            rec = self._broker_records().get(bid)
+            if rec is None:
+                results.append(_broker_result(bid, "", ERR_NOT_EXIST, f"Not found broker configure for brokerId({bid})!"))
+            elif bid in self.meta.brokers:
+                results.append(_broker_result(bid, "", ERR_ILLEGAL_STATUS, f"Broker {bid} runs in this embedded server: "
+                                              "stop the server to take it out of service!"))
+            elif rec["manageStatus"] == STATUS_DRAFT:
+                results.append(_broker_result(bid, "", ERR_ILLEGAL_CHANGE, "Illegal manage status, cannot reverse "
+                                              f"manageStatus from draft to offline for the broker(brokerId={bid})!"))
+            elif rec["manageStatus"] == STATUS_OFFLINE:
+                results.append(_broker_result(bid, "", ERR_UNCHANGED, f"Unchanged  manageStatus({STATUS_OFFLINE})!"))
+            else:
+                rec["manageStatus"] = STATUS_OFFLINE
+                rec["modifyUser"] = _param(params, "modifyUser", "") or ""
+                self.broker_confs.put(rec)
+                results.append(_broker_result(bid, ""))
+        return _ok(data=results, count=len(results))
+
+    def _delete_broker_conf(self, params: dict[str, str]) -> dict[str, Any]:
+        """Delete an offline broker's record (406 while online); an unknown id answers success, as on a
+        real master. Topics are never deployed on an API-added record here, so nothing is left uncleaned."""
+        results = []
+        for bid in self._broker_id_set(params):
+            rec = self._broker_records().get(bid)
+            if rec is None:
+                results.append(_broker_result(bid, "null", info="Success"))
+            elif bid in self.meta.brokers or rec["manageStatus"] in ONLINE_STATUSES:
+                results.append(_broker_result(bid, "null", ERR_ILLEGAL_STATUS,
+                                              "Broker manage status is online, please offline first!"))
+            else:
+                self.broker_confs.remove(bid)
+                results.append(_broker_result(bid, "null"))
         return _ok(data=results, count=len(results))
 
     def _selected_brokers(self, params: dict[str, str]) -> list[dict[str, Any]]:
