@@ -181,3 +181,32 @@ def test_any_bounds_are_exact_and_batches_carry_exact_offsets(cluster: Any) -> N
         last = batches[0]
         rest = bounded(lambda: [m.data for m in bc.read_range(p, last.next_offset, 28 * 12, timeout=NEVER)])
         assert rest == [b for b, o in p0_items if o >= last.next_offset]
+
+
+def test_offset_for_time_from_the_messages_msg_time(cluster: Any) -> None:
+    """A real broker has no time lookup: the search over the store with bound reads finds the first
+    offset of a minute from the producers' msgTime, in a shared store (interleaved partitions)."""
+    cluster.create_topic("tsearch", partitions=2)
+    minutes = ["202601011200"] * 7 + ["202601011201"] * 9 + ["202601011203"] * 6
+    with tubemq.Producer(cluster.master_address) as prod:
+        results = [(m, prod.send("tsearch", b"t%02d" % i, msg_time=m)) for i, m in enumerate(minutes)]
+    stored = [(r.partition.partition_id, m, r.append_offset) for m, r in results]
+    import datetime as dt
+
+    def ms(text: str) -> int:
+        return int(dt.datetime.strptime(text, "%Y%m%d%H%M").timestamp() * 1000)
+
+    with bound(cluster, "g_ts", ["tsearch"]) as bc:
+        for part in bc.partitions("tsearch"):
+            mine = [(m, o) for pid, m, o in stored if pid == part.partition_id]
+            if not mine:
+                continue
+            for when in ("202601011200", "202601011201", "202601011202", "202601011203"):
+                want = [o for m, o in mine if m >= when]
+                got = bounded(lambda p=part, w=when: bc.offset_for_time(p, ms(w) + 30_000))
+                read = bounded(lambda p=part, g=got: list(bc.read_range(p, g, None, timeout=NEVER)))
+                assert [m.msg_time >= when for m in read] == [True] * len(read), when
+                assert len(read) == len(want), (when, got, want)
+            past = bounded(lambda p=part: bc.offset_for_time(p, ms("203001010000")))
+            assert past <= bc.offsets(part).max  # after the partition's last message: nothing to read there
+            assert bounded(lambda p=part, g=past: list(bc.read_range(p, g, None, timeout=NEVER))) == []

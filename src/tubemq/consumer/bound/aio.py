@@ -106,6 +106,17 @@ class AsyncBoundConsumer:
         return self._core.read_range_batches(partition, start, end, max_messages=max_messages, timeout=timeout)
 
 
+    async def offset_for_time(self, partition: PartitionRef, when: Any, *, timeout: float = 5.0) -> int:
+        """The first index offset whose message's ``msgTime`` is of ``when``'s minute or later (a
+        ``datetime``, naive = local, or epoch ms), found with bound reads: works on a real TubeMQ broker,
+        which has no time lookup, when producers set ``msg_time``. One minute precision; moves this
+        consumer's group position there (see :mod:`tubemq.consumer.bound.time_search`)."""
+        from .time_search import offset_for_time
+
+        ms = int(when.timestamp() * 1000) if hasattr(when, "timestamp") else int(when)
+        return await offset_for_time(self, partition, ms, timeout=timeout)
+
+
 # one text per method: the engine's
 for _name in ("partitions", "attach", "detach", "offsets", "fetch", "confirm", "read_range", "read_range_batches"):
     getattr(AsyncBoundConsumer, _name).__doc__ = getattr(BoundCore, _name).__doc__

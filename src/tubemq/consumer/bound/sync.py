@@ -52,6 +52,7 @@ class BoundConsumer(Facade[AsyncBoundConsumer]):
     confirm = blocking(AsyncBoundConsumer.confirm)
     offsets = blocking(AsyncBoundConsumer.offsets)
     detach = blocking(AsyncBoundConsumer.detach)
+    offset_for_time = blocking(AsyncBoundConsumer.offset_for_time)
 
     def attached(self) -> list[Partition]:
         return self._portal.call(self._aio.attached)
