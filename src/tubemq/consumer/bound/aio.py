@@ -17,6 +17,7 @@ from ...net.loop import close_when_forgotten
 from ...types import Batch
 from .core import BoundCore
 from .session import DEFAULT_FETCH_TIMEOUT, PartitionPosition, PartitionRef
+from .time_search import offset_for_time
 
 __all__ = ["AsyncBoundConsumer"]
 
@@ -111,8 +112,6 @@ class AsyncBoundConsumer:
         ``datetime``, naive = local, or epoch ms), found with bound reads: works on a real TubeMQ broker,
         which has no time lookup, when producers set ``msg_time``. One minute precision; moves this
         consumer's group position there (see :mod:`tubemq.consumer.bound.time_search`)."""
-        from .time_search import offset_for_time
-
         ms = int(when.timestamp() * 1000) if hasattr(when, "timestamp") else int(when)
         return await offset_for_time(self, partition, ms, timeout=timeout)
 
