@@ -490,3 +490,11 @@ def test_cli_to_history_on_real_brokers(real: RealCluster, capsys: pytest.Captur
                  "--admin-url", real.master.url])
     out = capsys.readouterr().out
     assert code == 0 and "admr_t2" in out and "1148" in out
+
+
+def test_offsets_for_times_on_a_real_broker_says_what_works(real: RealCluster) -> None:
+    real.master.answer("admin_query_topic_info", "query_topic_info: fresh 2-broker topic")
+    real.brokers[1].answer("admin_query_offset_by_time", "query_offset_by_time: the SDK's TIME_LOOKUP_METHOD")
+    with pytest.raises(AdminError, match="BoundConsumer.offset_for_time.*set_offsets_by_time") as err:
+        _admin(real).offsets_for_times("admr_t2", 1796178898571)
+    assert err.value.code == 400

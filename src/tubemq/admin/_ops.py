@@ -402,8 +402,10 @@ def offsets_for_times(
         except AdminError as exc:
             if "Unsupported method" in exc.message:
                 raise AdminError(exc.code, f"broker {bid} has no time lookup ({TIME_LOOKUP_METHOD} is the embedded "
-                                 "server's; a real TubeMQ broker only resets a group to its own offset history: "
-                                 "set_offsets_by_time)", TIME_LOOKUP_METHOD) from None
+                                 "server's). On a real TubeMQ broker: BoundConsumer.offset_for_time searches the "
+                                 "messages' msgTime (producers must set msg_time; one minute precision), and "
+                                 "set_offsets_by_time puts a group back to its own offset history",
+                                 TIME_LOOKUP_METHOD) from None
             raise
         for row in _rows(answer):
             pid = _int(row.get("partitionId"))
