@@ -1,7 +1,7 @@
 """Only the C extensions live here; everything else is in pyproject.toml.
 
 With Cython installed the ``.pyx`` files are cythonized; without it (an sdist installed on a machine
-without Cython) the shipped ``.c`` files are compiled. Either way the C helpers in ``src/tubemq/_c/*.h``
+without Cython) the shipped ``.c`` files are compiled. Either way the C helpers in ``src/tubemq/codec/_c/*.h``
 are included by the generated C as ``"_c/<name>.h"`` (found next to the ``.c``); they are listed as
 dependencies so that editing one rebuilds the extension.
 
@@ -23,11 +23,11 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import CCompilerError, CompileError, ExecError, LinkError, PlatformError
 
 #: The compiled modules: ``tubemq.<name>`` built from ``src/tubemq/<name as a path>.pyx`` (or the shipped
-#: ``.c``); ``_bridge._plain`` cimports ``_codec`` (the blocking send's compiled route).
-EXTENSION_MODULES = ["_codec", "_inlongmsg", "_bridge._plain"]
+#: ``.c``); ``_bridge._plain`` cimports ``codec.compiled`` (the blocking send's compiled route).
+EXTENSION_MODULES = ["codec.compiled", "codec._inlongmsg", "_bridge._plain"]
 
 #: The hand-written C the generated modules include (shipped in the sdist by MANIFEST.in).
-C_HEADERS = sorted(glob.glob("src/tubemq/_c/*.h"))
+C_HEADERS = sorted(glob.glob("src/tubemq/codec/_c/*.h"))
 
 #: What a missing or broken compiler raises (distutils and setuptools names of the same errors).
 BUILD_ERRORS = (CCompilerError, CompileError, ExecError, LinkError, PlatformError, OSError, ValueError)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tubemq import _inlong_v4, _inlongmsg_py, inlongmsg
+from tubemq.codec import _inlong_v4, _inlongmsg_py, inlongmsg
 
 NO_EXT = os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")
 IMPLS = ["cython", "python"]
@@ -34,7 +34,7 @@ def _impl(name: str) -> ModuleType:
         return _inlongmsg_py
     if NO_EXT:
         pytest.skip("TUBEMQ_NO_EXTENSIONS=1")
-    from tubemq import _inlongmsg
+    from tubemq.codec import _inlongmsg
 
     return _inlongmsg
 

@@ -34,7 +34,7 @@ from tubemq.net.connection import unwrap_response
 
 def answer_frame(count: int, size: int) -> bytes:
     """A getMessage answer frame: RspResponseBody around GetMessageResponseB2C with ``count`` messages."""
-    from tubemq import _codec_py
+    from tubemq.codec import python as _codec_py
     from tubemq.protocol import broker_pb
 
     raws = []

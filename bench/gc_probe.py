@@ -47,7 +47,8 @@ def decode_window(kind: str, n: int) -> None:
 
     from test_bench_codec import _get_message_body
 
-    from tubemq import _codec, _codec_py
+    from tubemq.codec import compiled as _codec
+    from tubemq.codec import python as _codec_py
 
     body = _get_message_body(600, kind == "attrs")
     p = _codec_py.Partition(1, "10.0.0.1", 8123, "demo", 0)

@@ -133,12 +133,12 @@ def _mutate(rng: random.Random, seed: Any) -> Any:
 
 def fuzz_worker(decoder: str, codec_name: str, n: int, seed: int, time_limit: float) -> dict[str, Any]:
     """Runs in a child process; ``codec_name`` picks the live codec, the other one is the referee."""
-    from tubemq import _codec_py
+    from tubemq.codec import python as _codec_py
     from tubemq.errors import TubeMQError
 
     _cy: Any
     try:
-        from tubemq import _codec as _cy
+        from tubemq.codec import compiled as _cy
     except ImportError:
         _cy = None
     live = _cy if codec_name == "cython" else _codec_py

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tubemq import _codec_py
+from tubemq.codec import python as _codec_py
 from tubemq.protocol import broker_pb
 
 NO_EXT = os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")
@@ -25,7 +25,7 @@ def _impl(name: str) -> ModuleType:
         return _codec_py
     if NO_EXT:
         pytest.skip("TUBEMQ_NO_EXTENSIONS=1")
-    from tubemq import _codec
+    from tubemq.codec import compiled as _codec
 
     return _codec
 
@@ -210,7 +210,7 @@ def test_decode_get_message_response(benchmark: Any, name: str, count: int, attr
 
 def _decode_case(name: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     """The Cython call and arguments of one decode benchmark above, for running it under valgrind."""
-    from tubemq import _codec
+    from tubemq.codec import compiled as _codec
 
     if name == "send_response":
         body = broker_pb.SendMessageResponseB2P(

@@ -14,7 +14,7 @@ from pathlib import PurePath
 
 
 def package_of(filename: str) -> str | None:
-    """``.../tubemq/server/broker.py`` -> ``tubemq.server``; None outside the package."""
+    """``.../tubemq/server/broker/__init__.py`` -> ``tubemq.server``; None outside the package."""
     parts = PurePath(filename).parts
     if "tubemq" not in parts:
         return None

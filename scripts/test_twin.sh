@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The client suites end to end on the pure-Python twin (tubemq._codec_py, tubemq._inlongmsg_py): the codec,
+# The client suites end to end on the pure-Python twin (tubemq.codec.python, tubemq.codec._inlongmsg_py): the codec,
 # InLongMsg, connections, producer, consumer, the embedded server they talk to, the captured-traffic
 # fidelity tests and the multi-process cluster tests. Extra arguments go to pytest (e.g. -x, -n 2).
 #   bash scripts/test_twin.sh

@@ -49,7 +49,7 @@ def _skip_source_tree_tests(items: list[pytest.Item]) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not NO_EXT and codec.implementation != "cython":
         raise pytest.UsageError(
-            "tubemq._codec (the Cython extension) did not load; build it with `pip install -e .` "
+            "tubemq.codec.compiled (the Cython extension) did not load; build it with `pip install -e .` "
             "or run with TUBEMQ_NO_EXTENSIONS=1 to test the pure-Python twin only"
         )
     if NO_EXT and codec.implementation != "python":

@@ -31,9 +31,9 @@ LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
                  "tubemq.protocol.constants", "tubemq.protocol.wire_fields")),
     # tubemq.types is the one home of the data types the codec and the clients build (DESIGN.md), so it
     # sits with the codec, below every client that returns them
-    (1, "codec", ("tubemq._codec", "tubemq._codec_py", "tubemq.codec", "tubemq._text", "tubemq._protocols", "tubemq._twin",
+    (1, "codec", ("tubemq.codec.compiled", "tubemq.codec.python", "tubemq.codec", "tubemq.codec._text", "tubemq.codec._protocols", "tubemq.codec._twin",
                   "tubemq.types",
-                  "tubemq.inlongmsg", "tubemq._inlongmsg", "tubemq._inlongmsg_py", "tubemq._inlong_v4",
+                  "tubemq.inlongmsg", "tubemq.codec._inlongmsg", "tubemq.codec._inlongmsg_py", "tubemq.codec._inlong_v4",
                   "tubemq._extras")),
     (2, "protocol", ("tubemq.protocol",)),
     (3, "net", ("tubemq.net",)),
@@ -305,7 +305,7 @@ def _package(tmp_path: Path, files: dict[str, str]) -> Path:
 def test_checker_sees_function_level_cycles_and_climbs(tmp_path: Path) -> None:
     root = _package(tmp_path, {
         "__init__.py": "_LAZY = {'Producer': 'tubemq.producer.core'}\n",
-        "codec.py": "def inlong():\n    from .inlongmsg import decode\n    return decode\n",
+        "codec/__init__.py": "def inlong():\n    from ..inlongmsg import decode\n    return decode\n",
         "inlongmsg.py": "from . import codec\n",
         "net/__init__.py": "",
         "net/pool.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..producer.core import X\n",
@@ -313,23 +313,23 @@ def test_checker_sees_function_level_cycles_and_climbs(tmp_path: Path) -> None:
         "producer/core.py": "from ..net import pool\nfrom .. import errors\n",
         "errors.py": "",
         "server/__init__.py": "",
-        "server/broker.py": "def f():\n    from tubemq.producer import core\n",
-        "_codec.pyx": 'from ._codec_py import (\n    A,\n    B,\n)\ninclude "_codec_x.pxi"\n',
-        "_codec_x.pxi": "def g():\n    from .inlongmsg import decode\n",
-        "_codec_py.py": "",
-        "_twin/__init__.py": "",
-        "_twin/types.py": "def f():\n    from .inlongmsg import decode\n",
+        "server/broker/__init__.py": "def f():\n    from tubemq.producer import core\n",
+        "codec/compiled.pyx": 'from .python import (\n    A,\n    B,\n)\ninclude "_codec_x.pxi"\n',
+        "codec/_codec_x.pxi": "def g():\n    from ..inlongmsg import decode\n",
+        "codec/python.py": "",
+        "codec/_twin/__init__.py": "",
+        "codec/_twin/types.py": "def f():\n    from .inlongmsg import decode\n",
     })
     everything = import_graph(root)
     assert [(a, b) for a, b, _line, _kind in everything if b.startswith(MISSING)] == [
-        ("tubemq._twin.types", MISSING + "tubemq._twin.inlongmsg")]
+        ("tubemq.codec._twin.types", MISSING + "tubemq.codec._twin.inlongmsg")]
     found = graph_edges(everything)
     kinds = {(a, b): kind for a, b, _line, kind in found}
     assert kinds[("tubemq", "tubemq.producer.core")] == "lazy"
     assert kinds[("tubemq.codec", "tubemq.inlongmsg")] == "nested"
     assert kinds[("tubemq.net.pool", "tubemq.producer.core")] == "type-checking"
-    assert kinds[("tubemq._codec", "tubemq._codec_py")] == "module"
-    assert kinds[("tubemq._codec", "tubemq.inlongmsg")] == "nested"
+    assert kinds[("tubemq.codec.compiled", "tubemq.codec.python")] == "module"
+    assert kinds[("tubemq.codec.compiled", "tubemq.inlongmsg")] == "nested"
     assert sorted(cycles(found)) == [["tubemq.codec", "tubemq.inlongmsg"], ["tubemq.net.pool", "tubemq.producer.core"]]
     bad = climbing(found)
     assert any("tubemq.net.pool:3 (net) imports tubemq.producer.core (client)" in b for b in bad), bad

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ._codec_py import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_TOTAL_PARTITIONS
 from ._options import ClientOptions, ConsumerOptions, ProducerOptions
+from .codec.python import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_TOTAL_PARTITIONS
 from .errors import ConfigError, TubeMQConnectionError
 from .protocol.constants import (
     ARRAY_SEP,

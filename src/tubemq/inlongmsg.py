@@ -14,13 +14,13 @@ silently. Decoding allocates at most the input size in body bytes (plus one Pyth
 a snappy block may declare at most 22x its own size (no valid block expands more). Decoding time is
 linear in the container size; a v4 container whose per-message attribute keys (private + common
 attributes) would come to over 64 characters per container byte (at least 16 MiB) is refused
-(:mod:`tubemq._inlong_v4`).
+(:mod:`tubemq.codec._inlong_v4`).
 
 Decoding snappy needs nothing extra (a raw-snappy decoder is built in); building with ``compress=True``
 needs the optional ``cramjam`` package: ``pip install cramjam`` (the ``inlong`` extra).
 
-The hot paths are in the Cython module ``tubemq._inlongmsg``; the pure-Python twin
-``tubemq._inlongmsg_py`` is used, as :mod:`tubemq.codec` uses its own, with ``TUBEMQ_NO_EXTENSIONS=1``
+The hot paths are in the Cython module ``tubemq.codec._inlongmsg``; the pure-Python twin
+``tubemq.codec._inlongmsg_py`` is used, as :mod:`tubemq.codec` uses its own, with ``TUBEMQ_NO_EXTENSIONS=1``
 or when the extension was not built. ``implementation`` says which one is live.
 """
 
@@ -32,20 +32,20 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ._inlong_v4 import BIN_HEADER as _BIN_HEADER
-from ._inlong_v4 import BIN_MSG_MAGIC, BIN_MSG_OVERHEAD, BIN_MSG_SNAPPY, BIN_MSG_TYPE, decode_v4
-from ._inlong_v4 import U16 as _U16
+from .codec._inlong_v4 import BIN_HEADER as _BIN_HEADER
+from .codec._inlong_v4 import BIN_MSG_MAGIC, BIN_MSG_OVERHEAD, BIN_MSG_SNAPPY, BIN_MSG_TYPE, decode_v4
+from .codec._inlong_v4 import U16 as _U16
 from .errors import InLongMsgError
 
 # The same choice as tubemq.codec makes (not asked of it: the codec's Message.inlongmsg() imports this
 # module, so this one stays below the codec and imports none of it).
 if os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0"):
-    from . import _inlongmsg_py as _impl
+    from .codec import _inlongmsg_py as _impl
 else:
     try:
-        from . import _inlongmsg as _impl  # type: ignore[no-redef]
+        from .codec import _inlongmsg as _impl  # type: ignore[no-redef]
     except ImportError:  # pragma: no cover - exercised when the extension was not built
-        from . import _inlongmsg_py as _impl  # type: ignore[no-redef]
+        from .codec import _inlongmsg_py as _impl  # type: ignore[no-redef]
 
 implementation: str = _impl.implementation
 

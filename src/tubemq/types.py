@@ -13,8 +13,8 @@ from typing import Any, NamedTuple, overload
 
 # --- codec types --------------------------------------------------------------------------------------
 # Built by the wire codec, which sits below everything else and so defines them: compiled in
-# tubemq._codec (Message a cdef class with a freelist; Partition and BrokerInfo the twin's NamedTuples,
-# one class per name in the process) or in the pure-Python twin tubemq._codec_py (Message a __slots__
+# tubemq.codec.compiled (Message a cdef class with a freelist; Partition and BrokerInfo the twin's NamedTuples,
+# one class per name in the process) or in the pure-Python twin tubemq.codec.python (Message a __slots__
 # class). Both have the same names, fields, defaults and methods; tests/codec/test_types.py holds them
 # to that.
 #

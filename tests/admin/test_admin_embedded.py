@@ -152,7 +152,7 @@ def test_consumer_offsets_for_times(loaded: Any) -> None:
 
 
 def test_set_offsets_by_time_restores_the_recorded_offsets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tubemq.server import offset_history
+    from tubemq.server.admin import offset_history
 
     monkeypatch.setattr(offset_history, "HISTORY_INTERVAL_MS", 100)
     with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_TIMERS) as cluster:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tubemq.server import offset_history
-from tubemq.server.offset_history import OffsetHistory
+from tubemq.server.admin import offset_history
+from tubemq.server.admin.offset_history import OffsetHistory
 
 
 def _write(h: OffsetHistory, group: str, times: list[int]) -> None:

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from _data import load_json
 
-from tubemq import _codec_py
+from tubemq.codec import python as _codec_py
 
 NO_EXT = os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")
 
 
 
 def _cython() -> ModuleType:
-    from tubemq import _codec  # an ImportError here is a real failure, not a skip
+    from tubemq.codec import compiled as _codec  # an ImportError here is a real failure, not a skip
 
     return _codec
 

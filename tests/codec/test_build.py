@@ -1,7 +1,7 @@
 """The compiled codec is the build that was tested: made with a Cython release of the pinned range, with the
 Message freelist fast path compiled in.
 
-That fast path reads Cython's private freelist names, so src/tubemq/_c/tq_message.h compiles it only for the
+That fast path reads Cython's private freelist names, so src/tubemq/codec/_c/tq_message.h compiles it only for the
 Cython releases it knows, and any other release silently builds the slower fallback. pyproject.toml pins
 Cython to that range in ``[build-system]``; these tests fail when a build falls back or the pin and the
 header's range drift apart.
@@ -30,7 +30,7 @@ PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 def _compiled():  # type: ignore[no-untyped-def]
-    from tubemq import _codec  # an ImportError here is a real failure, not a skip
+    from tubemq.codec import compiled as _codec  # an ImportError here is a real failure, not a skip
 
     return _codec
 

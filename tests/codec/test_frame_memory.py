@@ -54,9 +54,9 @@ _FAULTS_PER_FRAME = """
 import os, resource, sys
 impl = sys.argv[1]
 if impl == "cython":
-    from tubemq import _codec as codec
+    from tubemq.codec import compiled as codec
 else:
-    from tubemq import _codec_py as codec
+    from tubemq.codec import python as codec
 payloads = [os.urandom(520_000 + 1000 * i) for i in range(3)]  # 64 - 65 blocks of 8 KiB
 frames = [codec.encode_frame(i + 1, p) for i, p in enumerate(payloads)]
 dec = codec.FrameDecoder()

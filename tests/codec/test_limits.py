@@ -7,8 +7,8 @@ from types import ModuleType
 
 import pytest
 
-from tubemq import _codec_py
-from tubemq._codec_py import _varint
+from tubemq.codec import python as _codec_py
+from tubemq.codec.python import _varint
 from tubemq.errors import DecodeError
 from tubemq.protocol import broker_pb
 

@@ -11,7 +11,8 @@ from types import ModuleType
 
 import pytest
 
-from tubemq import _codec_py, codec
+from tubemq import codec
+from tubemq.codec import python as _codec_py
 from tubemq.errors import DecodeError
 from tubemq.protocol import broker_pb, constants
 
@@ -82,10 +83,10 @@ def test_constants_match_protocol(impl: ModuleType) -> None:
 def test_same_public_names() -> None:
     if os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0"):
         pytest.skip("no Cython codec")
-    from tubemq import _codec
-    from tubemq._protocols import CodecModule
+    from tubemq.codec import compiled as _codec
+    from tubemq.codec._protocols import CodecModule
 
-    # the shared contract (tubemq._protocols) names everything both modules provide
+    # the shared contract (tubemq.codec._protocols) names everything both modules provide
     contract = {n for n in dir(CodecModule) if not n.startswith("_")} | set(CodecModule.__annotations__)
     assert len(contract) > 40
     missing = sorted(n for n in contract if not hasattr(_codec, n) or not hasattr(_codec_py, n))
@@ -98,7 +99,7 @@ def test_same_public_names() -> None:
 
 
 def test_facade_exports_everything() -> None:
-    impl = _codec_py if codec.implementation == "python" else pytest.importorskip("tubemq._codec")
+    impl = _codec_py if codec.implementation == "python" else pytest.importorskip("tubemq.codec.compiled")
     for name in codec.__all__:
         if name not in ("implementation", "os", "annotations"):
             assert getattr(codec, name) is getattr(impl, name), name

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tubemq import _codec_py
+from tubemq.codec import python as _codec_py
 from tubemq.protocol import broker_pb
 
 from .conftest import NO_EXT, _cython

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tubemq import _codec_py
+from tubemq.codec import python as _codec_py
 from tubemq.protocol import broker_pb
 
 MIDS = (0, 1, 2**31, 2**63 - 1, -(2**63), -5)

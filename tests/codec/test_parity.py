@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tubemq import _codec_py as py
-from tubemq._twin.datatypes import MESSAGE_FIELDS
+from tubemq.codec import python as py
+from tubemq.codec._twin.datatypes import MESSAGE_FIELDS
 from tubemq.errors import DecodeError
 from tubemq.protocol import broker_pb
 
@@ -19,7 +19,7 @@ from .conftest import NO_EXT
 
 pytestmark = pytest.mark.skipif(NO_EXT, reason="TUBEMQ_NO_EXTENSIONS=1: no Cython codec to compare with")
 if not NO_EXT:
-    from tubemq import _codec as cy
+    from tubemq.codec import compiled as cy
 else:  # pragma: no cover
     cy = py
 

@@ -12,7 +12,8 @@ from types import ModuleType
 import pytest
 
 import tubemq
-from tubemq import _codec_py, codec, types
+from tubemq import codec, types
+from tubemq.codec import python as _codec_py
 
 from .conftest import NO_EXT
 
@@ -31,7 +32,7 @@ def test_one_home_for_the_codec_types() -> None:
 
 @pytest.mark.skipif(NO_EXT, reason="TUBEMQ_NO_EXTENSIONS=1: no compiled codec to compare with")
 def test_compiled_and_twin_types_match() -> None:
-    from tubemq import _codec
+    from tubemq.codec import compiled as _codec
 
     # the NamedTuples are the twin's own classes in both codecs (one class per name in the process)
     assert _codec.Partition is _codec_py.Partition and _codec.BrokerInfo is _codec_py.BrokerInfo
@@ -44,7 +45,7 @@ def test_compiled_and_twin_types_match() -> None:
 def test_message_defaults_and_order(impl: str) -> None:
     mod: ModuleType = _codec_py
     if impl == "cython":
-        from tubemq import _codec as mod  # type: ignore[no-redef]
+        from tubemq.codec import compiled as mod  # type: ignore[no-redef]
     p = mod.Partition(1, "h", 8123, "t", 3)
     m = mod.Message("t", b"x")
     assert [getattr(m, f) for f in FIELDS] == ["t", b"x", {}, None, None, 0, 0, None, -1]

@@ -39,7 +39,7 @@ def test_pxi_is_up_to_date() -> None:
 @pytest.mark.source_tree
 def test_no_bare_field_literals_in_the_decoders() -> None:
     """The decoders compare against named fields (``f.num == 1`` was how the two copies drifted)."""
-    for rel in ("src/tubemq/_codec.pyx", "src/tubemq/_codec_py.py"):
+    for rel in ("src/tubemq/codec/compiled.pyx", "src/tubemq/codec/python.py"):
         text = (ROOT / rel).read_text(encoding="utf-8")
         for bad in ("f.num == 1", "f == 1 and", "f.num == 4", "f == 4 and"):
             assert bad not in text, (rel, bad)

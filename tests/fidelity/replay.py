@@ -25,6 +25,7 @@ from _data import load_capture
 from _support.wire import MESSAGES
 
 from tubemq import codec
+from tubemq.server import wire
 
 # --------------------------------------------------------------------------------------------------
 # the recordings
@@ -157,7 +158,7 @@ def answer(frame: CapFrame, serial: int, subs: Mapping[str, str] | None = None,
     if edit is not None:
         edit(msg)
     assert frame.method is not None
-    return codec.encode_response(serial, frame.method, msg.SerializeToString())
+    return wire.encode_response(serial, frame.method, msg.SerializeToString())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -222,7 +223,7 @@ class ReplayServer:
                 if not data:
                     break
                 for serial, payload in dec.feed(data):
-                    req = codec.decode_request(payload)
+                    req = wire.decode_request(payload)
                     req_cls = MESSAGES[req.method][0]
                     seen = Seen(time.monotonic(), conn, serial, req.service_type, req.protocol_ver, req.method,
                                 req.timeout, req_cls.FromString(req.body))

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tubemq import _inlongmsg_py, inlongmsg
+from tubemq import inlongmsg
+from tubemq.codec import _inlongmsg_py
 
 NO_EXT = os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")
 VECTORS = pathlib.Path(__file__).resolve().parents[1] / "data" / "inlongmsg" / "vectors.json"
@@ -30,7 +31,7 @@ def cases() -> list[dict[str, Any]]:
 
 
 def _cython() -> ModuleType:
-    from tubemq import _inlongmsg  # an ImportError here is a real failure, not a skip
+    from tubemq.codec import _inlongmsg  # an ImportError here is a real failure, not a skip
 
     return _inlongmsg
 

@@ -7,7 +7,7 @@ from types import ModuleType
 
 import pytest
 
-from tubemq import _inlongmsg_py
+from tubemq.codec import _inlongmsg_py
 from tubemq.errors import DecodeError, InLongMsgError
 
 
@@ -233,13 +233,13 @@ def test_format_attr_round_trips(api: ModuleType) -> None:
         api.format_attr({"a&b": "1"})
 
 
-@pytest.mark.parametrize("codec_name", ["_codec", "_codec_py"])
+@pytest.mark.parametrize("codec_name", ["codec.compiled", "codec.python"])
 def test_message_inlongmsg(api: ModuleType, codec_name: str) -> None:
     import importlib
 
     from .conftest import NO_EXT
 
-    if NO_EXT and codec_name == "_codec":
+    if NO_EXT and codec_name == "codec.compiled":
         pytest.skip("TUBEMQ_NO_EXTENSIONS=1")
     codec = importlib.import_module(f"tubemq.{codec_name}")
     b = api.InLongMsgBuilder(1)

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tubemq import _inlongmsg_py, inlongmsg
+from tubemq import inlongmsg
+from tubemq.codec import _inlongmsg_py
 from tubemq.errors import InLongMsgError
 
 from .conftest import NO_EXT, impl_module

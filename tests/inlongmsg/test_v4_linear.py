@@ -15,8 +15,8 @@ from types import ModuleType
 
 import pytest
 
-from tubemq import _inlong_v4 as v4
 from tubemq import inlongmsg
+from tubemq.codec import _inlong_v4 as v4
 from tubemq.errors import InLongMsgError
 
 

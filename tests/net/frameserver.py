@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tubemq import codec
+from tubemq.server import wire
 
 #: handler(request, serial) -> frames to send back (list of bytes) or None (no answer)
 Handler = Callable[[codec.Request, int], Awaitable[list[bytes] | None] | list[bytes] | None]
@@ -46,7 +47,7 @@ class FrameServer:
                     break
                 self.reads += 1
                 for serial, payload in dec.feed(data):
-                    req = codec.decode_request(payload)
+                    req = wire.decode_request(payload)
                     self.requests.append((serial, req))
                     out = self.handler(req, serial)
                     if asyncio.iscoroutine(out):
@@ -79,7 +80,7 @@ class FrameServer:
 
 def echo(req: codec.Request, serial: int) -> list[bytes]:
     """Answer with the request body reversed, method echoed."""
-    return [codec.encode_response(serial, req.method, req.body[::-1])]
+    return [wire.encode_response(serial, req.method, req.body[::-1])]
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from tubemq.errors import (
 )
 from tubemq.net.connection import Connection, split_address
 from tubemq.protocol.constants import EXC_STANDBY
+from tubemq.server import wire
 
 
 def test_split_address() -> None:
@@ -70,7 +71,7 @@ def test_out_of_order_answers_are_matched_by_serial(frame_server, run) -> None:
         assert len(held) == 300
         # answer in reverse order, all in one write
         writer = srv.writers[0]
-        writer.write(b"".join(codec.encode_response(s, r.method, r.body + b"!") for s, r in reversed(held)))
+        writer.write(b"".join(wire.encode_response(s, r.method, r.body + b"!") for s, r in reversed(held)))
         results = await asyncio.gather(*calls)
         assert results == [str(i).encode() + b"!" for i in range(300)]
         release.set()
@@ -119,8 +120,8 @@ def test_timeout_and_late_answer_ignored(frame_server, run) -> None:
         assert time.monotonic() - t0 < 5
         assert conn.inflight == 0
         # the late answer for the expired serial is ignored; the connection stays usable
-        srv.writers[0].write(codec.encode_response(held[0][0], 2, b"late"))
-        srv.handler = lambda req, serial: [codec.encode_response(serial, req.method, b"ok")]
+        srv.writers[0].write(wire.encode_response(held[0][0], 2, b"late"))
+        srv.handler = lambda req, serial: [wire.encode_response(serial, req.method, b"ok")]
         assert await conn.call(1, 2, b"y", timeout_ms=5000) == b"ok"
         assert not conn.closed
         await conn.close()
@@ -132,10 +133,10 @@ def test_timeout_and_late_answer_ignored(frame_server, run) -> None:
 def test_remote_errors(frame_server, run) -> None:
     def handler(req, serial):
         if req.method == 1:
-            return [codec.encode_error_response(serial, EXC_STANDBY, "not master now")]
+            return [wire.encode_error_response(serial, EXC_STANDBY, "not master now")]
         if req.method == 2:
-            return [codec.encode_error_response(serial, "java.lang.Exception", "bad", status=2, protocol_ver=None)]
-        return [codec.encode_error_response(serial, "java.lang.reflect.InvocationTargetException", "")]
+            return [wire.encode_error_response(serial, "java.lang.Exception", "bad", status=2, protocol_ver=None)]
+        return [wire.encode_error_response(serial, "java.lang.reflect.InvocationTargetException", "")]
 
     async def main() -> None:
         srv = await frame_server(handler)
@@ -214,7 +215,7 @@ def test_back_pressure_bounds_inflight(frame_server, run) -> None:
             assert len(held) <= 10
             batch, held[:] = list(held), []
             for s, r in batch:
-                srv.writers[0].write(codec.encode_response(s, r.method, r.body))
+                srv.writers[0].write(wire.encode_response(s, r.method, r.body))
             deadline = time.monotonic() + 5
             while not held and not all(c.done() for c in calls) and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
@@ -258,7 +259,6 @@ def test_large_frames_roundtrip(frame_server, run) -> None:
 
 def test_foreign_protocol_recognises_http_and_tls_but_never_a_frame() -> None:
     """The first bytes of an answer: a TubeMQ frame (0xFF...) is never mistaken for HTTP or TLS."""
-    from tubemq import codec
     from tubemq.net.connection import foreign_protocol
 
     http = foreign_protocol("h:1", b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
@@ -267,6 +267,6 @@ def test_foreign_protocol_recognises_http_and_tls_but_never_a_frame() -> None:
     for first in (b"\x15\x03\x03\x00\x02\x02\x28", b"\x16\x03\x01\x00\x05"):
         tls = foreign_protocol("h:1", first)
         assert tls is not None and "TLS" in str(tls)
-    assert foreign_protocol("h:1", codec.encode_response(1, 2, b"\x08\x01")) is None
+    assert foreign_protocol("h:1", wire.encode_response(1, 2, b"\x08\x01")) is None
     assert foreign_protocol("h:1", b"") is None
     assert foreign_protocol("h:1", b"HELLO") is None

@@ -14,6 +14,7 @@ from tubemq.net.invoker import MasterInvoker, normalize_master_list
 from tubemq.net.pool import ConnectionPool, PoolSettings
 from tubemq.protocol import master_pb
 from tubemq.protocol.constants import EXC_STANDBY
+from tubemq.server import wire
 
 
 def test_pool_shares_one_connection_per_address(frame_server, run) -> None:
@@ -108,13 +109,13 @@ def test_normalize_master_list() -> None:
 
 def _close_ok(req: codec.Request, serial: int) -> list[bytes]:
     rsp = master_pb.CloseResponseM2P(success=True, errCode=200, errMsg="OK!")
-    return [codec.encode_response(serial, req.method, rsp.SerializeToString())]
+    return [wire.encode_response(serial, req.method, rsp.SerializeToString())]
 
 
 def test_invoker_fails_over_standby_and_dead_masters(frame_server, run) -> None:
     async def main() -> None:
         standby = await frame_server(
-            lambda req, serial: [codec.encode_error_response(serial, EXC_STANDBY, "x is not master now")]
+            lambda req, serial: [wire.encode_error_response(serial, EXC_STANDBY, "x is not master now")]
         )
         active = await frame_server(_close_ok)
         dead = dead_address()
@@ -139,7 +140,7 @@ def test_invoker_fails_over_standby_and_dead_masters(frame_server, run) -> None:
 def test_invoker_raises_after_all_masters_fail(frame_server, run) -> None:
     async def main() -> None:
         standby = await frame_server(
-            lambda req, serial: [codec.encode_error_response(serial, EXC_STANDBY, "not master")]
+            lambda req, serial: [wire.encode_error_response(serial, EXC_STANDBY, "not master")]
         )
         pool = ConnectionPool()
         inv = MasterInvoker([standby.address, dead_address()], pool, timeout_ms=3000)
@@ -154,7 +155,7 @@ def test_invoker_raises_after_all_masters_fail(frame_server, run) -> None:
 def test_invoker_raises_plain_remote_errors_without_failover(frame_server, run) -> None:
     async def main() -> None:
         a = await frame_server(
-            lambda req, serial: [codec.encode_error_response(serial, "java.lang.Exception", "No service 2")]
+            lambda req, serial: [wire.encode_error_response(serial, "java.lang.Exception", "No service 2")]
         )
         b = await frame_server(_close_ok)
         pool = ConnectionPool()

@@ -12,8 +12,11 @@ pytestmark = pytest.mark.slow
 
 #: Files the tests open relative to the repository root (tests/data through tests/_data.py).
 REQUIRED = [
-    "src/tubemq/_codec.c",  # generated: an sdist must build without Cython
-    "src/tubemq/_codec.pyx",
+    "src/tubemq/codec/compiled.c",  # generated: an sdist must build without Cython
+    "src/tubemq/codec/compiled.pyx",
+    "src/tubemq/codec/_codec_send.pxi",  # included by compiled.pyx
+    "src/tubemq/codec/_c/tq_message.h",  # included by the generated C
+    "src/tubemq/codec/_inlongmsg.c",
     "src/tubemq/_bridge/_plain.c",  # the blocking send's compiled route, generated likewise
     "src/tubemq/_bridge/_plain.pyx",
     "tests/_data.py",

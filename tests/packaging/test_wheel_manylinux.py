@@ -38,13 +38,19 @@ def test_manylinux_wheel_installs_and_runs(repaired_wheel: Path, tmp_path: Path)
         entry_points = z.read(eps).decode()
     assert "[pytest11]\ntubemq = tubemq.pytest_plugin" in entry_points, entry_points  # the pytest plugin
     assert not any(n.endswith(".c") for n in names), "the wheel carries generated C"
-    assert any(n.startswith("tubemq/_codec.") and n.endswith(".so") for n in names), names
+    # Cython and C sources nothing imports stay in the sdist; the .pxd (for cimport) and the stubs ship
+    sources = [n for n in names if n.endswith((".pyx", ".pxi", ".c", ".h", ".html"))]
+    assert not sources, f"the wheel carries build sources: {sources}"
+    for needed in ("tubemq/codec/compiled.pxd", "tubemq/codec/compiled.pyi", "tubemq/codec/_inlongmsg.pyi",
+                   "tubemq/_bridge/_plain.pyi", "tubemq/protocol/RPC_pb2.pyi"):
+        assert needed in names, f"the wheel lacks {needed}"
+    assert any(n.startswith("tubemq/codec/compiled.") and n.endswith(".so") for n in names), names
     assert "tubemq/py.typed" in names
 
     python = make_clean_venv(tmp_path / "venv", runtime_requirements())
     r = pip(python, "install", "--no-index", "--no-deps", repaired_wheel)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    r = run([python, "-c", "import tubemq, tubemq.codec as c, tubemq._codec as x; "
+    r = run([python, "-c", "import tubemq, tubemq.codec as c, tubemq.codec.compiled as x; "
              "print(c.implementation); print(tubemq.__file__); print(x.__file__)"], cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
     impl, where, so = r.stdout.split()

@@ -17,6 +17,7 @@ from tubemq import codec
 from tubemq.net.connection import Connection
 from tubemq.protocol import broker_pb
 from tubemq.protocol.constants import MSG_OPTYPE_REGISTER, ServiceType
+from tubemq.server import wire
 
 _groups = itertools.count()
 
@@ -113,7 +114,7 @@ class Relay:
         async def c2s() -> None:
             while data := await reader.read(65536):
                 for _serial, payload in dec.feed(data):
-                    self.requests.append((time.monotonic(), codec.decode_request(payload)))
+                    self.requests.append((time.monotonic(), wire.decode_request(payload)))
                 up_w.write(data)
             up_w.close()
 
@@ -199,7 +200,7 @@ class FakeBroker:
             )
         else:
             rsp = broker_pb.SendMessageResponseB2P(success=False, errCode=int(action), errMsg=f"scripted {action}")
-        return [codec.encode_response(serial, 13, rsp.SerializeToString())]
+        return [wire.encode_response(serial, 13, rsp.SerializeToString())]
 
 
 class FakeMaster:
@@ -221,7 +222,7 @@ class FakeMaster:
         msg = cls.FromString(req.body)
         self.requests.append((req.method, msg))
         if self.standby:
-            return [codec.encode_error_response(serial, EXC_STANDBY, "fake is not master now")]
+            return [wire.encode_error_response(serial, EXC_STANDBY, "fake is not master now")]
         auth = master_pb.MasterAuthorizedInfo(visitAuthorizedToken=self.visit_token)
         if self.auth_token:
             auth.authAuthorizedToken = self.auth_token
@@ -248,7 +249,7 @@ class FakeMaster:
         else:
             self.known.discard(msg.clientId)
             rsp = master_pb.CloseResponseM2P(success=True, errCode=200, errMsg="OK!")
-        return [codec.encode_response(serial, req.method, rsp.SerializeToString())]
+        return [wire.encode_response(serial, req.method, rsp.SerializeToString())]
 
 
 class FakeCluster:

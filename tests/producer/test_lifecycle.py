@@ -14,7 +14,7 @@ import tubemq
 from tubemq import codec
 from tubemq.errors import ClientClosedError, TubeMQError
 from tubemq.protocol import broker_pb, master_pb
-from tubemq.server import EmbeddedCluster
+from tubemq.server import EmbeddedCluster, wire
 
 FAST_SERVER = {
     "balance_period_ms": 200,
@@ -104,7 +104,7 @@ def test_requests_match_java_field_presence(cluster, relay, monkeypatch) -> None
     sends = []
     for frame in frames:
         (serial, payload), = codec.FrameDecoder().feed(frame)
-        q = codec.decode_request(payload)
+        q = wire.decode_request(payload)
         assert (q.service_type, q.protocol_ver, q.method, q.timeout) == (3, 3, 13, 10000)
         msg = broker_pb.SendMessageRequestP2B.FromString(q.body)
         sends.append(msg)

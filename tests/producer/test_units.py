@@ -160,12 +160,12 @@ def test_decode_send_result_agrees_with_the_two_step_decode(impl_name: str) -> N
     """The senders' one-call decode (``codec.decode_send_result``) gives what decode_response +
     decode_send_response + SendResult give, in both codec implementations: a SendResult when stored,
     None for a refusal or an error status, DecodeError for a malformed answer."""
-    from tubemq import _codec_py
+    from tubemq.codec import python as _codec_py
     from tubemq.protocol import broker_pb
     from tubemq.types import Partition, SendResult
 
     if impl_name == "cython":
-        impl = pytest.importorskip("tubemq._codec", reason="the compiled codec is not built")
+        impl = pytest.importorskip("tubemq.codec.compiled", reason="the compiled codec is not built")
     else:
         impl = _codec_py
 

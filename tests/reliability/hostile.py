@@ -24,6 +24,7 @@ from typing import Any
 
 from tubemq import codec
 from tubemq.protocol.constants import BEGIN_TOKEN
+from tubemq.server import wire
 
 MODES = ("silent", "half", "stall", "garbage", "oversized", "token", "close")
 _HEADER = struct.Struct(">III")
@@ -120,8 +121,8 @@ class HostilePeer:
                 return
             for serial, payload in dec.feed(data):
                 self.requests += 1
-                req = codec.decode_request(payload)
-                legal = codec.encode_response(serial, req.method, b"\x08\x01" * 40)
+                req = wire.decode_request(payload)
+                legal = wire.encode_response(serial, req.method, b"\x08\x01" * 40)
                 out, close = hostile_bytes(self.mode, serial, legal, self.rng)
                 if out:
                     writer.write(out)

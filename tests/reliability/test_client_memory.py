@@ -14,12 +14,13 @@ import tracemalloc
 
 import pytest
 
-from tubemq import aio, codec
+from tubemq import aio
 from tubemq.errors import TubeMQError
 from tubemq.net.connection import Connection, _Protocol
+from tubemq.server import wire
 
 #: a legal frame: 3580 blocks of 8 KiB is just under the 3584-block limit (§1.3)
-BIG = codec.encode_response(1, 1, b"x" * (3580 * 8192 - 256))
+BIG = wire.encode_response(1, 1, b"x" * (3580 * 8192 - 256))
 ATTEMPTS = 5
 
 

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from tubemq import _codec_py as py
-from tubemq._twin.datatypes import MESSAGE_FIELDS
+from tubemq.codec import python as py
+from tubemq.codec._twin.datatypes import MESSAGE_FIELDS
 from tubemq.errors import TubeMQError
 from tubemq.protocol import broker_pb
 
 NO_EXT = os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0")
 CODECS: list[ModuleType] = [py]
 if not NO_EXT:
-    from tubemq import _codec as cy  # an ImportError here is a real failure
+    from tubemq.codec import compiled as cy  # an ImportError here is a real failure
 
     CODECS.append(cy)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tubemq.server import admin_http as admin_mod
 from tubemq.server.admin import AdminApi, AdminServer
+from tubemq.server.admin import server as admin_mod
 from tubemq.server.config import ServerConfig
 from tubemq.server.master import Master
 from tubemq.server.meta import BrokerEntry, MetaStore

@@ -9,7 +9,7 @@ import pytest
 
 from tubemq.codec import Partition
 from tubemq.protocol.constants import EventType
-from tubemq.server.balancer import (
+from tubemq.server.master.balancer import (
     MAX_BALANCE_DELAY_ROUNDS,
     ConsumerEvent,
     ServerBalancer,

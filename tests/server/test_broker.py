@@ -2,7 +2,7 @@
 
 Fresh messages sit in the broker's memory cache, where reads return everything of the partition at
 once; after ``flush`` they are in the files, where a read scans half of the loaded index entries
-(server/broker.py ``_read``). The cache timer is off here (``cache_flush_interval_ms`` 1 h), so each
+(server/broker/__init__.py ``_read``). The cache timer is off here (``cache_flush_interval_ms`` 1 h), so each
 test decides where its data sits.
 """
 

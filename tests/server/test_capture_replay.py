@@ -53,6 +53,7 @@ from google.protobuf.message import Message
 
 from tubemq import codec
 from tubemq.protocol import broker_pb, master_pb
+from tubemq.server import wire
 
 ORDER = [
     "s1_producer",
@@ -310,7 +311,7 @@ class Replayer:
             return data
         serial, payload = frames[0]
         try:
-            req = codec.decode_request(payload)
+            req = wire.decode_request(payload)
             msg = REQUEST_TYPES[method].FromString(req.body)
         except Exception:  # a deliberately broken envelope/body: send it as recorded
             return data
@@ -547,7 +548,7 @@ CAP_ERR_PRELOAD: list[tuple[int, int]] = (
 )
 
 #: The real broker keeps fresh messages in a memory cache and its flush timer (memCacheFlushIntvl
-#: 20 s) moves them into the files, where reads behave differently (server/broker.py,
+#: 20 s) moves them into the files, where reads behave differently (server/broker/__init__.py,
 #: ``_read``). The replay runs with that timer off (``cache_flush_interval_ms`` 1 h) and flushes the caches
 #: where the capture timeline shows the real timer had run: file -> topics flushed before it starts.
 TIMER_FLUSHES: dict[str, tuple[str, ...]] = {

@@ -18,7 +18,7 @@ from tubemq.errors import ServerOverflowError, TubeMQTimeoutError
 from tubemq.protocol import broker_pb
 from tubemq.server import EmbeddedCluster, storage
 from tubemq.server.storage import encode_record
-from tubemq.server.store_manager import StoreManager
+from tubemq.server.storage.manager import StoreManager
 from tubemq.server.testing import FAST_TIMERS
 
 from ._diskfull import FullDisk

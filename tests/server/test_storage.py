@@ -14,7 +14,7 @@ from tubemq import codec
 from tubemq.errors import ConfigError
 from tubemq.server.meta import MetaStore
 from tubemq.server.storage import encode_record, record_valid
-from tubemq.server.store_manager import StoreManager
+from tubemq.server.storage.manager import StoreManager
 
 
 def rec(i: int, data: bytes | None = None) -> bytes:

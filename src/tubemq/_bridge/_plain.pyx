@@ -21,7 +21,7 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint32_t
 
-from tubemq._codec cimport c_encode_send, c_send_result
+from tubemq.codec.compiled cimport c_encode_send, c_send_result
 
 from tubemq._bridge.channel import _SEND_FLAGS as _FLAGS
 from tubemq._bridge.channel import _STALE_CHECK_AFTER as _STALE

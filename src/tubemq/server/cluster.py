@@ -17,9 +17,8 @@ from typing import Any, TypeVar
 
 from .._tasks import cancel_and_wait
 from ..errors import ConfigError, ServerBindError
-from . import offset_history
-from .admin import AdminApi, AdminServer
-from .admin_offsets import BrokerWebApi
+from .admin import AdminApi, AdminServer, offset_history
+from .admin.offsets import BrokerWebApi
 from .broker import Broker
 from .config import ServerConfig
 from .endpoints import Endpoints, publish, withdraw
@@ -29,7 +28,7 @@ from .registration import METHOD as REGISTRATION_METHOD
 from .registration import STATUS_METHOD, BrokerRegistrar, BrokerTable
 from .replication import POKE_METHOD, SYNC_METHOD, MasterReplication, ReplicatedAdminApi
 from .rpc import RpcServer, frame_limit_for, rpc_options
-from .store_manager import StoreManager
+from .storage.manager import StoreManager
 
 log = logging.getLogger("tubemq.server.cluster")
 
@@ -157,7 +156,7 @@ class EmbeddedServer:
         self.meta: MetaStore | None = None
         self.nodes: list[BrokerNode] = []
         self.master: Master | None = None
-        self.admin: AdminServer | None = None
+        self.admin: AdminServer[AdminApi] | None = None
         self.registrar: BrokerRegistrar | None = None
         #: a master's side of the active/standby pair (server/replication.py)
         self.replication: MasterReplication | None = None

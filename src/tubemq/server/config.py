@@ -91,7 +91,7 @@ class ServerConfig:
     flush_interval_ms: int = 1000
     #: How long fresh messages stay in the broker's (logical) memory cache before its timer moves them
     #: into the files, like the real broker's memCacheFlushIntvl (default 20000 ms); a full cache is
-    #: moved at once. Where the data sits decides how reads behave (server/broker.py ``_read``): cache
+    #: moved at once. Where the data sits decides how reads behave (server/broker/__init__.py ``_read``): cache
     #: reads return everything of the partition up to the cache's end, file reads scan half of the
     #: loaded index entries, filtered consumers read the files only. Tests that want to decide that
     #: themselves set it high and call ``StoreManager.flush_caches()``.

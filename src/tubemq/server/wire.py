@@ -6,15 +6,19 @@ codec's public surface stays what DESIGN.md lists.
 
 from __future__ import annotations
 
-# the very objects tubemq.codec holds (it keeps them as attributes, unexported)
-from ..codec import (
-    Request,
-    decode_request,
-    encode_error_response,
-    encode_response,
-    encode_transfered_message,
-    wrap_repeated,
-)
+from ..codec import Request, implementation
+
+# the implementation tubemq.codec chose (same switch, same objects)
+if implementation == "cython":
+    from ..codec import compiled as _impl
+else:
+    from ..codec import python as _impl  # type: ignore[no-redef]
+
+decode_request = _impl.decode_request
+encode_response = _impl.encode_response
+encode_error_response = _impl.encode_error_response
+encode_transfered_message = _impl.encode_transfered_message
+wrap_repeated = _impl.wrap_repeated
 
 __all__ = [
     "Request",

@@ -1,0 +1,306 @@
+"""What the broker's handler families share: state, the opening checks, texts and helpers.
+
+The broker is one object (``server/broker/__init__.py``) assembled from handler families, one module each,
+like the master's: sends (``broker_send``), consumer register/heartbeat (``broker_sessions``),
+getMessage/commit (``broker_fetch``) and the admin views (``broker_views``). They all build on
+``BrokerBase``: the state every family reads (registrations, offsets, stores) and the checks every
+data handler opens with, in the real broker's order (docs/PROTOCOL.md §5.3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...protocol import constants as C
+from ...protocol.constants import ErrorCode as E
+from ..config import ServerConfig
+from ..meta import MetaStore, TopicConf
+from ..rpc import RpcContext
+from ..storage import MessageStore, WriteBatch
+from ..storage.manager import StoreManager
+from .offsets import OffsetStore
+
+# Java String.trim() removes every char <= ' '.
+_JAVA_WS = "".join(chr(i) for i in range(33))
+_MAX_STORE_INDEX = 100  # guard against hostile ids creating thousands of store directories
+_OK = "OK!"
+_TOKEN_INVALID = "Visit Authorized Token is invalid!"
+_TOKEN_UNVERIFIED = "Visit Authorized Token is invalid! (register or heartbeat with a valid token on this connection first)"
+_STORE_UNAVAILABLE = "StoreService temporary unavailable!"
+
+Key = tuple[str, str, int]  # (group, topic, partition id)
+
+
+def _text(value: Any) -> str:
+    """upb hands proto2 strings with invalid UTF-8 back as bytes; Java would decode them leniently."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+#: Length limits of the request strings every broker handler checks first.
+_FIELD_LIMITS = {
+    "clientId": C.META_MAX_CLIENT_ID_LENGTH,
+    "topicName": C.META_MAX_TOPICNAME_LENGTH,
+    "groupName": C.META_MAX_GROUPNAME_LENGTH,
+}
+
+
+#: Length limits of the request strings every broker handler checks first.
+_FIELD_LIMITS = {
+    "clientId": C.META_MAX_CLIENT_ID_LENGTH,
+    "topicName": C.META_MAX_TOPICNAME_LENGTH,
+    "groupName": C.META_MAX_GROUPNAME_LENGTH,
+}
+
+
+def _precheck(req: Any, *names: str) -> tuple[list[str], str | None]:
+    """The opening string checks of the broker handlers, in the order given (the real broker's order
+    differs per handler): one trimmed value per name, and the first failure's errMsg (answered 400)."""
+    values = []
+    for name in names:
+        value, err = _check_string(getattr(req, name), name, _FIELD_LIMITS[name])
+        if err:
+            return [""] * len(names), err
+        values.append(value)
+    return values, None
+
+
+def _java_len(s: str) -> int:
+    return len(s) if s.isascii() else len(s.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _check_string(value: Any, name: str, limit: int) -> tuple[str, str | None]:
+    """PBParameterUtils.getStringParameter: (trimmed value, error text or None)."""
+    if type(value) is str and value and value[0] > " " and value[-1] > " " and value.isascii():
+        # hot path: nothing to trim, length in UTF-16 units == len()
+        return value, (None if len(value) <= limit else f"{name}'s length over max value, allowed max length is {limit}")
+    s = _text(value).strip(_JAVA_WS)
+    if not s:
+        return s, f"Request miss necessary {name} data!"
+    if _java_len(s) > limit:
+        return s, f"{name}'s length over max value, allowed max length is {limit}"
+    return s, None
+
+
+class _Registration:
+    __slots__ = ("consumer_id", "filters", "qry_priority_id", "last_seen", "last_data_rd")
+
+    def __init__(self, consumer_id: str, filters: frozenset[int] | None, qry_priority_id: int) -> None:
+        self.consumer_id = consumer_id
+        self.filters = filters
+        self.qry_priority_id = qry_priority_id
+        self.last_seen = time.monotonic()
+        self.last_data_rd = 0  # ConsumerNodeInfo.lastDataRdOffset: data offset after the last file read
+
+
+def _topic_missing(name: str) -> str:
+    """errMsg of a request naming a topic this broker does not hold (answered 403)."""
+    return f"topicName {name} not existed, please check your configure"
+
+
+def _partition_missing(name: str, pid: int) -> str:
+    """errMsg of a request naming a partition the topic does not have on this broker (answered 403)."""
+    return f"partitionId {name}-{pid} not existed, please check your configure"
+
+
+def _refusal(resp: Callable[..., Any], **fields: Any) -> Callable[[int, str], Any]:
+    """``fail(code, text)``: a handler's ``success=false`` answer of type ``resp``; ``fields`` are the
+    answer type's other required fields (e.g. ``currOffset=-1``), the same for every refusal."""
+
+    def fail(code: int, text: str) -> Any:
+        return resp(success=False, errCode=code, errMsg=text, **fields)
+
+    return fail
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    """MixedUtils.mid."""
+    return min(max(value, low), high)
+
+
+def _int32(value: int) -> int:
+    """Java's (int) cast of a long: minLimitTime is an int32 filled from a data offset."""
+    return (value + 0x80000000) % 0x100000000 - 0x80000000
+
+
+@dataclass
+class _Fault:
+    code: int
+    min_limit_ms: int
+
+
+@dataclass
+class FaultRecord:
+    """One spoiled answer (``inject_fault``) and how long the client waited before calling again."""
+
+    kind: str
+    code: int
+    client: str
+    where: str
+    at: float
+    next_call_after_s: float | None = None
+
+
+class BrokerBase:
+    """Broker state shared by the handler families, the opening checks and the fault hook."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        meta: MetaStore,
+        store_manager: StoreManager,
+    ) -> None:
+        self.config = config
+        self.meta = meta
+        self.stores = store_manager
+        #: the master's visit-token check (None = off); set by the cluster once its master exists
+        self.visit_token_check: Callable[[int], bool] | None = None
+        #: test switches: False makes the read / write service answer 503 like a stopping broker
+        self.read_available = True
+        self.write_available = True
+        self.offsets = OffsetStore(config.data_dir)
+        self._regs: dict[Key, _Registration] = {}
+        self._inflight: dict[Key, int] = {}
+        self._last_mid = 0
+        #: (topic name, partition id) -> (topic, store, max data length) for the send hot path
+        self._send_targets: dict[tuple[str, int], tuple[TopicConf, MessageStore, int]] = {}
+        self._reg_timeout = config.consumer_reg_timeout_ms / 1000.0
+        self._transfer = min(config.transfer_size, 2 * C.MAX_TRANSFER_SIZE)
+        self._tasks: list[asyncio.Task[None]] = []
+        #: flush="always": sends waiting for the fsync that covers them (store, offset, batch, future)
+        self._sync_waiters: list[tuple[MessageStore, int, WriteBatch, asyncio.Future[OSError | None]]] = []
+        self._sync_wakeup: asyncio.Event | None = None
+        #: the acknowledged sends of the current read, checked by the batch-end hook (flush_pending)
+        self._acks: list[tuple[WriteBatch, RpcContext]] = []
+        self._running = False
+        #: test hook (inject_fault): answers to spoil, per kind ("send" / "fetch"), and what followed
+        self._faults: dict[str, collections.deque[_Fault]] = {"send": collections.deque(), "fetch": collections.deque()}
+        self.fault_log: collections.deque[FaultRecord] = collections.deque(maxlen=1000)
+        self._awaiting_followup = 0  # fault_log records whose client has not called again yet
+        meta.on_change.append(self._on_meta_change)
+
+    def _on_meta_change(self) -> None:
+        self._send_targets.clear()
+        live = {t.name for t in self._topics()}
+        for topic in {k[0] for k in self.stores.stores} | set(self.stores.known_topics_on_disk()):
+            if topic not in live:
+                self.stores.drop_topic(topic)
+                self.offsets.drop_topic(topic)
+                for key in [k for k in self._regs if k[1] == topic]:
+                    del self._regs[key]
+                    self._inflight.pop(key, None)
+
+    # ---- test hook: server answers the clients must survive (issue 15.2)
+
+    def inject_fault(self, code: int, count: int = 1, min_limit_ms: int = 0) -> None:
+        """Answer the next ``count`` sends (419) or getMessage calls (452, 301) with ``code``.
+
+        419 ``SERVER_RECEIVE_OVERFLOW`` is what a real broker answers when its memory cache cannot take
+        the message; 452 ``SERVER_CONSUME_SPEED_LIMIT`` (with ``minLimitTime`` = ``min_limit_ms``) when
+        its flow control throttles a consumer; 301 ``MOVED`` when the requested index region was
+        deleted. Every spoiled answer and the delay until the same client's next call of that kind
+        are recorded in ``fault_log``.
+        """
+        if code == E.SERVER_RECEIVE_OVERFLOW:
+            kind = "send"
+        elif code in (E.SERVER_CONSUME_SPEED_LIMIT, E.MOVED):
+            kind = "fetch"
+        else:
+            raise ValueError(f"inject_fault: {code} is not one of 419, 452, 301")
+        if count < 1 or min_limit_ms < 0:
+            raise ValueError("inject_fault: count >= 1 and min_limit_ms >= 0")
+        self._faults[kind].extend(_Fault(int(code), min_limit_ms) for _ in range(count))
+
+    def _fault(self, kind: str, client: str, where: str) -> _Fault | None:
+        """The next spoiled answer of this kind, if any; notes when a faulted client comes back."""
+        now = time.monotonic()
+        if self._awaiting_followup:
+            for rec in self.fault_log:
+                if rec.kind == kind and rec.client == client and rec.next_call_after_s is None:
+                    rec.next_call_after_s = now - rec.at
+                    self._awaiting_followup -= 1
+        queue = self._faults[kind]
+        if not queue:
+            return None
+        fault = queue.popleft()
+        if len(self.fault_log) == self.fault_log.maxlen and self.fault_log[0].next_call_after_s is None:
+            self._awaiting_followup -= 1  # the oldest record falls out unanswered
+        self.fault_log.append(FaultRecord(kind, fault.code, client, where, now))
+        self._awaiting_followup += 1
+        return fault
+
+    # ---- helpers
+
+    def _offset(self, key: Key, store: MessageStore) -> int:
+        o = self.offsets.get(*key)
+        return store.min_offset if o is None else o
+
+    def _store_for(self, topic: TopicConf, partition_id: int) -> MessageStore | None:
+        if partition_id < 0 or partition_id % C.META_STORE_INS_BASE >= topic.num_partitions:
+            return None
+        index = partition_id // C.META_STORE_INS_BASE
+        if index >= max(topic.num_stores, _MAX_STORE_INDEX):
+            return None
+        return self.stores.get(topic.name, index)
+
+    def _topic(self, name: str) -> TopicConf | None:
+        """The topic if it is deployed on this broker (a broker knows only its own deployments)."""
+        topic = self.meta.get(name)
+        return topic if topic is not None and topic.on_broker(self.config.broker_id) else None
+
+    def _topics(self) -> list[TopicConf]:
+        return [t for t in self.meta.topics() if t.on_broker(self.config.broker_id)]
+
+    def _next_message_id(self, now_ms: int) -> int:
+        mid = now_ms << 20
+        if mid <= self._last_mid:
+            mid = self._last_mid + 1
+        self._last_mid = mid
+        return mid
+
+    def _token_ok(self, req: Any, ctx: RpcContext) -> bool:
+        """The visit-token check; a wrong token counts towards closing the connection (RpcContext)."""
+        check = self.visit_token_check
+        if check is None:
+            return True
+        if check(req.authInfo.visitAuthorizedToken):
+            ctx.token_accepted()
+            return True
+        ctx.token_refused()
+        return False
+
+    def _read_allowed(self, ctx: RpcContext) -> bool:
+        """getMessage and commit carry no token (the real broker never checks them): with the check on,
+        they are served only on a connection that already presented a valid token (register/heartbeat)."""
+        return self.visit_token_check is None or ctx.token_verified
+
+    def _read_topic(
+        self, req: Any, ctx: RpcContext, unavailable: str, by_token: bool, *names: str
+    ) -> tuple[list[str], TopicConf | None, tuple[int, str]]:
+        """``_opening`` on the read service, then the topic (the last of ``names``) if deployed here.
+        Returns the trimmed values and the topic; with no topic, the (errCode, errMsg) to answer."""
+        values, refused = self._opening(req, ctx, self.read_available, unavailable, by_token, *names)
+        if refused:
+            return values, None, refused
+        topic = self._topic(values[-1])
+        return values, topic, (E.FORBIDDEN, _topic_missing(values[-1]))
+
+    def _opening(
+        self, req: Any, ctx: RpcContext, available: bool, unavailable: str, by_token: bool, *names: str
+    ) -> tuple[list[str], tuple[int, str] | None]:
+        """The opening checks every data handler makes in this order: store service up, token (checked
+        on this request, or one already presented on the connection), then the named strings
+        (_precheck). Returns the trimmed values and, when refused, the (errCode, errMsg) to answer."""
+        if not available:
+            return [""] * len(names), (E.SERVICE_UNAVAILABLE, unavailable)
+        if by_token:
+            if self.visit_token_check is not None and not self._token_ok(req, ctx):
+                return [""] * len(names), (E.CERTIFICATE_FAILURE, _TOKEN_INVALID)
+        elif not self._read_allowed(ctx):
+            return [""] * len(names), (E.CERTIFICATE_FAILURE, _TOKEN_UNVERIFIED)
+        values, err = _precheck(req, *names)
+        return values, (None if err is None else (E.BAD_REQUEST, err))
