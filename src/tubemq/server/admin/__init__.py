@@ -369,14 +369,18 @@ class AdminApi:
             rec = self._broker_records().get(bid)
             if rec is None:
                 results.append(_broker_result(bid, "", ERR_NOT_EXIST, f"Not found broker configure for brokerId({bid})!"))
-            elif rec["manageStatus"] == STATUS_ONLINE:
-                results.append(_broker_result(bid, "", ERR_UNCHANGED, f"Unchanged  manageStatus({STATUS_ONLINE})!"))
             else:
-                rec["manageStatus"] = STATUS_ONLINE
-                rec["modifyUser"] = _param(params, "modifyUser", "") or ""
-                self.broker_confs.put(rec)
-                results.append(_broker_result(bid, ""))
+                results.append(self._move_to(rec, STATUS_ONLINE, params))
         return _ok(data=results, count=len(results))
+
+    def _move_to(self, rec: dict[str, Any], status: str, params: dict[str, str]) -> dict[str, Any]:
+        """A broker record's manage status changed (403 row when it already has it)."""
+        if rec["manageStatus"] == status:
+            return _broker_result(rec["brokerId"], "", ERR_UNCHANGED, f"Unchanged  manageStatus({status})!")
+        rec["manageStatus"] = status
+        rec["modifyUser"] = _param(params, "modifyUser", "") or ""
+        self.broker_confs.put(rec)
+        return _broker_result(rec["brokerId"], "")
 
     def _reload_broker_conf(self, params: dict[str, str]) -> dict[str, Any]:
         """Embedded brokers apply configuration changes at once: a reload of an online one is a no-op."""
@@ -408,13 +412,8 @@ class AdminApi:
             elif rec["manageStatus"] == STATUS_DRAFT:
                 results.append(_broker_result(bid, "", ERR_ILLEGAL_CHANGE, "Illegal manage status, cannot reverse "
                                               f"manageStatus from draft to offline for the broker(brokerId={bid})!"))
-            elif rec["manageStatus"] == STATUS_OFFLINE:
-                results.append(_broker_result(bid, "", ERR_UNCHANGED, f"Unchanged  manageStatus({STATUS_OFFLINE})!"))
             else:
-                rec["manageStatus"] = STATUS_OFFLINE
-                rec["modifyUser"] = _param(params, "modifyUser", "") or ""
-                self.broker_confs.put(rec)
-                results.append(_broker_result(bid, ""))
+                results.append(self._move_to(rec, STATUS_OFFLINE, params))
         return _ok(data=results, count=len(results))
 
     def _delete_broker_conf(self, params: dict[str, str]) -> dict[str, Any]:
