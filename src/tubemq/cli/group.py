@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 from typing import Any
 
 from ..admin import PartitionOffset
+from ..consumer import BoundConsumer
 from .admin import AdminError
 from .common import EXIT_USAGE, CliError, note
 from .output import format_table, print_json
@@ -59,6 +61,9 @@ def register(sub: Any) -> None:
                     help="to the offsets the group itself had committed at TIME (the brokers' offset history: "
                          "admin_get_group_history_offset, then admin_set_offset; real TubeMQ 2.5 brokers and "
                          "the embedded server)")
+    r.add_argument("--by-msg-time", action="store_true",
+                   help="with --to-datetime: find the offsets from the messages' msgTime (a search with bound reads "
+                        "through --master; works on real brokers, which have no time lookup; one minute precision)")
     r.add_argument("--dry-run", action="store_true", help="show the offsets it would set, change nothing")
     output_option(r)
 
@@ -98,6 +103,16 @@ def _show_offsets(rows: list[PartitionOffset], output: str) -> None:
                            "lag": r.lag, "lag_index_bytes": r.lag, "lag_messages": r.lag_messages} for r in rows]))
     else:
         print(format_table(_OFFSET_HEADERS, _offset_rows(rows)))
+
+
+def _offsets_by_msg_time(args: argparse.Namespace, when: dt.datetime | int) -> dict[str, int]:
+    """{partition key: first offset of ``when``'s minute} of every partition of the topic, searched on
+    the messages' msgTime through a bound consumer of a private group (its offsets stay on the brokers)."""
+    if not args.master:
+        raise CliError("--by-msg-time needs --master HOST:PORT: the search reads the partitions", EXIT_USAGE)
+    ms = when if isinstance(when, int) else int(when.timestamp() * 1000)
+    with BoundConsumer(args.master, group=f"tubemq_timesearch_{os.getpid()}", topics=[args.topic]) as bc:
+        return {p.key: bc.offset_for_time(p, ms) for p in bc.partitions(args.topic)}
 
 
 def _skipped(result: object) -> bool:
@@ -155,7 +170,15 @@ def run_reset(args: argparse.Namespace) -> int:
                 return 1
             note(f"group {args.group}: offsets on {args.topic} set from its history")
             return 0
-        if args.to_datetime is not None:
+        if args.to_datetime is not None and args.by_msg_time:
+            by_key = _offsets_by_msg_time(args, parse_time(args.to_datetime))
+            if args.dry_run:
+                print(format_table(["PARTITION", "NEW_OFFSET"], sorted(by_key.items())))
+                return 0
+            done = client.set_offsets(args.group, by_key)
+            rows = client.group_offsets(args.group, args.topic)
+            rows.unreachable.update(done.unreachable)
+        elif args.to_datetime is not None:
             when = parse_time(args.to_datetime)
             if args.dry_run:
                 found = client.offsets_for_times(args.topic, when)
