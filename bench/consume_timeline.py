@@ -25,21 +25,21 @@ from typing import Any
 
 import tubemq
 import tubemq.aio
-from tubemq.consumer import fetch, rebalance
+from tubemq.consumer import fetch, rebalance, workers
 
 now = time.perf_counter
 events: list[tuple[float, str, str]] = []
 
 
 def instrument() -> None:
-    fetch_once = fetch.Fetcher.fetch_once
+    round_trip = workers.round_trip
     confirm = rebalance.PartitionTable.confirm
     take_nowait = fetch.DeliveryBuffer.take_nowait
 
-    async def timed_fetch(self: Any, slot: Any, booking: int) -> Any:
-        events.append((now(), "send", slot.key))
-        batch = await fetch_once(self, slot, booking)
-        events.append((now(), "answer", slot.key))
+    async def timed_fetch(engine: Any, lease: Any, get_connection: Any, timeout_ms: int) -> Any:
+        events.append((now(), "send", lease.key))
+        batch = await round_trip(engine, lease, get_connection, timeout_ms)
+        events.append((now(), "answer", lease.key))
         return batch
 
     def timed_confirm(self: Any, slot: Any, booking: int, consumed: bool, delay: float = 0.0) -> bool:
@@ -52,7 +52,7 @@ def instrument() -> None:
             events.append((now(), "take", batch.partition.key))
         return batch
 
-    fetch.Fetcher.fetch_once = timed_fetch  # type: ignore[method-assign]
+    workers.round_trip = timed_fetch
     rebalance.PartitionTable.confirm = timed_confirm  # type: ignore[method-assign]
     fetch.DeliveryBuffer.take_nowait = timed_take  # type: ignore[method-assign]
 

@@ -18,9 +18,11 @@ if TYPE_CHECKING:
     from . import aio, codec, errors, serializers, server
     from .codec import BrokerInfo, Message, Partition
     from .config import ClientConfig, ConsumerConfig, ProducerConfig
-    from .consumer import Batch, BoundConsumer, Consumer
     from .errors import TubeMQError
     from .producer import Producer, SendResult
+    from .sync.bound import BoundConsumer
+    from .sync.consumer import Consumer
+    from .types import Batch
 
 _LAZY = {
     "Producer": "tubemq.producer",
@@ -28,9 +30,9 @@ _LAZY = {
     "ProducerConfig": "tubemq.config",
     "ConsumerConfig": "tubemq.config",
     "ClientConfig": "tubemq.config",
-    "Consumer": "tubemq.consumer",
-    "BoundConsumer": "tubemq.consumer",
-    "Batch": "tubemq.consumer",
+    "Consumer": "tubemq.sync.consumer",
+    "BoundConsumer": "tubemq.sync.bound",
+    "Batch": "tubemq.types",
     "Message": "tubemq.codec",
     "Partition": "tubemq.codec",
     "BrokerInfo": "tubemq.codec",

@@ -2,7 +2,7 @@
 
 Off until :func:`instrument` is called, and zero cost then: nothing here is imported by the client,
 ``instrument()`` wraps the public send methods of both producers and the consumer's one delivery
-point (``ConsumerCore.deliver``, behind ``poll``, iteration (including a blocking iterator's own
+point (``ConsumerEngine.deliver``, behind ``poll``, iteration (including a blocking iterator's own
 fetches) and listeners of both APIs), like the
 opentelemetry-instrumentation packages of other clients do; :func:`uninstrument` restores them.
 
@@ -110,7 +110,7 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None) -> None:
     if _state:
         return
     _, metrics, _, trace = _api()
-    from .consumer.core import ConsumerCore
+    from .consumer.engine import ConsumerEngine
     from .producer import aio as paio
     from .producer import sync as psync
 
@@ -131,7 +131,7 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None) -> None:
                             (paio.Producer, "send_and_wait", partial(_wrap_async, finish=_send_answered)),
                             (paio.Producer, "send_async", partial(_wrap_async, finish=_send_pending)),
                             (paio.Producer, "send_nowait", partial(_wrap_sync, finish=_send_pending)),
-                            (ConsumerCore, "deliver", _wrap_deliver)):
+                            (ConsumerEngine, "deliver", _wrap_deliver)):
         original = cls.__dict__[name]
         originals.append((cls, name, original))
         setattr(cls, name, wrap(original))

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 import tubemq
-from tubemq.consumer import BoundConsumer, PartitionPosition
+from tubemq import BoundConsumer
+from tubemq.consumer import PartitionPosition
 from tubemq.errors import DecodeError, PartitionOccupiedError
 
 from ._produce import send_raw

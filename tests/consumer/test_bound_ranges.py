@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 import tubemq
+from tubemq import BoundConsumer
 from tubemq._bridge import Portal
-from tubemq.consumer import BoundConsumer
 
 from ._produce import send_raw
 from .conftest import FAST_CLIENT

@@ -210,7 +210,7 @@ async def _abort(c: tubemq.Consumer) -> None:
     core.closing = True
     for t in list(core._tasks.values()):
         t.cancel()
-    await core.fetcher.stop()
+    await core.workers.stop()
     hb = core.session._hb_task
     if hb is not None:
         hb.cancel()

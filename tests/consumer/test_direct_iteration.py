@@ -54,10 +54,10 @@ def test_iterator_fetches_itself_and_delivers_each_message_once(small_batches: E
         for msg in c:
             got.append(msg.data)
             if len(got) % 50 == 1:
-                suspended.append(fetcher.suspended)  # the loop's fetch workers wait meanwhile
+                suspended.append(c._core.workers.suspended)  # the loop's fetch workers wait meanwhile
             in_flight.append(fetcher.in_flight)  # getMessage calls this thread wrote ahead, not answered yet
         assert all(suspended) and suspended
-        wait_for(lambda: not fetcher.suspended, timeout=10, what="fetch workers resumed after the loop")
+        wait_for(lambda: not c._core.workers.suspended, timeout=10, what="fetch workers resumed after the loop")
         snap = c.metrics()
         assert snap["counters"]["consumer.fetches"] > len(BODIES) // 10  # many small getMessage calls
         assert snap["counters"].get("consumer.confirm_timeouts", 0) == 0
@@ -82,8 +82,8 @@ def test_poll_after_a_broken_loop_continues_where_it_stopped(small_batches: Embe
             got.append(msg.data)
             if len(got) == 10:
                 break  # the rest of the current batch stays unconfirmed, with the iterator
-        got.extend(m.data for m in list(c._aio._iter_msgs or []))
-        current = c._aio._iter_batch
+        got.extend(m.data for m in list(c._aio.iteration.messages or []))
+        current = c._aio.iteration.batch
         assert current is not None and c.confirm(current)
         got.extend(m.data for m in drain(c, 120 - len(got), timeout=30))  # the loop's fetch workers again
         assert c.metrics()["counters"].get("consumer.confirm_timeouts", 0) == 0
@@ -221,6 +221,7 @@ def test_an_idle_channel_the_broker_closed_is_replaced_before_a_request_is_writt
     feed = DirectFeed.__new__(DirectFeed)  # only the channel bookkeeping is exercised here
     feed._idle, feed._channels, feed._aborted = {}, [], False
     feed._connect_timeout = feed._rpc_timeout = 5.0
+    feed._open = lambda channel: None  # no broker here to present tokens to (tests/consumer/test_routes.py does)
     peers: list[socket.socket] = []
     try:
         first = feed._channel(address)
@@ -251,11 +252,11 @@ def test_close_on_the_iterator_ends_it_like_a_break(small_batches: EmbeddedClust
     with open_consumer(cluster.master_address, "g_cls", "cls", fetch_concurrency=3) as c:
         it = iter(c)
         got = [next(it).data]
-        assert c._core.fetcher.suspended
+        assert c._core.workers.suspended
         it.close()
-        wait_for(lambda: not c._core.fetcher.suspended, timeout=10, what="fetch workers resumed after close()")
-        got.extend(m.data for m in list(c._aio._iter_msgs or []))  # the current batch stays with the iterator
-        current = c._aio._iter_batch
+        wait_for(lambda: not c._core.workers.suspended, timeout=10, what="fetch workers resumed after close()")
+        got.extend(m.data for m in list(c._aio.iteration.messages or []))  # the current batch stays with the iterator
+        current = c._aio.iteration.batch
         assert current is not None and c.confirm(current)
         got.extend(m.data for m in drain(c, 60 - len(got), timeout=30))
     assert sorted(got) == sorted(BODIES[:60])

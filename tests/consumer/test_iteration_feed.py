@@ -101,10 +101,10 @@ def test_poll_after_break_gets_the_batch_queued_ahead(small_batches: EmbeddedClu
         first.append(next(it).data)
         wait_for(lambda: delivered_unconfirmed(c) == 2, timeout=5, what="a batch queued ahead")
         it.close()  # what a break does
-        rest = list(c._aio._iter_msgs or [])  # the batch being iterated stays with the iterator
+        rest = list(c._aio.iteration.messages or [])  # the batch being iterated stays with the iterator
         first.extend(m.data for m in rest)
         wait_for(lambda: delivered_unconfirmed(c) == 1, timeout=5, what="queued batch put back")
-        assert c.confirm(c._aio._iter_batch)
+        assert c.confirm(c._aio.iteration.batch)
         got = list(first)
         deadline = time.monotonic() + 15
         while len(got) < 80 and time.monotonic() < deadline:
@@ -190,7 +190,7 @@ def test_close_with_a_batch_queued_ends_the_loop_and_shows_it_to_nobody(small_ba
     c = open_consumer(cluster, "g_clq", "clq", iter_timeout_ms=0)
     it = iter(c)
     first = next(it)
-    current = c._aio._iter_batch
+    current = c._aio.iteration.batch
     wait_for(lambda: delivered_unconfirmed(c) == 2, timeout=5, what="a batch queued ahead")
     c.close()
     rest = list(it)  # the rest of the current batch, then the end: the queued batch is not shown

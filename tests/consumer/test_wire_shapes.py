@@ -14,7 +14,7 @@ from _data import load_capture
 from _pbcompat import is_repeated
 
 import tubemq
-from tubemq.consumer import BoundConsumer
+from tubemq import BoundConsumer
 from tubemq.net.connection import Connection
 from tubemq.net.invoker import MasterInvoker
 from tubemq.protocol import broker_pb, master_pb

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import tubemq
-from tubemq.consumer import BoundConsumer
+from tubemq import BoundConsumer
 from tubemq.errors import ServerOverflowError
 from tubemq.server.meta import MetaStore
 

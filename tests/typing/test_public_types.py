@@ -35,9 +35,9 @@ async def main() -> None:
 EXPECTED = [
     "tubemq.producer.sync.Producer",
     "tubemq.types.SendResult",
-    "tubemq.consumer.sync.Consumer",
+    "tubemq.sync.consumer.Consumer",
     "tubemq.types.Batch | None",
-    "tubemq.consumer.bound.sync.BoundConsumer",
+    "tubemq.sync.bound.BoundConsumer",
     "tubemq.config.ProducerConfig",
     "tubemq.config.ConsumerConfig",
     "tubemq.config.ClientConfig",

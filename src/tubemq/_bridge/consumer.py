@@ -12,10 +12,12 @@ socket (:class:`~tubemq._bridge.channel.BlockingChannel`, same client id, the co
 and crosses to the loop thread once per batch, with a plain function (no Task): the loop thread
 confirms the batch just iterated, opens the answer's envelope (its large copies come from the
 loop thread's malloc arena: made on the main thread they made glibc trim and regrow the heap top per
-answer) and judges it with the fetch workers' own code
-(:meth:`~tubemq.consumer.fetch.Fetcher.answer`: back-offs, lost partitions, broker health, metrics),
-hands back the batch and leases the next ready partition (OWNED -> FETCHING, exactly as a fetch
-worker takes it). The lease's request is written before the batch goes to the caller and its answer
+answer) and hands it to the consumer engine (:meth:`~tubemq.consumer.engine.ConsumerEngine.step`:
+the judgement the fetch workers' answers get too, back-offs, lost partitions, broker health, pause,
+metrics), which gives back the batch and leases the next ready partitions. A channel presents the
+consumer's tokens before its first getMessage (:meth:`~tubemq.consumer.engine.ConsumerEngine.opening`:
+the broker serves reads only on a connection that did), and the engine judges no answer read on a
+channel that did not. The lease's request is written before the batch goes to the caller and its answer
 read when the caller asks for the next one: the broker works while the caller iterates, as it does
 for the fetch workers' requests in flight (without it, a quiet 2-core machine drained a backlog
 about a quarter slower than through the loop). The partition table is touched on the loop thread only; what crosses threads is
@@ -50,25 +52,25 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
+from ..consumer.engine import FETCH_METHOD, OPENING_METHOD
 from ..errors import ClientClosedError, ConnectionLostError, TubeMQError, TubeMQTimeoutError
 from ..net.connection import unwrap_response
-from ..protocol.constants import Method, ServiceType
+from ..protocol.constants import ServiceType
 from .channel import SERIAL_MASK, BlockingChannel, Unsent
 from .futures import Waiter
 
 if TYPE_CHECKING:
     from ..consumer import aio
-    from ..consumer.partitions import PartitionSlot
+    from ..consumer.engine import Lease
     from ..types import Batch
 
 log = logging.getLogger("tubemq.consumer.direct")
 
-#: (slot, booking, request body): a partition taken for one getMessage on the iterating thread
-Lease = tuple["PartitionSlot", int, bytes]
-#: (lease, the response payload or None, the error or None, when the request was written)
-Fetched = tuple[Lease, "bytes | None", "BaseException | None", float]
+#: (lease, the channel it was read on or None, the response payload or None, the error or None, when
+#: the request was written)
+Fetched = tuple["Lease", "BlockingChannel | None", "bytes | None", "BaseException | None", float]
 #: (lease, the channel its request was written on or None, its serial, when written, the error or None)
-Pending = tuple[Lease, "BlockingChannel | None", int, float, "BaseException | None"]
+Pending = tuple["Lease", "BlockingChannel | None", int, float, "BaseException | None"]
 #: what a step on the loop thread gives: the batch to hand out, new leases, an error to raise
 Step = tuple["Batch | None", "list[Lease]", "BaseException | None"]
 
@@ -82,6 +84,18 @@ _IDLE_WAIT = 0.05
 _STALE_AFTER = 1.0
 _HAS_POLL = hasattr(select, "poll")
 _POLL_IN = getattr(select, "POLLIN", 1) | getattr(select, "POLLERR", 8) | getattr(select, "POLLHUP", 16)
+
+
+def _opened_envelope(data: bytes | None, exc: BaseException | None) -> tuple[bytes | None, BaseException | None]:
+    """The RspResponseBody.data of a raw answer payload, or the error it carries. Loop thread: the
+    envelope's large transient copies then come from that thread's malloc arena (made on the main
+    thread, the heap top is trimmed and grown again per answer)."""
+    if data is None:
+        return None, exc
+    try:
+        return unwrap_response(data), None
+    except TubeMQError as err:
+        return None, err
 
 
 def _first_readable(channels: list[BlockingChannel], timeout: float) -> int | None:
@@ -107,7 +121,8 @@ class DirectFeed:
 
     def __init__(self, lt: Any, consumer: aio.Consumer) -> None:
         self._aio = consumer
-        self._core = consumer._core
+        self._core = consumer.core
+        self._engine = consumer.core.engine
         self._loop: asyncio.AbstractEventLoop = lt.loop
         cfg = consumer.config
         self._rpc_timeout_ms = cfg.rpc_timeout_ms
@@ -127,71 +142,34 @@ class DirectFeed:
     # ---- loop thread
     def _begin(self) -> bool:
         """Take over the fetching; False when another iterator already did (or the consumer closes)."""
-        core = self._core
-        if core.fetcher.suspended or core.closing:
-            return False
-        core.fetcher.suspend()
-        core.close_hooks.append(self.abort)
-        return True
+        return self._core.fetch_elsewhere(self.abort)
 
     def _end(self, fetched: list[Fetched]) -> None:
         """The iteration stopped: the answers to requests written ahead go to the head of the buffer
         (in the order they were read), not delivered (the next poll or iteration hands them out); the
         workers fetch again."""
-        core = self._core
         batches = [b for b in (self._judge(f) for f in fetched) if b is not None]
         for batch in reversed(batches):
-            core.buffer.put_back(batch)
-        if self.abort in core.close_hooks:
-            core.close_hooks.remove(self.abort)
-        if not core.closing:
-            core.fetcher.resume()
+            self._engine.put_back(batch)
+        self._core.fetch_here(self.abort)
 
     def _judge(self, fetched: Fetched) -> Batch | None:
         """The batch of a getMessage answer (the slot IN_FLIGHT), or None (released, backed off)."""
-        core = self._core
-        (slot, booking, _), data, exc, t0 = fetched
-        if core.closing:  # rolled back; a read cut short by close is no broker failure
-            core.fetcher.in_flight -= 1
-            core.table.fetch_done(slot, booking, consumed=False)
-            return None
-        if data is not None:
-            # the response envelope is opened here, on the loop thread: its large transient copies
-            # then come from this thread's malloc arena. Made on the main thread, the heap top is
-            # trimmed and grown again per answer (~180 page faults per 400 KiB answer measured,
-            # +40 % CPU per message at 1 KiB).
-            try:
-                data = unwrap_response(data)
-            except TubeMQError as err:
-                data, exc = None, err
-        return core.fetcher.answer(slot, booking, data, exc, t0)
+        lease, channel, data, exc, t0 = fetched
+        data, exc = _opened_envelope(data, exc)
+        return self._engine.answer(lease, channel, data, exc, t0)
 
     def _step(self, done: Batch | None, fetched: Fetched | None, room: int) -> Step:
         """Confirm ``done``, judge ``fetched``; the next batch and up to ``room`` new leases."""
-        core = self._core
-        if done is not None and not core.closing:
-            core.confirm_local(done, True)
-        batch = self._judge(fetched) if fetched is not None else None
-        if batch is not None and not core._deliverable(batch):
-            batch = None  # its partition was paused after the request was written: rolled back
-        if core.closing:
-            return None, [], None
-        if batch is None:
-            batch = core.buffer.take_nowait(core._deliverable)  # fetched by a worker before the suspend
-        leases: list[Lease] = []
-        fetcher, table = core.fetcher, core.table
-        while len(leases) < room:
-            ready = table.acquire_nowait()
-            if ready is None:
-                break
-            leases.append((ready, ready.booking, fetcher.begin(ready)))
-        error: BaseException | None = None
-        if batch is not None:
-            try:
-                core.deliver(batch)
-            except Exception as exc:  # a value_deserializer failed: rolled back, raised to the iterator
-                batch, error = None, exc
-        return batch, leases, error
+        if fetched is None:
+            return self._engine.step(done, None, None, None, None, 0.0, room)
+        lease, channel, data, exc, t0 = fetched
+        data, exc = _opened_envelope(data, exc)
+        return self._engine.step(done, lease, channel, data, exc, t0, room)
+
+    def _opened(self, channel: BlockingChannel, data: bytes) -> BaseException | None:
+        data_or_none, exc = _opened_envelope(data, None)
+        return self._engine.opened(channel, data_or_none, exc)
 
     async def _wait(self, timeout: float) -> Step:
         """Nothing ready: wait (bounded) until a partition is fetchable or a worker's batch arrives."""
@@ -243,9 +221,8 @@ class DirectFeed:
             raise TubeMQTimeoutError(f"the consumer's event loop did not answer within {self._hop_limit:.0f} s") \
                 from None
 
-    def _frame(self, serial: int, body: bytes) -> bytes:
-        return codec.encode_request(serial, ServiceType.BROKER_READ, Method.BROKER_CONSUMER_GET_MESSAGE, body,
-                                    timeout_ms=self._rpc_timeout_ms)
+    def _frame(self, serial: int, method: int, body: bytes) -> bytes:
+        return codec.encode_request(serial, ServiceType.BROKER_READ, method, body, timeout_ms=self._rpc_timeout_ms)
 
     def _channel(self, address: str) -> BlockingChannel:
         """A channel to ``address`` with no request waiting on it: an idle one, else a new one."""
@@ -264,19 +241,36 @@ class DirectFeed:
         self._channels.append(channel)
         if self._aborted:  # abort() ran between the check and the connect
             channel.abort()
+        self._open(channel)
         return channel
+
+    def _open(self, channel: BlockingChannel) -> None:
+        """A new channel presents the consumer's tokens before its first fetch (the engine builds the
+        request and judges the answer: :class:`~tubemq.consumer.links.Links`); raises what refused it."""
+        try:
+            body = self._hop(self._engine.opening, channel.address)
+            channel.serial = serial = (channel.serial + 1) & SERIAL_MASK
+            data = channel.exchange(self._frame(serial, OPENING_METHOD, body), serial, self._rpc_timeout,
+                                    time.monotonic())
+            refused = self._hop(self._opened, channel, data)
+            if refused is not None:
+                raise refused
+        except BaseException:
+            self._channels.remove(channel)  # never used for a fetch: closed, the next lease opens another
+            channel.close()
+            raise
 
     def _start(self, lease: Lease) -> None:
         """Write the getMessage request of ``lease`` on this thread (its answer is read by
         :meth:`_finish`, after the batch in hand was iterated: the broker works meanwhile)."""
-        address = lease[0].partition.address
+        address = lease.address
         t0 = time.monotonic()
         channel: BlockingChannel | None = None
         try:
             channel = self._channel(address)
             channel.serial = serial = (channel.serial + 1) & SERIAL_MASK
             t0 = time.monotonic()
-            channel.write(self._frame(serial, lease[2]), self._rpc_timeout, t0)
+            channel.write(self._frame(serial, FETCH_METHOD, lease.body), self._rpc_timeout, t0)
         except Exception as exc:  # noqa: BLE001 - judged like any failed fetch by _failed
             self._pending.append((lease, None, 0, t0, self._failed(address, channel, exc)))
             return
@@ -302,18 +296,18 @@ class DirectFeed:
                     assert channel is not None
                     err = TubeMQTimeoutError(f"{channel.address}: no answer to request serial {serial} "
                                              f"within {self._rpc_timeout:.1f} s")
-                    return lease, None, self._failed(channel.address, channel, err), t0
+                    return lease, None, None, self._failed(channel.address, channel, err), t0
                 index = ready
         lease, channel, serial, t0, error = pending[index]
         del pending[index]
         if channel is None:
-            return lease, None, error, t0
+            return lease, None, None, error, t0
         try:
             data = channel.read(serial, self._rpc_timeout, time.monotonic())
         except Exception as exc:  # noqa: BLE001 - judged like any failed fetch by _failed
-            return lease, None, self._failed(channel.address, channel, exc), t0
+            return lease, None, None, self._failed(channel.address, channel, exc), t0
         self._idle.setdefault(channel.address, []).append(channel)
-        return lease, data, None, t0
+        return lease, channel, data, None, t0
 
     def _failed(self, address: str, channel: BlockingChannel | None, exc: Exception) -> BaseException:
         """``exc`` of a write or read as the fetch's error; a channel it broke is closed, and with it
@@ -355,7 +349,7 @@ class DirectFeed:
             if self._pending:
                 continue
             left = None if deadline is None else deadline - time.monotonic()
-            if self._core.closing or (left is not None and left <= 0):
+            if self._engine.closing or (left is not None and left <= 0):
                 return None
             batch = self._took(self._wait_on_loop(1.0 if left is None else min(1.0, left)))
             if batch is not None:

@@ -56,7 +56,7 @@ class BatchFeed:
         self._task = self._loop.create_task(self._run(), name="tubemq-iter-feed")
 
     async def _run(self) -> None:
-        core = self._aio._core
+        core = self._aio.core
         room = self._room
         assert room is not None
         try:
@@ -83,7 +83,7 @@ class BatchFeed:
 
     def _advance(self, done: Batch | None) -> None:
         """Loop thread: confirm the batch the iterator finished; make room for the next one."""
-        core = self._aio._core
+        core = self._aio.core
         if done is not None and not core.closing:
             core.confirm_local(done, True)
         if self._room is not None:
@@ -97,7 +97,7 @@ class BatchFeed:
             self._ready.clear()
             self._ended = True
         for batch in reversed(left):
-            self._aio._core.unpoll(batch)
+            self._aio.core.unpoll(batch)
 
     def _post(self, fn: Callable[..., Any], *args: Any) -> None:
         try:
@@ -109,7 +109,7 @@ class BatchFeed:
     def next_batch(self, done: Batch | None, timeout: float | None) -> Batch | None:
         """Confirm ``done`` (if any) and return the next batch; None after ``timeout`` seconds (None:
         wait forever) without one, or once the consumer closed."""
-        core = self._aio._core
+        core = self._aio.core
         if core.closing:
             return None  # close rolls back whatever is queued
         with self._cond:

@@ -18,7 +18,7 @@ import os
 from typing import Any
 
 from ..admin import PartitionOffset
-from ..consumer import BoundConsumer
+from ..sync.bound import BoundConsumer
 from .admin import AdminError
 from .common import EXIT_USAGE, CliError, note
 from .output import format_table, print_json

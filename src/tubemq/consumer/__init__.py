@@ -1,6 +1,6 @@
-"""TubeMQ consumers: ``Consumer`` (server-side balancing), ``BoundConsumer`` (client-side balance and
-bound offsets, the base of the Spark source), their asyncio twins in :mod:`tubemq.aio`, and the
-``Batch`` type they hand out (defined in :mod:`tubemq.types`).
+"""The consumer engines and their asyncio classes: server-side balancing (:mod:`.core`, :mod:`.engine`,
+:mod:`.aio`) and client-side balance / bound offsets (:mod:`.bound`). The blocking facades
+(``tubemq.Consumer``, ``tubemq.BoundConsumer``) live in :mod:`tubemq.sync`, above the bridge.
 """
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ from typing import Any
 
 from ..config import ConsumerConfig
 from ..types import Batch
-from .bound import BoundConsumer, PartitionPosition
+from .bound import PartitionPosition
 from .partitions import PartitionState as _PartitionState
-from .sync import Consumer
 
-__all__ = ["Batch", "BoundConsumer", "Consumer", "ConsumerConfig", "PartitionPosition"]
+__all__ = ["Batch", "ConsumerConfig", "PartitionPosition"]
 
 
 def __getattr__(name: str) -> Any:

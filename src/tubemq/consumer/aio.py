@@ -11,9 +11,8 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._tasks import wait_for
@@ -24,14 +23,16 @@ from ..errors import ClientClosedError, TubeMQError
 from ..net.loop import close_when_forgotten, with_operation
 from ..types import Batch
 from .core import ConsumerCore, Hook
+from .iteration import Iteration
 from .positions import PartitionRef, partition_key
 
 log = logging.getLogger("tubemq.consumer")
 
 __all__ = ["BoundConsumer", "Consumer"]
 
-#: ``runner(fn, *args)``: where a blocking listener runs (the blocking API's dispatcher thread)
-Runner = Callable[..., Awaitable[Any]]
+#: ``await runner(listener, items, closing)``: call ``listener`` on each of ``items`` elsewhere (the
+#: blocking API's dispatcher thread), stopping once ``closing()``; True if all were called
+Runner = Callable[[Callable[[Any], Any], list[Any], Callable[[], bool]], Awaitable[bool]]
 #: pause between polls of a paused or failing push listener (seconds)
 _LISTENER_IDLE = 0.05
 _POLL_RETRY = 0.2
@@ -71,13 +72,18 @@ class Consumer:
                                   on_partitions_revoked=on_partitions_revoked, on_error=on_error,
                                   on_partitions_lost=on_partitions_lost)
         self.client_id: str = self._core.client_id
-        self._iter_batch: Batch | None = None
-        self._iter_msgs: Iterator[Message] | None = None
+        #: where ``async for`` / the blocking iterator stand (shared: a break leaves the rest for the next loop)
+        self.iteration = Iteration()
         self._listener_task: asyncio.Task[None] | None = None
         self._listener_runner: Any = None
-        self._listener_thread: int | None = None  # the thread inside a blocking listener call, if any
         self._release_loop: Callable[[], None] | None = None  # a sync facade's loop-thread reference
         self._finalizer: Any = None
+
+    @property
+    def core(self) -> ConsumerCore:
+        """The consumer's loop-side state and its engine (``core.engine``): what the drivers of the
+        blocking API call."""
+        return self._core
 
     @property
     def closed(self) -> bool:
@@ -144,35 +150,32 @@ class Consumer:
         return self._messages()
 
     async def _messages(self) -> AsyncIterator[Message]:
+        it = self.iteration
         while True:
-            msgs = self._iter_msgs
+            msgs = it.messages
             if msgs is not None:
                 for msg in msgs:  # shared with __anext__: a break leaves the rest for the next loop
                     yield msg
-            if await self._next_batch() is None:
+            if await self.next_batch() is None:
                 return
 
     async def __anext__(self) -> Message:
-        msg = self._next_buffered()
+        it = self.iteration
+        msg = it.next_message()
         while msg is None:
-            if await self._next_batch() is None:
+            if await self.next_batch() is None:
                 raise StopAsyncIteration
-            msg = self._next_buffered()
+            msg = it.next_message()
         return msg
 
-    def _next_buffered(self) -> Message | None:
-        """The next message of the batch being iterated (no I/O: both APIs call it directly)."""
-        msgs = self._iter_msgs
-        return None if msgs is None else next(msgs, None)
-
-    async def _next_batch(self) -> Batch | None:
+    async def next_batch(self) -> Batch | None:
         """Iteration step: confirm the batch iterated to its end, then wait for the next one.
 
         Each batch is confirmed (locally: the commit rides on the partition's next fetch) once all its
         messages were iterated; breaking out of the loop leaves it unconfirmed (re-delivered later).
         None ends the iteration: closed, or ``iter_timeout_ms`` without a message.
         """
-        done, self._iter_batch, self._iter_msgs = self._iter_batch, None, None
+        done = self.iteration.finish()
         core = self._core
         if done is not None and not core.closing:
             core.confirm_local(done, True)
@@ -184,7 +187,7 @@ class Consumer:
                 return None
             batch = await self.poll(wait)
             if batch is not None:
-                self._iter_batch, self._iter_msgs = batch, iter(batch.messages)
+                self.iteration.begin(batch)
                 return batch
         return None
 
@@ -196,7 +199,7 @@ class Consumer:
 
         After the listener returns the batch is confirmed; if it raises, the error is logged and the
         batch is confirmed anyway (Java default) unless ``rollback_on_error`` asks for re-delivery. A
-        failing poll is logged and retried. ``runner(fn, *args)`` (the blocking API passes its
+        failing poll is logged and retried. ``runner`` (the blocking API passes its
         dispatcher thread) runs the listener calls of one batch elsewhere.
         """
         if self._core.closing:
@@ -231,7 +234,7 @@ class Consumer:
                 if runner is None:
                     ok = await self._call_each(listener, items)
                 else:
-                    ok = await runner(self._call_each_blocking, listener, items)
+                    ok = await runner(listener, items, self._closing)
             except Exception:
                 log.exception("push consumer listener raised on %r", b)
                 ok = not rollback_on_error
@@ -252,17 +255,8 @@ class Consumer:
                 await res
         return True
 
-    def _call_each_blocking(self, listener: Callable[[Any], Any], items: list[Any]) -> bool:
-        """The listener on the runner's thread; False if closed midway."""
-        self._listener_thread = threading.get_ident()
-        try:
-            for item in items:
-                if self._core.closing:
-                    return False
-                listener(item)
-            return True
-        finally:
-            self._listener_thread = None
+    def _closing(self) -> bool:
+        return self._core.closing
 
     def pause(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
         """Without arguments: stop fetching and stop calling the listener until :meth:`resume`. With
@@ -317,21 +311,19 @@ class Consumer:
 
     def _cut_iteration(self, keys: set[str]) -> None:
         """The batch being iterated, if of a moved partition, yields nothing more (old position)."""
-        batch = self._iter_batch
-        if batch is not None and batch.partition.key in keys:
-            batch.messages.clear()
+        self.iteration.cut(keys)
 
     @property
     def paused(self) -> bool:
         return self._core.paused
 
     # ------------------------------------------------------------------ close
-    async def close(self, timeout: float | None = None, *, caller_thread: int | None = None) -> None:
+    async def close(self, timeout: float | None = None, *, inside_listener: bool = False) -> None:
         """Unregister all partitions, close the master session, stop the listener. Idempotent.
 
         Waits for a running listener call up to ``timeout`` (default ``shutdown_wait_ms``), except
-        when called from inside it (``caller_thread``: the blocking API passes its caller's thread);
-        once it returns no listener or hook is called any more.
+        when called from inside it (from the listener's task, or ``inside_listener``: a runner's
+        listener call is the caller); once it returns no listener or hook is called any more.
         """
         core = self._core
         if self._finalizer is not None:
@@ -339,8 +331,7 @@ class Consumer:
         task = self._listener_task
         if task is not None:
             core.closing = True
-            inside = task is asyncio.current_task() or (
-                caller_thread is not None and caller_thread == self._listener_thread)
+            inside = task is asyncio.current_task() or inside_listener
             if not inside:
                 wait = self.config.shutdown_wait_ms / 1000.0 if timeout is None else timeout
                 with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):

@@ -22,6 +22,7 @@ from ..protocol import broker_pb
 from ..protocol.constants import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, ErrorCode, Method, ServiceType
 from .config import ConsumerConfig
 from .flowctrl import FlowControl
+from .links import Links
 from .partitions import PartitionSlot, PartitionState, PartitionTable
 from .rebalance import RegisterOutcome
 
@@ -75,11 +76,13 @@ class BrokerClient:
     """Consumer RPCs to brokers (register / unregister / heartbeat / commit), shared by both consumers."""
 
     def __init__(self, session: MasterSessionBase, config: ConsumerConfig, flow: FlowControl,
-                 health: BrokerHealth | None = None) -> None:
+                 health: BrokerHealth | None = None, links: Links | None = None) -> None:
         self.session = session
         self.config = config
         self.flow = flow
         self.health = health
+        #: told of each connection a register or heartbeat was accepted on (it may fetch as it is)
+        self.links = links
 
     def auth_info(self, *, force: bool = False) -> broker_pb.AuthorizedInfo:
         """visit token, plus (auth configured) the ``user ts nonce signature`` token on every
@@ -94,6 +97,10 @@ class BrokerClient:
         return info
 
     async def call(self, address: str, method: int, body: bytes) -> bytes:
+        return (await self._call_on(address, method, body))[1]
+
+    async def _call_on(self, address: str, method: int, body: bytes) -> tuple[Any, bytes]:
+        """(the connection used, RspResponseBody.data) of one call to ``address``."""
         try:
             conn = await self.session.pool.get(address)
             data: bytes = await conn.call(ServiceType.BROKER_READ, method, body,
@@ -104,7 +111,11 @@ class BrokerClient:
             raise
         if self.health is not None:
             self.health.ok(address)
-        return data
+        return conn, data
+
+    def _presented(self, conn: Any, accepted: bool) -> None:
+        if accepted and self.links is not None:
+            self.links.presented(conn)
 
     async def register(self, slot: PartitionSlot, read_status: int, offset: int | None = None) -> RegisterOutcome:
         p = slot.partition
@@ -118,8 +129,9 @@ class BrokerClient:
         if offset is not None and offset >= 0:
             req.currOffset = offset
         req.authInfo.CopyFrom(self.auth_info())
-        data = await self.call(p.address, Method.BROKER_CONSUMER_REGISTER, req.SerializeToString())
+        conn, data = await self._call_on(p.address, Method.BROKER_CONSUMER_REGISTER, req.SerializeToString())
         rsp = _parse(broker_pb.RegisterResponseB2C, data, p)
+        self._presented(conn, rsp.success)
         return RegisterOutcome(rsp.success, rsp.errCode, rsp.errMsg, rsp.currOffset,
                                rsp.maxOffset if rsp.HasField("maxOffset") else -1)
 
@@ -148,14 +160,21 @@ class BrokerClient:
         return (rsp.success, rsp.errCode, rsp.errMsg, rsp.currOffset,
                 rsp.maxOffset if rsp.HasField("maxOffset") else -1)
 
-    async def heartbeat(self, address: str, partitions: list[Partition]) -> Any:
+    def heartbeat_request(self, partitions: list[Partition]) -> bytes:
+        """HeartBeatRequestC2B of ``partitions`` with the consumer's tokens (also what a new fetch
+        link presents first: :class:`~tubemq.consumer.engine.Links`)."""
         req = broker_pb.HeartBeatRequestC2B(
             clientId=self.session.client_id, groupName=self.config.group, readStatus=0,
             partitionInfo=[str(p) for p in partitions], qryPriorityId=self.flow.qry_priority_id,
         )
         req.authInfo.CopyFrom(self.auth_info())
-        data = await self.call(address, Method.BROKER_CONSUMER_HEARTBEAT, req.SerializeToString())
-        return _parse(broker_pb.HeartBeatResponseB2C, data, None)
+        return req.SerializeToString()
+
+    async def heartbeat(self, address: str, partitions: list[Partition]) -> Any:
+        conn, data = await self._call_on(address, Method.BROKER_CONSUMER_HEARTBEAT, self.heartbeat_request(partitions))
+        rsp = _parse(broker_pb.HeartBeatResponseB2C, data, None)
+        self._presented(conn, rsp.success)
+        return rsp
 
 
 def _parse(cls: Any, data: bytes, partition: Partition | None) -> Any:

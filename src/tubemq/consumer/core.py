@@ -46,16 +46,18 @@ from ..errors import BadRequestError, ClientClosedError, TubeMQConnectionError, 
 from ..metrics import Metrics
 from ..net.health import SessionHealth
 from ..protocol.constants import ErrorCode, EventType
-from ..serializers import deserialize_messages
 from ..types import Batch
 from .brokers import BrokerClient, BrokerHealth, BrokerHeartbeats
 from .config import ConsumerConfig
+from .engine import ConsumerEngine
 from .fetch import DeliveryBuffer, Fetcher
 from .flowctrl import FlowControl
+from .links import Links
 from .partitions import PartitionSlot, PartitionState, PartitionTable
 from .positions import PartitionRef, owned_slot, partition_key, partition_keys, reposition
 from .rebalance import EventQueue, RebalanceWorker, RegisterOutcome, ReportQueue
 from .session import ConsumerSession
+from .workers import FetchWorkers
 
 log = logging.getLogger("tubemq.consumer.core")
 
@@ -100,7 +102,8 @@ class ConsumerCore:
         self.on_error = on_error
         self.last_error: TubeMQError | None = None
         self.broker_health = BrokerHealth(self._broker_unhealthy)
-        self.brokers = BrokerClient(self.session, config, self.flow, self.broker_health)
+        self.links = Links()
+        self.brokers = BrokerClient(self.session, config, self.flow, self.broker_health, self.links)
         self.buffer = DeliveryBuffer(config.prefetch_batches)
         self.on_partitions_assigned = on_partitions_assigned
         self.on_partitions_revoked = on_partitions_revoked
@@ -112,11 +115,16 @@ class ConsumerCore:
         self._lost_batch: list[PartitionSlot] = []
         self.table.on_drop = self._dropped
         self.fetcher = Fetcher(
-            self.table, self.buffer, self._connection, client_id=self.client_id, group=config.group,
-            flow=self.flow, concurrency=config.fetch_concurrency, rpc_timeout_ms=config.rpc_timeout_ms,
-            verify_checksum=config.verify_checksum, client_filter=config.client_filter,
-            metrics=self.metrics, on_result=self.broker_health.record,
+            self.table, client_id=self.client_id, group=config.group, flow=self.flow,
+            rpc_timeout_ms=config.rpc_timeout_ms, verify_checksum=config.verify_checksum,
+            client_filter=config.client_filter, metrics=self.metrics, on_result=self.broker_health.record,
         )
+        #: the decisions of every fetch route (the loop's workers, a blocking iterator's own fetches)
+        self.engine = ConsumerEngine(config, self.client_id, self.table, self.buffer, self.fetcher, self.links,
+                                     self.brokers)
+        #: the event loop's driver of the engine
+        self.workers = FetchWorkers(self.engine, self._connection, concurrency=config.fetch_concurrency,
+                                    rpc_timeout_ms=config.rpc_timeout_ms)
         self.worker = RebalanceWorker(
             self.table, self, self.events, self.reports,
             first_read_status=config.first_read_status,
@@ -129,7 +137,6 @@ class ConsumerCore:
             on_report_ready=self.session.trigger_heartbeat,
         )
         self.started = False
-        self.closing = False
         self.closed = False
         self._close_task: asyncio.Task[None] | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -138,9 +145,25 @@ class ConsumerCore:
         self.close_hooks: list[Callable[[], None]] = []
         self.broker_heartbeats = BrokerHeartbeats(self.table, self.brokers, self.session,
                                                   config.heartbeat_period_ms / 1000.0)
-        self.batches = 0  # batches handed to the application (poll)
-        self.confirms = 0
         self._register_metrics()
+
+    @property
+    def closing(self) -> bool:
+        """Set as the close begins (or by a facade closing early): nothing more is delivered."""
+        return self.engine.closing
+
+    @closing.setter
+    def closing(self, value: bool) -> None:
+        self.engine.closing = value
+
+    @property
+    def batches(self) -> int:
+        """Batches handed to the application."""
+        return self.engine.batches
+
+    @property
+    def confirms(self) -> int:
+        return self.engine.confirms
 
     def _register_metrics(self) -> None:
         """Counters are plain ints read at snapshot time (docs/guide/metrics.md lists them)."""
@@ -198,7 +221,7 @@ class ConsumerCore:
         self._tasks["broker-heartbeat"] = loop.create_task(self._broker_heartbeat_loop(),
                                                            name="tubemq-broker-heartbeat")
         self._tasks["housekeeping"] = loop.create_task(self._housekeeping(), name="tubemq-consumer-housekeeping")
-        self.fetcher.start()
+        self.workers.start()
         log.info("consumer %s started: group %s, topics %s", self.client_id, self.config.group,
                  sorted(self.config.topics))
 
@@ -231,7 +254,7 @@ class ConsumerCore:
             log.exception("consumer %s: releasing partitions failed", self.client_id)
         self.table.close()
         self.buffer.close()
-        await self.fetcher.stop()
+        await self.workers.stop()
         for t in list(self._tasks.values()):
             t.cancel()
         for t in list(self._tasks.values()):
@@ -270,12 +293,30 @@ class ConsumerCore:
         self.worker.confirm_wait = max(0.0, min(cfg.rpc_timeout_ms / 1000.0, deadline - time.monotonic()))
         await self.worker.release(slots, "consumer closed")
 
+    # ------------------------------------------------------------------ another driver fetching
+    def fetch_elsewhere(self, abort: Callable[[], None]) -> bool:
+        """A driver outside the loop (a blocking iterator's own round trips) takes over the fetching:
+        the fetch workers wait; ``abort`` is called as the close begins (its blocked reads return).
+        False when another driver already fetches, or the consumer closes."""
+        if self.workers.suspended or self.closing:
+            return False
+        self.workers.suspend()
+        self.close_hooks.append(abort)
+        return True
+
+    def fetch_here(self, abort: Callable[[], None]) -> None:
+        """The driver of :meth:`fetch_elsewhere` stopped: the fetch workers fetch again."""
+        if abort in self.close_hooks:
+            self.close_hooks.remove(abort)
+        if not self.closing:
+            self.workers.resume()
+
     # ------------------------------------------------------------------ application API
     async def poll(self, timeout: float | None = None) -> Batch | None:
         """The next batch, or None when nothing arrived within ``timeout`` seconds."""
         if self.closing:
             raise ClientClosedError("consumer is closed")
-        batch = await self.buffer.take(timeout, self._deliverable)
+        batch = await self.buffer.take(timeout, self.engine.deliverable)
         if batch is not None:
             if self.closing:
                 return None
@@ -283,36 +324,8 @@ class ConsumerCore:
         return batch
 
     def deliver(self, batch: Batch) -> None:
-        """``batch`` is handed to the application (poll, or a blocking iterator's own fetch): from now
-        on the confirm timeout applies to it. Raises the value_deserializer's error (rolled back)."""
-        batch.delivered = True
-        self.batches += 1
-        if self.config.deserialize is not None:
-            self._deserialize(batch)
-
-    def _deserialize(self, batch: Batch) -> None:
-        """``value_deserializer`` on a batch being handed out; on failure it is rolled back and the
-        SerializationError raised to the caller of poll / the iterator."""
-        try:
-            deserialize_messages(batch.messages, self.config.deserialize)  # type: ignore[arg-type]
-        except Exception:
-            self.confirm_local(batch, False)
-            raise
-
-    def _is_current(self, batch: Batch) -> bool:
-        slot = batch._slot
-        return slot is not None and self.table.is_current(slot, batch._booking)
-
-    def _deliverable(self, batch: Batch) -> bool:
-        """Current, and not of a partition paused since it was fetched: such a batch is rolled back
-        (fetched again from the same offset after resume), as Kafka's poll returns nothing of a paused
-        partition."""
-        if not self._is_current(batch):
-            return False
-        if batch.partition.key in self.table.paused_keys_view:
-            self.confirm_local(batch, False)
-            return False
-        return True
+        """``batch`` is handed to the application; see :meth:`ConsumerEngine.deliver`."""
+        self.engine.deliver(batch)
 
     async def confirm(self, batch: Batch, consumed: bool = True, *, local: bool | None = None) -> bool:
         """Finish ``batch``: consumed=True commits it, False rolls it back for re-delivery.
@@ -358,28 +371,12 @@ class ConsumerCore:
         return self.confirm_local(batch, consumed)
 
     def confirm_local(self, batch: Batch, consumed: bool = True) -> bool:
-        """The local half of :meth:`confirm` (the commit rides on the partition's next fetch), callable
-        from plain code on the loop thread: what iteration uses at the end of each batch."""
-        slot = batch._slot
-        if slot is None or batch.confirmed:
-            return False
-        ok = self.table.confirm(slot, batch._booking, consumed, batch.release_delay)
-        batch.confirmed = ok
-        if ok:
-            self.confirms += 1
-        return ok
+        """The local half of :meth:`confirm` (the commit rides on the partition's next fetch)."""
+        return self.engine.confirm_local(batch, consumed)
 
     def unpoll(self, batch: Batch) -> None:
-        """``batch`` came from :meth:`poll` but the application never saw it (an iterator that stopped
-        with it queued ahead): back to the head of the buffer, not delivered, as if never polled."""
-        if batch.confirmed or self.closing:
-            return  # close rolls it back
-        if not self._is_current(batch):
-            self.confirm_local(batch, False)  # a revoke waits for it: roll it back now
-            return
-        batch.delivered = batch.held = False
-        self.batches -= 1
-        self.buffer.put_back(batch)
+        """A polled batch the application never saw goes back; see :meth:`ConsumerEngine.unpoll`."""
+        self.engine.unpoll(batch)
 
     def pause(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
         """Stop fetching: the whole consumer, or only ``partitions``. A batch of a paused partition
@@ -576,10 +573,10 @@ class ConsumerCore:
                 log.error("broker heartbeat stopped unexpectedly (%r); restarting it", _task_error(t))
                 self._tasks["broker-heartbeat"] = asyncio.get_running_loop().create_task(
                     self._broker_heartbeat_loop())
-            if any(t.done() for t in self.fetcher._tasks):
+            if self.workers.stopped_unexpectedly():
                 log.error("a fetch worker stopped unexpectedly; restarting the fetch workers")
-                await self.fetcher.stop()
-                self.fetcher.start()
+                await self.workers.stop()
+                self.workers.start()
 
 
 def _task_error(task: asyncio.Task[Any]) -> BaseException | None:

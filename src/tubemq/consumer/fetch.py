@@ -1,11 +1,10 @@
-"""The fetch loop: getMessage across owned partitions, result handling, the bounded delivery buffer.
+"""getMessage result handling and the bounded delivery buffer (the fetch workers that drive them on the
+event loop are in :mod:`.workers`).
 
-Why a pool of fetch workers: one Python process cannot afford a thread per partition, but a few
-concurrent getMessage calls (the Java client uses 3 fetch threads) hide the broker round trip while
-the application works on the previous batch. Each partition has at most one fetch or one unconfirmed
-batch at a time (the broker keeps a single in-flight delta per partition, §5.3), and the buffer of
-fetched-but-not-yet-taken batches is bounded: a worker reserves buffer space *before* it fetches, so
-a slow application never makes the consumer hold more than ``prefetch`` batches in memory.
+Each partition has at most one fetch or one unconfirmed batch at a time (the broker keeps a single
+in-flight delta per partition, §5.3), and the buffer of fetched-but-not-yet-taken batches is bounded:
+a worker reserves buffer space *before* it fetches, so a slow application never makes the consumer
+hold more than ``prefetch`` batches in memory.
 
 Result handling follows docs/PROTOCOL.md §5.2.7 (waits per error code) and §5.2.8 (flow control).
 """
@@ -17,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from .. import codec
@@ -25,7 +24,7 @@ from ..codec import Partition
 from ..errors import ClientClosedError, DecodeError, RemoteError, TubeMQError
 from ..metrics import Histogram
 from ..protocol import broker_pb
-from ..protocol.constants import ErrorCode, Method, ServiceType
+from ..protocol.constants import ErrorCode
 from ..types import Batch
 from .flowctrl import FlowControl
 from .partitions import PartitionSlot, PartitionTable
@@ -33,7 +32,7 @@ from .partitions import PartitionSlot, PartitionTable
 log = logging.getLogger("tubemq.consumer.fetch")
 
 #: ``Batch`` lives in :mod:`tubemq.types`; still importable from here for older imports
-__all__ = ["Batch", "DeliveryBuffer", "Fetcher", "get_message_request"]
+__all__ = ["OTHER_ERROR_WAIT", "Batch", "DeliveryBuffer", "Fetcher", "get_message_request"]
 
 #: wait (seconds) before the next fetch of a partition after these answers (§5.2.7)
 _ERROR_WAITS: dict[int, float] = {
@@ -41,7 +40,7 @@ _ERROR_WAITS: dict[int, float] = {
     ErrorCode.SERVICE_UNAVAILABLE: 0.3,
     ErrorCode.MOVED: 0.2,
 }
-_OTHER_ERROR_WAIT = 0.3
+OTHER_ERROR_WAIT = 0.3
 #: serialized getMessage requests kept (two per partition); the cache is emptied when it is full
 _MAX_CACHED_REQUESTS = 4096
 #: the broker no longer holds the partition for us: drop it locally (the master learns from the report)
@@ -160,18 +159,17 @@ def _expire(waiter: asyncio.Future[None]) -> None:
 
 
 class Fetcher:
-    """Runs ``concurrency`` fetch workers over the partition table; see the module docstring."""
+    """The getMessage half of the engine: a lease's request body, the judgement of its answer (waits
+    per error code, flow control, filters, lost partitions) and the fetch counters. No I/O: the drivers
+    (:mod:`.workers`, the blocking iterator) move the bytes."""
 
     def __init__(
         self,
         table: PartitionTable,
-        buffer: DeliveryBuffer,
-        get_connection: Callable[[str], Awaitable[Any]],
         *,
         client_id: str,
         group: str,
         flow: FlowControl,
-        concurrency: int = 3,
         rpc_timeout_ms: int = 10000,
         verify_checksum: bool = True,
         client_filter: bool = True,
@@ -180,12 +178,9 @@ class Fetcher:
         on_result: Callable[[str, BaseException | None], None] | None = None,
     ) -> None:
         self.table = table
-        self.buffer = buffer
-        self.get_connection = get_connection
         self.client_id = client_id
         self.group = group
         self.flow = flow
-        self.concurrency = max(1, concurrency)
         self.rpc_timeout_ms = rpc_timeout_ms
         self.verify = verify_checksum
         self.client_filter = client_filter
@@ -211,98 +206,15 @@ class Fetcher:
             metrics.set_gauge("consumer.in_flight", lambda: self.in_flight)
             for name in ("fetch_errors", "decode_errors", "dropped_messages"):
                 metrics.inc(f"consumer.{name}", 0)  # present from the start (counted on failure paths)
-        self._tasks: list[asyncio.Task[None]] = []
         self._requests: dict[tuple[Partition, bool], bytes] = {}
-        #: cleared while a blocking iterator does the fetching itself (:meth:`suspend`)
-        self._gate: asyncio.Event | None = None
-        self.suspended = False
 
-    def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._worker(), name=f"tubemq-fetch-{i}") for i in range(self.concurrency)]
-
-    async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
-
-    def suspend(self) -> None:
-        """Loop thread: the workers stop taking partitions (a fetch already running completes and its
-        batch is buffered) until :meth:`resume`: a blocking iterator fetches on its own thread."""
-        self.suspended = True
-        if self._gate is None:
-            self._gate = asyncio.Event()
-        self._gate.clear()
-
-    def resume(self) -> None:
-        self.suspended = False
-        if self._gate is not None:
-            self._gate.set()
-
-    def _count(self, name: str, n: int = 1) -> None:
+    def count(self, name: str, n: int = 1) -> None:
         if self.metrics is not None:
             self.metrics.inc(name, n)
 
-    async def _worker(self) -> None:
-        while True:
-            try:
-                await self.buffer.reserve()
-            except ClientClosedError:
-                return
-            gate = self._gate
-            if self.suspended and gate is not None:
-                self.buffer.unreserve()
-                await gate.wait()
-                continue
-            try:
-                slot = await self.table.acquire()
-            except ClientClosedError:
-                self.buffer.unreserve()
-                return
-            except BaseException:
-                self.buffer.unreserve()
-                raise
-            booking = slot.booking
-            if self.suspended:  # taken while waiting: give it back untouched, to the iterator's fetches
-                self.table.fetch_done(slot, booking, consumed=slot.last_consumed)
-                self.buffer.unreserve()
-                continue
-            kept = False
-            try:
-                batch = await self.fetch_once(slot, booking)
-                if batch is not None:
-                    self.buffer.push(batch)
-                    kept = True
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a bug must not stop consumption: log, back off, carry on
-                log.exception("partition %s: fetch failed unexpectedly", slot.key)
-                self.last_error = exc if isinstance(exc, TubeMQError) else TubeMQError(str(exc))
-                self.table.fetch_done(slot, booking, consumed=False, delay=_OTHER_ERROR_WAIT)
-            finally:
-                if not kept:
-                    self.buffer.unreserve()
-
-    async def fetch_once(self, slot: PartitionSlot, booking: int) -> Batch | None:
-        """One getMessage for the FETCHING ``slot``; the batch (slot now IN_FLIGHT) or None, in which
-        case the slot was released (with the back-off the answer asks for) or dropped."""
-        body = self.begin(slot)
-        p = slot.partition
-        t0 = time.monotonic()
-        try:
-            conn = await self.get_connection(p.address)
-            t0 = time.monotonic()
-            data = await conn.call(ServiceType.BROKER_READ, Method.BROKER_CONSUMER_GET_MESSAGE, body,
-                                   timeout_ms=self.rpc_timeout_ms)
-        except (TubeMQError, OSError) as exc:
-            return self.answer(slot, booking, None, exc, t0)
-        return self.answer(slot, booking, data, None, t0)
-
     def begin(self, slot: PartitionSlot) -> bytes:
         """Count one getMessage for the FETCHING ``slot`` and return its request body; every call is
-        followed by one :meth:`answer` (the fetch workers, or a blocking iterator's own round trip)."""
+        followed by one :meth:`answer` or :meth:`end` (through :class:`~tubemq.consumer.engine.ConsumerEngine`)."""
         p = slot.partition
         # the request of a partition takes two shapes (lastPackConsumed true / false): built once each
         cache_key = (p, slot.last_consumed)
@@ -316,6 +228,11 @@ class Fetcher:
         self.in_flight += 1
         return body
 
+    def end(self, slot: PartitionSlot, booking: int) -> None:
+        """The getMessage :meth:`begin` counted is given up unanswered (the consumer closes): rolled back."""
+        self.in_flight -= 1
+        self.table.fetch_done(slot, booking, consumed=False)
+
     def answer(self, slot: PartitionSlot, booking: int, data: bytes | None, exc: BaseException | None,
                t0: float) -> Batch | None:
         """Judge the answer to the getMessage :meth:`begin` counted (``data``: RspResponseBody.data, or
@@ -326,10 +243,10 @@ class Fetcher:
             # outcome unknown: never claim the previous batch consumed again (Java: lastPackConsumed=false)
             level = logging.INFO if isinstance(exc, RemoteError) else logging.DEBUG
             log.log(level, "partition %s: getMessage failed: %s", p.key, exc)
-            self._count("consumer.fetch_errors")
+            self.count("consumer.fetch_errors")
             self.errors_by_broker[p.address] = self.errors_by_broker.get(p.address, 0) + 1
             slot.last_code, slot.last_message = ErrorCode.UNSPECIFIED_ABNORMAL, str(exc)
-            self.table.fetch_done(slot, booking, consumed=False, delay=_OTHER_ERROR_WAIT)
+            self.table.fetch_done(slot, booking, consumed=False, delay=OTHER_ERROR_WAIT)
             if self.on_result is not None:
                 self.on_result(p.address, exc if exc is not None else TubeMQError("getMessage failed"))
             return None
@@ -345,8 +262,8 @@ class Fetcher:
                               f"cannot be decoded: {exc}")
             log.error("%s", err)
             self.last_error = err
-            self._count("consumer.decode_errors")
-            self.table.fetch_done(slot, booking, consumed=False, delay=_OTHER_ERROR_WAIT)
+            self.count("consumer.decode_errors")
+            self.table.fetch_done(slot, booking, consumed=False, delay=OTHER_ERROR_WAIT)
             return None
         code = res.err_code
         slot.last_code, slot.last_message = code, res.err_msg
@@ -367,7 +284,7 @@ class Fetcher:
         if code == ErrorCode.SERVER_CONSUME_SPEED_LIMIT:
             delay = (res.min_limit_time if res.min_limit_time > 0 else self.flow.msg_not_found_wait_ms) / 1000.0
         else:
-            delay = _ERROR_WAITS.get(code, _OTHER_ERROR_WAIT)
+            delay = _ERROR_WAITS.get(code, OTHER_ERROR_WAIT)
             log.info("partition %s: getMessage [%d] %s; retrying in %.1f s", p.key, code, res.err_msg, delay)
         self.table.fetch_done(slot, booking, consumed=False, delay=delay)
         return None
@@ -382,7 +299,7 @@ class Fetcher:
         if res.dropped:
             log.warning("partition %s: %d message(s) at offset %d failed checksum/header checks and were skipped",
                         p.key, res.dropped, res.curr_offset)
-            self._count("consumer.dropped_messages", res.dropped)
+            self.count("consumer.dropped_messages", res.dropped)
         messages = res.messages
         if slot.filters and self.client_filter and messages:
             # Java semantics (§4.8): with filters, a message without a matching $msgType$ is dropped

@@ -1,13 +1,11 @@
 """Client-side balance and bound consumption, laid out like the producer: :mod:`.session` (the master
 session and shared types), :mod:`.core` (``BoundCore``, the engine), :mod:`.aio` (``AsyncBoundConsumer``
-= ``tubemq.aio.BoundConsumer``) and :mod:`.sync` (``BoundConsumer``, the blocking facade); the last two
-only forward to the engine.
+= ``tubemq.aio.BoundConsumer``, which only forwards to the engine). The blocking facade is :class:`tubemq.sync.bound.BoundConsumer`.
 """
 
 from __future__ import annotations
 
 from .aio import AsyncBoundConsumer
 from .session import PartitionPosition
-from .sync import BoundConsumer
 
-__all__ = ["AsyncBoundConsumer", "BoundConsumer", "PartitionPosition"]
+__all__ = ["AsyncBoundConsumer", "PartitionPosition"]

@@ -46,6 +46,11 @@ class AsyncBoundConsumer:
         self._finalizer: Any = None
 
     @property
+    def core(self) -> BoundCore:
+        """The engine (for the blocking facade, tests and debugging)."""
+        return self._core
+
+    @property
     def closed(self) -> bool:
         return self._core.closing
 

@@ -34,9 +34,12 @@ from ...protocol.constants import INDEX_ENTRY_SIZE, META_VALUE_UNDEFINED, ErrorC
 from ...serializers import deserialize_messages
 from ...types import Batch
 from ..brokers import BrokerClient, BrokerHeartbeats
+from ..engine import ConsumerEngine
 from ..fetch import DeliveryBuffer, Fetcher
 from ..flowctrl import FlowControl
+from ..links import Links
 from ..partitions import PartitionSlot, PartitionState, PartitionTable
+from ..workers import round_trip
 from .session import (
     DEFAULT_FETCH_TIMEOUT,
     MAX_EMPTY_READS,
@@ -71,12 +74,17 @@ class BoundCore:
         self.flow = FlowControl(msg_not_found_wait_ms=self.config.msg_not_found_wait_ms,
                                 filter_wait_ms=self.config.filter_wait_ms)
         self.session = BoundSession(self, self.client_id, self.stats)
-        self.brokers = BrokerClient(self.session, self.config, self.flow)
+        links = Links()
+        self.brokers = BrokerClient(self.session, self.config, self.flow, links=links)
         self.fetcher = Fetcher(
-            self.table, DeliveryBuffer(1), self._connection, client_id=self.client_id, group=self.config.group,
-            flow=self.flow, rpc_timeout_ms=self.config.rpc_timeout_ms, verify_checksum=self.config.verify_checksum,
+            self.table, client_id=self.client_id, group=self.config.group, flow=self.flow,
+            rpc_timeout_ms=self.config.rpc_timeout_ms, verify_checksum=self.config.verify_checksum,
             client_filter=self.config.client_filter, metrics=self.stats,
         )
+        #: the fetch decisions, shared with the server-balanced consumer (its buffer is unused: a
+        #: bound read hands each batch straight to its caller)
+        self.engine = ConsumerEngine(config, self.client_id, self.table, DeliveryBuffer(1), self.fetcher, links,
+                                     self.brokers)
         self.heartbeats = BrokerHeartbeats(self.table, self.brokers, self.session,
                                            self.config.heartbeat_period_ms / 1000.0, self._on_lost)
         self.meta_id: int = META_VALUE_UNDEFINED
@@ -345,7 +353,8 @@ class BoundCore:
                 self.table.confirm(slot, slot.booking, False)
             if slot.state is not PartitionState.OWNED or not self.table.acquire_slot(slot):
                 raise ClientClosedError(f"partition {p.key} is no longer attached ({slot.state.name})")
-            batch = await self.fetcher.fetch_once(slot, slot.booking)
+            batch = await round_trip(self.engine, self.engine.lease_slot(slot), self._connection,
+                                     self.config.rpc_timeout_ms)
             if batch is not None:
                 batch.delivered = True
                 if self.config.deserialize is not None:  # value_deserializer (tubemq.serializers)

@@ -10,13 +10,13 @@ import contextlib
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from typing import Any
 
-from ..._bridge import Facade, blocking
-from ...codec import Message, Partition
-from ...config import ConsumerConfig
-from ...types import Batch
-from .aio import AsyncBoundConsumer
-from .core import BoundCore
-from .session import PartitionRef
+from .._bridge import Facade, blocking
+from ..codec import Message, Partition
+from ..config import ConsumerConfig
+from ..consumer.bound.aio import AsyncBoundConsumer
+from ..consumer.bound.core import BoundCore
+from ..consumer.bound.session import PartitionRef
+from ..types import Batch
 
 __all__ = ["BoundConsumer"]
 
@@ -44,7 +44,7 @@ class BoundConsumer(Facade[AsyncBoundConsumer]):
     @property
     def _core(self) -> BoundCore:
         """The engine (for tests and debugging)."""
-        return self._aio._core
+        return self._aio.core
 
     partitions = blocking(AsyncBoundConsumer.partitions)
     attach = blocking(AsyncBoundConsumer.attach)

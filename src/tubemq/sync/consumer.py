@@ -3,28 +3,28 @@
 The asyncio consumer runs on the shared event-loop thread (:class:`~tubemq._bridge.Portal`) and
 implements everything; this class only forwards. Rebalance hooks given as plain functions run on a
 worker thread (so they may call this consumer's blocking methods); a push listener runs on one
-dispatcher thread per consumer (:class:`~tubemq._bridge.Dispatcher`).
+dispatcher thread per consumer (:class:`~tubemq._bridge.listener.ListenerRunner`).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
-from .._bridge import Dispatcher, Facade, blocking, to_thread
+from .._bridge import Facade, blocking, to_thread
 from .._bridge.consumer import DirectFeed
 from .._bridge.feed import BatchFeed
+from .._bridge.listener import ListenerRunner
 from ..admin import AdminClient
 from ..codec import Message, Partition
 from ..config import ConsumerConfig
+from ..consumer import aio
+from ..consumer.core import ConsumerCore, Hook
+from ..consumer.positions import PartitionRef
 from ..errors import ClientClosedError, TubeMQError
-from . import aio
-from .core import ConsumerCore, Hook
-from .fetch import Batch
-from .positions import PartitionRef
+from ..types import Batch
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -41,6 +41,12 @@ class _Messages(itertools.chain):  # type: ignore[type-arg]
 
     __slots__ = ("_batches",)
     _batches: Generator[Iterator[Message], None, None]
+
+    @classmethod
+    def over(cls, batches: Generator[Iterator[Message], None, None]) -> _Messages:
+        self = cast(_Messages, cls.from_iterable(batches))
+        self._batches = batches
+        return self
 
     def close(self) -> None:
         self._batches.close()
@@ -72,11 +78,12 @@ class Consumer(Facade[aio.Consumer]):
                                         on_error=on_error, on_partitions_lost=lost, **options),
                    aio.Consumer.close)
         self.config: ConsumerConfig = self._aio.config
+        self._runner: ListenerRunner | None = None
 
     @property
     def _core(self) -> ConsumerCore:
         """The engine (for tests and debugging)."""
-        return self._aio._core
+        return self._aio.core
 
     def assignment(self) -> list[Partition]:
         """Partitions currently registered by this consumer."""
@@ -98,51 +105,50 @@ class Consumer(Facade[aio.Consumer]):
         while another iterator of this consumer runs, fed by a :class:`BatchFeed`): one loop-thread
         hop per batch and no Python frame per message: ``itertools.chain`` walks each batch's list
         in C and asks :meth:`_batches` for the next batch only at a batch's end."""
-        batches = self._batches()
-        it = cast(_Messages, _Messages.from_iterable(batches))
-        it._batches = batches
-        return it
+        return _Messages.over(self._batches())
 
     def _batches(self) -> Generator[Iterator[Message], None, None]:
         """The message iterators of the batches :meth:`__iter__` walks, the one :meth:`__next__`
         shares first; asked for the next, it confirms the batch just walked."""
         a = self._aio
+        it, core = a.iteration, a.core
         feed: DirectFeed | BatchFeed | None = None
         limit = self.config.iter_timeout_ms / 1000.0
         try:
             while True:
-                msgs = a._iter_msgs
+                msgs = it.messages
                 if msgs is not None:
                     yield msgs
                 if self._portal.released:
                     return
                 if feed is None:
-                    if a._core.closing:
+                    if core.closing:
                         return
-                    if not a._core.started:
+                    if not core.started:
                         self._portal.run(a.start())
                     feed = DirectFeed(self._portal.lt, a)
                     if not feed.start():  # TLS, or another iterator of this consumer fetches so
                         feed = BatchFeed(self._portal.lt, a)
-                done, a._iter_batch, a._iter_msgs = a._iter_batch, None, None
+                done = it.finish()
                 try:
                     batch = feed.next_batch(done, limit if limit > 0 else None)
                 except ClientClosedError:
                     return  # closed (from another thread) while waiting: the loop ends, as for BatchFeed
                 if batch is None:
                     return
-                a._iter_batch, a._iter_msgs = batch, iter(batch.messages)
+                it.begin(batch)
         finally:
             if feed is not None:
                 feed.stop()
 
     def __next__(self) -> Message:
-        """Messages of :meth:`tubemq.aio.Consumer._next_batch`, one loop-thread hop per batch."""
-        msg = self._aio._next_buffered()
+        """Messages of :meth:`tubemq.aio.Consumer.next_batch`, one loop-thread hop per batch."""
+        it = self._aio.iteration
+        msg = it.next_message()
         while msg is None:
-            if self._portal.released or self._portal.run(self._aio._next_batch()) is None:
+            if self._portal.released or self._portal.run(self._aio.next_batch()) is None:
                 raise StopIteration
-            msg = self._aio._next_buffered()
+            msg = it.next_message()
         return msg
 
     # ------------------------------------------------------------------ push
@@ -152,13 +158,14 @@ class Consumer(Facade[aio.Consumer]):
         everything fetched, on a dispatcher thread. After the listener returns the batch is confirmed;
         if it raises, the error is logged and the batch is confirmed anyway (Java default) unless
         ``rollback_on_error`` asks for re-delivery. A failing poll is logged and retried."""
-        runner = Dispatcher(f"tubemq-consumer-{self.config.group}")
+        runner = ListenerRunner(f"tubemq-consumer-{self.config.group}")
         try:
             self._portal.call(functools.partial(self._aio.subscribe, listener, batch=batch,
                                                 rollback_on_error=rollback_on_error, runner=runner))
         except BaseException:
             runner.stop()
             raise
+        self._runner = runner
 
     def pause(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
         """Stop fetching and stop calling the listener until :meth:`resume`; with ``partitions``,
@@ -181,7 +188,8 @@ class Consumer(Facade[aio.Consumer]):
         """
         cfg = self.config
         wait = timeout if timeout is not None else cfg.shutdown_wait_ms / 1000.0 + 5.0
-        self._portal.close(self._aio.close(timeout, caller_thread=threading.get_ident()),
+        inside = self._runner is not None and self._runner.calling_thread()
+        self._portal.close(self._aio.close(timeout, inside_listener=inside),
                            timeout=wait + cfg.rpc_timeout_ms / 1000.0 * 2)
 
     def offsets_for_times(self, topic: str, when: Any, *, admin_url: str) -> list[Any]:
