@@ -68,6 +68,12 @@ class Batch(Sequence[Message]):
     ``start_offset`` is the broker offset the read started at, ``max_offset`` the partition's max
     offset at that time; ``next_offset`` is the committed offset after a confirm that went to the
     broker (−1 when the commit rides on the next fetch). Iterating yields :class:`~tubemq.Message`.
+
+    These are the exact positions: a consumed message has no offset of its own (``offset`` None),
+    because the broker's answer carries none and a partition's index entries interleave with its
+    store siblings'. ``seek(batch.partition, batch.start_offset)`` reads this batch again;
+    ``seek(batch.partition, batch.next_offset)`` goes on right after it. The protocol has no way to
+    seek to one message inside a batch.
     """
 
     __slots__ = (

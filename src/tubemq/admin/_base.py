@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import re
 import ssl
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -13,7 +14,18 @@ from .._webcall import tls_context
 from . import _ops
 from ._http import normalise_url
 
-DEFAULT_USER = "tubemq-admin"
+#: What a real master and broker accept as ``createUser``/``modifyUser``: a letter, then ASCII letters,
+#: digits or ``_`` (``WebParameterUtils``); anything else refuses every admin write on a real cluster.
+DEFAULT_USER = "tubemq_admin"
+USER_RULE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def check_user(user: str) -> str:
+    """``user`` when a real master would take it as a record's user; ``ConfigError`` otherwise."""
+    if not isinstance(user, str) or USER_RULE.fullmatch(user) is None:
+        raise ConfigError("user", f"{user!r} is refused by a real TubeMQ master: a user name must begin with a "
+                          "letter and contain only English letters, digits and underscores (e.g. tubemq_admin)")
+    return user
 DEFAULT_TIMEOUT = 10.0
 When = _dt.datetime | int | float
 
@@ -34,7 +46,7 @@ class _AdminBase:
         #: TLS for https URLs: ``ssl_context`` as given, or from ``verify`` (True: the system's CAs,
         #: False: no certificate check, a path: that CA bundle)
         self._tls = tls_context(ssl_context, verify)
-        self._ctx = _ops.Ctx(user, {int(k): normalise_url(v) for k, v in (broker_urls or {}).items()})
+        self._ctx = _ops.Ctx(check_user(user), {int(k): normalise_url(v) for k, v in (broker_urls or {}).items()})
 
     @property
     def user(self) -> str:
