@@ -106,7 +106,7 @@ def _write_inlong(out: IO[bytes], msg: Any, limit: int | None) -> tuple[int, boo
     try:
         lines = inlong.records_to_json(msg)
     except InLongMsgError as exc:
-        eprint(f"tubemq consume: skipping offset {msg.offset} of {msg.topic}: not an InLong container ({exc})")
+        eprint(f"tubemq consume: skipping message {msg.message_id} of {msg.topic}: not an InLong container ({exc})")
         return 0, True
     if limit is not None:
         complete = len(lines) <= limit
