@@ -11,7 +11,10 @@ divided by ``--messages`` (the few other ``sorted`` calls of a run cancel out).
 
 Paths: ``sync`` (blocking ``Producer.send``), ``pipe`` (``Producer.send_async`` in batches of 1000, then
 each result), ``aio`` (``await tubemq.aio.Producer.send``, one in flight), ``raw`` (the raw blocking
-loop of ``roundtrip.py``: pre-encoded frames, ``sendall`` + ``recv`` + ``FrameDecoder``; the floor).
+loop of ``roundtrip.py``: pre-encoded frames, ``sendall`` + ``recv`` + ``FrameDecoder``; the floor), and
+``sync_idle`` (``sync`` with a 2 ms sleep before each send, so that every send finds its channel idle and
+checks it first: the blocking send's count then no longer depends on how fast the machine ran, which
+decides for ``sync`` how many sends find their channel idle for over 1 ms).
 
 ``--tree NAME=SRC`` (repeatable) runs the clients with ``PYTHONPATH=SRC`` (default: the ``tubemq`` this
 script imports); ``raw`` runs on the first tree only (it uses the client only to register).
@@ -30,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -81,6 +85,12 @@ def client(master: str, path: str, messages: int) -> None:
                 for _ in range(messages):
                     p.send(TOPIC, BODY)
             collected(sends)
+        elif path == "sync_idle":
+            def idle_sends() -> None:
+                for _ in range(messages):
+                    time.sleep(0.002)
+                    p.send(TOPIC, BODY)
+            collected(idle_sends)
         elif path == "pipe":
             def pipelined() -> None:
                 for start in range(0, messages, 1000):
