@@ -42,13 +42,13 @@ from typing import Any
 from .._tasks import wait_for
 from ..client.identity import consumer_id
 from ..codec import Partition
+from ..config import ConsumerConfig
 from ..errors import BadRequestError, ClientClosedError, TubeMQConnectionError, TubeMQError
 from ..metrics import Metrics
 from ..net.health import SessionHealth
 from ..protocol.constants import ErrorCode, EventType
 from ..types import Batch
 from .brokers import BrokerClient, BrokerHealth, BrokerHeartbeats
-from .config import ConsumerConfig
 from .engine import ConsumerEngine
 from .fetch import DeliveryBuffer, Fetcher
 from .flowctrl import FlowControl

@@ -35,8 +35,8 @@ from .links import FETCH_METHOD, OPENING_METHOD, Links
 from .partitions import PartitionSlot
 
 if TYPE_CHECKING:
+    from ..config import ConsumerConfig
     from .brokers import BrokerClient
-    from .config import ConsumerConfig
     from .fetch import DeliveryBuffer, Fetcher
     from .partitions import PartitionTable
 
