@@ -347,7 +347,7 @@ class ConsumerCore:
             try:
                 ok, code, msg, curr, mx = await self.brokers.commit(batch.partition, consumed)
             except TubeMQError as exc:
-                # unknown outcome (issue 22 item 4): never True. Confirmed locally all the same, so
+                # unknown outcome: never True. Confirmed locally all the same, so
                 # that the partition moves on: the next fetch (lastPackConsumed) commits it if the
                 # broker still holds the partition; else the batch is delivered again
                 self.metrics.inc("consumer.commit_failures")

@@ -156,7 +156,7 @@ class _Protocol(asyncio.BufferedProtocol):
 
     Buffered (``recv_into`` one preallocated buffer) rather than ``data_received``: the plain
     protocol makes the transport ``recv(256 KiB)``, which allocates a fresh 256 KiB bytes object per
-    read (an mmap, an mremap and a munmap syscall each time, measured with strace), a large share of
+    read (an mmap, an mremap and a munmap syscall each time), a large share of
     the cost of one small answer in a blocking ``send()``. Here each read copies out just its bytes.
     """
 

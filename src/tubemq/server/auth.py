@@ -10,9 +10,9 @@
 * Replays: a signed ``AuthenticateInfo`` is accepted once. The (user, timestamp, nonce, signature) of
   each accepted one is remembered until its timestamp leaves the window, so the memory is bounded by
   the window (and by ``MAX_SEEN_SIGNATURES``; when that is full, new signatures are refused until
-  old ones expire: fail closed). The real master has no such memory (issue 22 item 6).
+  old ones expire: fail closed). The real master has no such memory.
 * ``FailureThrottle``: repeated bad credentials from one source (admin token, master passwords)
-  are delayed per source, with bounded memory; other sources are not affected (item 7).
+  are delayed per source, with bounded memory; other sources are not affected.
 * ``VisitTokenManager``: the rotating ``visitAuthorizedToken`` (§4.11); the broker accepts any of the
   last 6 tokens (§8.3) through ``is_valid``. Unlike the real master's millisecond timestamps these are
   random, so they cannot be guessed.
@@ -163,7 +163,7 @@ class MasterAuthenticator:
 
 
 class FailureThrottle:
-    """Per-source delay after repeated bad credentials (issue 22 item 7).
+    """Per-source delay after repeated bad credentials: guessing a password or token gets slow.
 
     A source may fail ``free`` times within ``forget_s`` without effect; each further failure makes
     its next requests wait ``base_s`` doubled per failure, at most ``max_s`` (default
@@ -237,8 +237,8 @@ class FailureThrottle:
 class VisitTokenManager:
     """Rotating visit tokens; the last 6 stay valid (``SimpleVisitTokenManager``, §8.3).
 
-    The real master hands out millisecond timestamps, which anyone can guess (issue 11.6: a forged
-    send was accepted after 500 guesses). These tokens are random positive int64 values (the wire
+    The real master hands out millisecond timestamps, which anyone can guess (a forged send gets
+    through after a few hundred guesses). These tokens are random positive int64 values (the wire
     field ``visitAuthorizedToken`` is an int64), drawn with ``secrets``: never -2 (the client's
     "no token yet"), never a token still in the history.
     """
