@@ -11,6 +11,11 @@
 3. Consumer churn: members of one group join, leave and are SIGKILLed (child processes) for S seconds
    while messages flow: a partition registered by two members at once is *held twice*; every
    acknowledged message must be delivered.
+4. Network faults: an embedded cluster (default timers) behind ``tubemq.testing`` fault proxies, a
+   producer and a consumer group of 2 (default client settings) through a blackhole, resets and a peer
+   that vanishes without a FIN (10 s, 10 s, 40 s): *recovery* is the time from the network's return
+   until every partition delivers a message acknowledged after it; every acknowledged message must be
+   delivered.
 
 It prints one table (inputs tried, crashes, untyped errors, disagreements, acknowledged lost,
 duplicates, partitions held twice, peak RSS: of the fuzz worker, or of the soak process, which hosts the
@@ -23,6 +28,7 @@ Usage::
     python bench/soak.py            # the full run: 1M inputs per decoder, 3 x 100k SIGKILL, 60 s churn
     python bench/soak.py --quick    # a few minutes: 20k inputs, 1 x 5k SIGKILL, 10 s churn
     python bench/soak.py --fuzz 200000 --kill-trials 2 --kill-messages 20000 --churn-seconds 30
+    python bench/soak.py --only network            # the network faults alone (about 2 minutes)
 """
 
 from __future__ import annotations
@@ -238,11 +244,12 @@ def run_fuzz(n: int, seed: int, time_limit: float) -> list[dict[str, Any]]:
 
 COLUMNS = [("scenario", 42), ("inputs tried", 12), ("crashes", 7), ("hangs", 5), ("untyped errors", 14),
            ("disagreements", 13), ("acked lost", 10), ("duplicates", 10), ("held twice", 10),
-           ("peak RSS MB", 11)]
+           ("recovery s", 10), ("peak RSS MB", 11)]
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    keys = ["scenario", "tried", "crashes", "hangs", "untyped", "disagree", "lost", "duplicates", "held_twice", "rss_mb"]
+    keys = ["scenario", "tried", "crashes", "hangs", "untyped", "disagree", "lost", "duplicates", "held_twice",
+            "recovery", "rss_mb"]
     print(" | ".join(name.ljust(w) for name, w in COLUMNS))
     print("-|-".join("-" * w for _, w in COLUMNS))
     for row in rows:
@@ -292,6 +299,33 @@ def run_churn(seconds: float) -> dict[str, Any]:
             "lost": res.missing, "held_twice": res.held_twice, "rss_mb": _self_rss()}
 
 
+#: (fault, seconds) of the network part; quick runs use 3 s faults
+NETWORK_FAULTS = [("blackhole", 10.0), ("reset", 10.0), ("vanish", 40.0)]
+
+
+def run_network(quick: bool) -> list[dict[str, Any]]:
+    from reliability.network_faults import group_through_fault
+
+    from tubemq.server import EmbeddedCluster
+    from tubemq.testing import proxy_cluster
+
+    rows = []
+    for fault, seconds in NETWORK_FAULTS:
+        seconds = 3.0 if quick else seconds
+        with tempfile.TemporaryDirectory(prefix="tubemq-soak-") as d, EmbeddedCluster(d) as cluster, \
+                proxy_cluster(cluster) as proxies:
+            res = group_through_fault(cluster, proxies, fault, seconds, topic=f"soak_{fault}", partitions=4,
+                                      recover_limit=120.0, drain_limit=120.0)
+        print(f"  network: {res}", file=sys.stderr)
+        for err in res.errors[:3]:
+            print(f"    {err}", file=sys.stderr)
+        rows.append({"scenario": f"{fault} {seconds:g} s, group of 2", "tried": res.acked, "lost": res.lost,
+                     "untyped": res.untyped_errors, "hangs": int(res.recovery_s is None or bool(res.errors)),
+                     "recovery": "-" if res.recovery_s is None else f"{res.recovery_s:.2f}",
+                     "rss_mb": _self_rss()})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a scaled-down run (a few minutes)")
@@ -302,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20261123)
     ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT,
                     help="cap per fuzz worker, seconds (quick: 60)")
-    ap.add_argument("--only", choices=("fuzz", "kill", "churn"), action="append", help="run only these parts")
+    ap.add_argument("--only", choices=("fuzz", "kill", "churn", "network"), action="append",
+                    help="run only these parts")
     ap.add_argument("--fuzz-worker", help=argparse.SUPPRESS)
     ap.add_argument("--codec", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -318,13 +353,14 @@ def main(argv: list[str] | None = None) -> int:
     trials = args.kill_trials if args.kill_trials is not None else base["kill_trials"]
     messages = args.kill_messages if args.kill_messages is not None else base["kill_messages"]
     churn = args.churn_seconds if args.churn_seconds is not None else base["churn"]
-    parts = set(args.only or ("fuzz", "kill", "churn"))
+    parts = set(args.only or ("fuzz", "kill", "churn", "network"))
     t0 = time.monotonic()
     rows: list[dict[str, Any]] = []
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("fuzz", lambda: rows.extend(run_fuzz(n, args.seed, args.time_limit))),
         ("kill", lambda: rows.extend(run_kill(trials, messages))),
         ("churn", lambda: rows.append(run_churn(churn))),
+        ("network", lambda: rows.extend(run_network(args.quick))),
     ]
     for name, step in steps:
         if name in parts:
@@ -332,7 +368,9 @@ def main(argv: list[str] | None = None) -> int:
             step()
     custom = any(v is not None for v in (args.fuzz, args.kill_trials, args.kill_messages, args.churn_seconds))
     label = "custom" if custom or args.only else "quick" if args.quick else "full"
-    print(f"\nsoak: {label} run (fuzz {n}/decoder, {trials} x {messages} SIGKILL, {churn:.0f} s churn), "
+    what = {"fuzz": f"fuzz {n}/decoder", "kill": f"{trials} x {messages} SIGKILL", "churn": f"{churn:.0f} s churn",
+            "network": "network faults" + (" of 3 s" if args.quick else "")}
+    print(f"\nsoak: {label} run ({', '.join(what[p] for p, _ in steps if p in parts)}), "
           f"{time.monotonic() - t0:.0f} s, python {sys.version.split()[0]}\n")
     print_table(rows)
     bad = sum(int(r.get(k, 0) or 0) for r in rows for k in ("crashes", "hangs", "untyped", "lost", "duplicates", "held_twice"))

@@ -43,7 +43,7 @@ LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
     (5, "bridge", ("tubemq._bridge",)),
     (6, "facades", ("tubemq.sync",)),
     (7, "public", ("tubemq", "tubemq.aio", "tubemq.otel")),
-    (8, "top", ("tubemq.spark", "tubemq.cli", "tubemq.__main__", "tubemq.pytest_plugin")),
+    (8, "top", ("tubemq.spark", "tubemq.cli", "tubemq.__main__", "tubemq.pytest_plugin", "tubemq.testing")),
 ]
 #: Layers of one rank that must not import each other.
 SIBLINGS = {frozenset({"client", "server"})}

@@ -28,7 +28,6 @@ from .protocol.constants import (
     ARRAY_SEP,
     CONNECT_TIMEOUT_MS,
     DEFAULT_RPC_TIMEOUT_MS,
-    HEARTBEAT_PERIOD_AFTER_FAIL_MS,
     HEARTBEAT_PERIOD_MS,
     MAX_RPC_TIMEOUT_MS,
     META_MAX_BOOKED_TOPIC_COUNT,
@@ -47,6 +46,10 @@ from .protocol.constants import (
 )
 
 C = TypeVar("C", bound="ClientConfig")
+
+#: Longest wait between failing master heartbeats (``heartbeat_fail_wait_ms``): the Java client
+#: pauses 60 s after 5 failures, which a group pays in full however soon the network returns.
+HEARTBEAT_FAIL_WAIT_MS = 2000
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -392,7 +395,8 @@ class ConsumerConfig(ClientConfig):
     ``rebalance_confirm_wait_ms``: how long a revoked partition waits for the confirm of its
     handed-out batch before rolling it back. ``register_rounds``: broker registration rounds per
     rebalance event. ``shutdown_wait_ms``: close waits this long for a running rebalance.
-    ``heartbeat_fail_wait_ms``: master heartbeat pause after 5 consecutive failures (Java 60000).
+    ``heartbeat_fail_wait_ms``: longest wait between master heartbeat attempts while they fail (the
+    wait starts at ``register_retry_wait_ms`` and doubles; Java pauses 60000 after 5 failures).
     ``verify_checksum``: drop messages whose CRC does not match (§4.9). ``client_filter``: also drop,
     on the client, messages whose stream id is not in the topic's filter (Java semantics).
     ``iter_timeout_ms``: ``for msg in consumer`` stops after this long without a message (0 = never).
@@ -420,7 +424,7 @@ class ConsumerConfig(ClientConfig):
     rebalance_confirm_wait_ms: int = _ranged(REB_CONFIRM_WAIT_MS, 0, 600000)
     register_rounds: int = _ranged(5, 1, 100)
     shutdown_wait_ms: int = _ranged(SHUTDOWN_REBALANCE_WAIT_MS, 0, 600000)
-    heartbeat_fail_wait_ms: int = _ranged(HEARTBEAT_PERIOD_AFTER_FAIL_MS, 10, 3600000)
+    heartbeat_fail_wait_ms: int = _ranged(HEARTBEAT_FAIL_WAIT_MS, 10, 3600000)
     verify_checksum: bool = True
     client_filter: bool = True
     hook_timeout_ms: int = _ranged(10000, 1, 3600000)

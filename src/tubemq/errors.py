@@ -323,6 +323,7 @@ __all__ = [
     "ConfigError",
     "ConnectionLostError",
     "ConsumeForbiddenError",
+    "DataDirLockedError",
     "DecodeError",
     "DuplicatePartitionError",
     "ErrorCode",
@@ -397,6 +398,21 @@ class ServerBindError(TubeMQError, OSError):
 
     def __str__(self) -> str:
         return str(self.strerror)
+
+
+class DataDirLockedError(TubeMQError):
+    """Another live server process writes to this data directory (two would destroy its data).
+
+    ``.path`` is the directory, ``.pid`` the holder's process id as it wrote it into the lock file
+    (0 when it could not be read).
+    """
+
+    def __init__(self, path: str, pid: int) -> None:
+        holder = f"pid {pid}" if pid > 0 else "pid unknown"
+        super().__init__(f"data directory {path} is in use by another server ({holder}): stop it or "
+                         "choose another data directory")
+        self.path = path
+        self.pid = pid
 
 
 class AdminError(TubeMQError):

@@ -4,7 +4,11 @@ Installed with tubemq (entry point ``pytest11``: ``tubemq``), so a user's suite 
 
 * ``tubemq_cluster``: a started :class:`tubemq.server.EmbeddedCluster` (master + broker on 127.0.0.1,
   ephemeral ports, a fresh data directory under the test's tmp folder), stopped after the test;
-* ``tubemq_master``: its master address (``"127.0.0.1:PORT"``), what ``Producer``/``Consumer`` take.
+* ``tubemq_master``: its master address (``"127.0.0.1:PORT"``), what ``Producer``/``Consumer`` take;
+* ``tubemq_proxies``: a :class:`tubemq.testing.FaultProxy` in front of that cluster's master and each
+  broker (brokers advertised through theirs): clients given ``tubemq_proxies.master_address`` pass a
+  proxy for every byte, and ``tubemq_proxies.blackhole()`` / ``reset()`` / ``vanish()`` /
+  ``half_open()`` / ``delay(ms)`` / ``bandwidth(bps)`` / ``heal()`` inject network faults (no root).
 
 ``@pytest.mark.tubemq_cluster(brokers=2, topics={"orders": 4}, ...)`` passes server options (any
 ``EmbeddedCluster`` keyword) and topics to create (name -> partitions, or a list of names for 3 each).
@@ -24,6 +28,7 @@ import pytest
 
 if TYPE_CHECKING:
     from tubemq.server import EmbeddedCluster
+    from tubemq.testing import ClusterProxies
 
 MARKER = "tubemq_cluster"
 DEFAULT_PARTITIONS = 3
@@ -94,3 +99,12 @@ def tubemq_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
 def tubemq_master(tubemq_cluster: EmbeddedCluster) -> str:
     """The running cluster's master address, ``"127.0.0.1:PORT"``."""
     return tubemq_cluster.master_address
+
+
+@pytest.fixture
+def tubemq_proxies(tubemq_cluster: EmbeddedCluster) -> Iterator[ClusterProxies]:
+    """Fault proxies in front of the cluster's master and brokers (``tubemq.testing.proxy_cluster``)."""
+    from tubemq.testing import proxy_cluster
+
+    with proxy_cluster(tubemq_cluster) as proxies:
+        yield proxies

@@ -171,14 +171,4 @@ class HostilePeer:
 
 def redirect_broker(cluster: Any, address: str) -> None:
     """Make the embedded master advertise its broker at ``address`` (a :class:`HostilePeer` proxy)."""
-    from tubemq.server.meta import BrokerEntry
-
-    host, port = address.rsplit(":", 1)
-    server = cluster.server
-
-    def apply() -> None:
-        meta = server.meta
-        old = meta.brokers[server.config.broker_id]
-        meta.set_broker(BrokerEntry(old.broker_id, host, int(port), None))
-
-    cluster._call(apply)
+    cluster.advertise_broker(None, address)

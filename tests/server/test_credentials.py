@@ -66,18 +66,59 @@ def test_seen_signatures_capped_fail_closed(monkeypatch: pytest.MonkeyPatch) -> 
     assert a.check(cert(now[0], 99)).ok
 
 
-def test_replayed_register_refused_over_tcp(tmp_path: Path) -> None:
-    with EmbeddedCluster(data_dir=tmp_path / "d", auth_enabled=True, auth_users={"admin": "secret"}) as cl:
-        req = master_pb.RegisterRequestP2M(clientId="p-replay", brokerCheckSum=-1, hostName="127.0.0.1")
-        req.authInfo.CopyFrom(client_auth.master_cert_info("admin", "secret"))
-        captured = req.SerializeToString()
-        with RawClient(cl.master_address) as c:
-            first = master_pb.RegisterResponseM2P.FromString(c.call(1, captured, service_type=1).body)
-            assert first.success, first
-        with RawClient(cl.master_address) as c:  # the attacker's own connection, same bytes
-            again = master_pb.RegisterResponseM2P.FromString(c.call(1, captured, service_type=1).body)
-        assert (again.success, again.errCode, again.errMsg) == (False, 415, MSG_REPLAYED)
-        assert not again.HasField("authorizedInfo")  # no visit token for the replay
+def _register(address: str, body: bytes) -> Any:
+    with RawClient(address) as c:  # a connection of its own each time: the attacker's, same bytes
+        return master_pb.RegisterResponseM2P.FromString(c.call(1, body, service_type=1).body)
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["same-master", "after-restart"])
+def test_replayed_register_refused_over_tcp(tmp_path: Path, restart: bool) -> None:
+    """Also right after a master restart, inside the 20 s window (the replay memory is journaled)."""
+    opts: dict[str, Any] = {"auth_enabled": True, "auth_users": {"admin": "secret"}}
+    req = master_pb.RegisterRequestP2M(clientId="p-replay", brokerCheckSum=-1, hostName="127.0.0.1")
+    req.authInfo.CopyFrom(client_auth.master_cert_info("admin", "secret"))
+    captured = req.SerializeToString()
+    cl = EmbeddedCluster(data_dir=tmp_path / "d", **opts)
+    cl.start()
+    try:
+        first = _register(cl.master_address, captured)
+        assert first.success, first
+        if restart:
+            cl.stop()
+            cl = EmbeddedCluster(data_dir=tmp_path / "d", **opts)
+            cl.start()
+        again = _register(cl.master_address, captured)
+    finally:
+        cl.stop()
+    assert (again.success, again.errCode, again.errMsg) == (False, 415, MSG_REPLAYED)
+    assert not again.HasField("authorizedInfo")  # no visit token for the replay
+
+
+def test_replay_memory_survives_a_restart_and_stays_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1_000_000]
+    journal = tmp_path / "auth_replay.journal"
+    a = MasterAuthenticator(True, {"admin": "secret"}, clock_ms=lambda: now[0], journal=journal)
+    first = cert(now[0], 1)
+    assert a.check(first).ok
+    a.close()
+    b = MasterAuthenticator(True, {"admin": "secret"}, clock_ms=lambda: now[0] + 5_000, journal=journal)
+    assert b.check(first).message == MSG_REPLAYED  # the restarted master remembers it
+    assert b.check(cert(now[0], 2)).ok
+    b.close()
+    monkeypatch.setattr(auth.ReplayJournal, "COMPACT_MIN", 4)
+    now[0] += 20_001  # both left the window: the next start drops them from the file
+    c = MasterAuthenticator(True, {"admin": "secret"}, clock_ms=lambda: now[0], journal=journal)
+    assert len(c._seen) == 0 and journal.read_text() == ""
+    for n in range(20):
+        assert c.check(cert(now[0], 100 + n)).ok
+        now[0] += 3_000  # older entries keep expiring: compaction keeps the file near the live count
+    assert len(journal.read_text().splitlines()) <= max(4, 2 * len(c._seen)) + 1
+    c.close()
+    with journal.open("a") as f:
+        f.write("12 torn-line\n99999999999")  # garbage and a torn tail are skipped
+    d = MasterAuthenticator(True, {"admin": "secret"}, clock_ms=lambda: now[0], journal=journal)
+    assert set(d._seen) == {k for k, until in c._seen.items() if until >= now[0]}
+    d.close()
 
 
 # ---- item 7: throttling

@@ -237,3 +237,85 @@ def test_pipelined_sends_to_two_stores_in_one_read(tmp_path: Path, monkeypatch: 
     sm = StoreManager(tmp_path / "d")
     got = sorted(read_all(sm.get("two", s), p) for s in (0, 1) for p in (s * 10000, s * 10000 + 1))  # type: ignore[arg-type]
     assert sorted(m for part in got for m in part) == sorted(b"kept-%d" % i for i in range(len(pids)))
+
+
+def test_rollback_keeps_earlier_cached_entries_readable(tmp_path: Path) -> None:
+    """A failed batch rolled back must not hide the cached entries written before it: a cache read
+    that finds "nothing for the partition" books the range as read and the group skips it."""
+    disk = FullDisk()
+    sm = StoreManager(tmp_path, writer=disk)
+    s = sm.get("t", 0)
+    assert s is not None
+    for i in range(5):
+        s.append(i % 2, rec(i), 7 + i % 2, 1)
+    s.flush_pending()
+    assert s.cache_start == 0 and s.cache_has(0, 0, None) and s.cache_has(0, 1, frozenset({8}))
+    disk.full = True
+    s.append(0, rec(9), 7, 1)
+    s.append(2, rec(10), 9, 1)
+    with pytest.raises(OSError):
+        s.flush_pending()
+    assert s.cache_has(0, 0, None) and s.cache_has(0, 1, None), "entries written before the batch hidden"
+    assert s.cache_has(0, 0, frozenset({7})) and s.cache_has(0, 1, frozenset({8}))
+    assert not s.cache_has(0, 2, None) and not s.cache_has(0, 0, frozenset({9}))  # rolled back: gone
+    assert not s.cache_has(5 * 28, 0, None)
+    sm.close()
+
+
+@pytest.mark.parametrize(("flush", "brokers"), [("interval", 1), ("always", 1), ("interval", 3)])
+def test_group_delivers_every_ack_through_fill_cycles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: str, brokers: int
+) -> None:
+    """A consumer group reading while the disk fills and frees (twice) delivers every acknowledged id
+    (one broker, or several sharing the full disk)."""
+    disk = FullDisk()
+    monkeypatch.setattr(storage, "default_writer", disk)
+    acked: set[bytes] = set()
+    delivered: set[bytes] = set()
+    with EmbeddedCluster(data_dir=tmp_path / "d", flush=flush, flush_interval_ms=50, brokers=brokers,
+                         **FAST_TIMERS) as cl:
+        cl.create_topic("fill", partitions=2)
+        with tubemq.Producer(cl.master_address, rpc_timeout_ms=5000, retries=0) as p:
+            consumers: list[tubemq.Consumer] = []
+
+            def drain(c: tubemq.Consumer, quiet_s: float) -> None:
+                idle_until = time.monotonic() + quiet_s
+                hard = time.monotonic() + 30
+                while time.monotonic() < min(idle_until, hard) or (acked - delivered and time.monotonic() < hard):
+                    b = c.poll(timeout=0.2)
+                    if b is not None:
+                        delivered.update(m.data for m in b)
+                        c.confirm(b)
+                        idle_until = time.monotonic() + quiet_s
+
+            try:
+                for cycle in range(2):
+                    for i in range(40):
+                        body = b"c%d-%03d" % (cycle, i)
+                        p.send("fill", body)
+                        acked.add(body)
+                    disk.full = True
+                    with pytest.raises(ServerOverflowError):
+                        for i in range(4):  # the send that meets the full disk rolls its batch back
+                            p.send("fill", b"refused-%d" % i)
+                    if not consumers:  # a group that starts reading while the disk is full
+                        consumers.append(tubemq.Consumer(cl.master_address, group="g-fill", topics=["fill"],
+                                                         consume_from="earliest"))
+                    drain(consumers[0], 1.5)
+                    with tubemq.BoundConsumer(cl.master_address, f"g-bound-{cycle}", ["fill"],
+                                       consume_from="earliest") as bc:  # readable live, disk still full
+                        live = {bytes(m.data) for p in bc.partitions() for m in bc.read_range(p, 0, timeout=20.0)}
+                    assert acked <= live, f"{len(acked - live)} acknowledged ids not readable while the disk is full"
+                    disk.full = False
+                    time.sleep(storage.WRITE_RETRY_S + 0.05)
+                body = b"after"
+                p.send("fill", body)
+                acked.add(body)
+                drain(consumers[0], 0.5)
+            finally:
+                for c in consumers:
+                    c.close()
+    missing = acked - delivered
+    print(f"flush={flush} brokers={brokers}: {len(acked)} acknowledged, {len(delivered & acked)} delivered, {len(missing)} missing")
+    assert not missing, f"{len(missing)} acknowledged ids never delivered, e.g. {sorted(missing)[:3]}"
+    assert not {d for d in delivered if d.startswith(b"refused")}

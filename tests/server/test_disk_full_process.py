@@ -140,6 +140,54 @@ def test_always_flush_does_not_wedge_after_full_disk(tmp_path: Path) -> None:
     check_all_there(data_dir, "dw", acked)
 
 
+def _drain(consumer: tubemq.Consumer, delivered: set[bytes], want: set[bytes], quiet_s: float) -> None:
+    """Poll and confirm until nothing came for ``quiet_s`` and ``want`` is delivered (30 s at most)."""
+    hard = time.monotonic() + 30
+    idle_until = time.monotonic() + quiet_s
+    while time.monotonic() < hard and (time.monotonic() < idle_until or not want <= delivered):
+        b = consumer.poll(timeout=0.2)
+        if b is not None:
+            delivered.update(bytes(m.data) for m in b)
+            consumer.confirm(b)
+            idle_until = time.monotonic() + quiet_s
+
+
+@pytest.mark.parametrize("flush", ["interval", "always"])
+def test_live_group_delivers_every_ack_through_fill_cycles(tmp_path: Path, flush: str) -> None:
+    """A `tubemq serve` process whose disk fills and frees twice while a group reads: the group delivers
+    every acknowledged message (none is booked as read without having been delivered)."""
+    data_dir = tmp_path / "data"
+    control = tmp_path / "disk"
+    MetaStore(data_dir).create_topic("dg", partitions=PARTITIONS)
+    server = Server(data_dir, flush, control)
+    acked: list[bytes] = []
+    delivered: set[bytes] = set()
+    consumer: tubemq.Consumer | None = None
+    try:
+        with tubemq.Producer(server.master, **PRODUCER) as p:
+            for cycle in range(2):
+                send_until(p, "dg", b"cycle%d" % cycle, 60, acked)
+                control.write_text("full")
+                with pytest.raises(ServerOverflowError):
+                    for i in range(5):
+                        p.send("dg", b"refused-%d" % i)
+                if consumer is None:  # a group that starts reading while the disk is full
+                    consumer = tubemq.Consumer(server.master, group="g-dg", topics=["dg"], consume_from="earliest")
+                _drain(consumer, delivered, set(), 1.5)
+                control.write_text("room")
+            send_until(p, "dg", b"after", 1, acked)
+            assert consumer is not None
+            _drain(consumer, delivered, set(acked), 0.5)
+    finally:
+        if consumer is not None:
+            consumer.close()
+        server.kill()
+    missing = set(acked) - delivered
+    print(f"flush={flush}: {len(acked)} acknowledged, {len(missing)} never delivered to the live group")
+    assert not missing, f"{len(missing)} acknowledged messages skipped by the group, e.g. {sorted(missing)[:3]}"
+    assert not any(d.startswith(b"refused") for d in delivered)
+
+
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A 6 MiB tmpfs (root with mount permission only)."""

@@ -220,12 +220,14 @@ def run(args: argparse.Namespace) -> int:
     if args.verbose == 0:
         # the listener lines ("master listening on ...") are the point of a foreground server
         logging.getLogger("tubemq.server").setLevel(logging.INFO)
-    from tubemq.errors import ServerBindError
+    from tubemq.errors import DataDirLockedError, ServerBindError
 
     try:
         result = run_foreground(config)
     except ServerBindError as exc:  # names the role and port: "master port 8715 on 127.0.0.1: ..."
         raise CliError(f"cannot start the server: {exc}", port_in_use_status(exc)) from None
+    except DataDirLockedError as exc:  # another live server writes to this directory
+        raise CliError(f"cannot start the server: {exc}") from None
     except OSError as exc:
         raise CliError(f"cannot start the server: {exc.strerror or exc}") from None
     return int(result or 0)

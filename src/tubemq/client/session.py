@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import codec
 from .._tasks import wait_for
-from ..config import ClientConfig
+from ..config import HEARTBEAT_FAIL_WAIT_MS, ClientConfig
 from ..errors import (
     AuthenticationError,
     ClientClosedError,
@@ -43,7 +43,6 @@ from ..protocol.constants import (
     DEFAULT_BROKER_PORT,
     DEFAULT_BROKER_TLS_PORT,
     DEFAULT_MAX_MSG_SIZE,
-    HEARTBEAT_PERIOD_AFTER_FAIL_MS,
     MAX_HEARTBEAT_RETRY_TIMES,
     MAX_MAX_MSG_SIZE,
     META_VALUE_UNDEFINED,
@@ -325,12 +324,23 @@ class MasterSessionBase:
                     self.require_auth = True
                 log.warning("%s heartbeat failed (%d in a row): %s", self.role, self._hb_failures, exc)
                 if self._hb_failures >= MAX_HEARTBEAT_RETRY_TIMES:
-                    delay = max(period, HEARTBEAT_PERIOD_AFTER_FAIL_MS / 1000.0)
-                    self._hb_failures = 0
                     # after a run of failures the master has probably forgotten us
                     self.registered = False
-                else:
-                    delay = min(period, self.config.register_retry_wait_ms / 1000.0)
+                delay = self.failed_heartbeat_wait(self._hb_failures)
+
+    def failed_heartbeat_wait(self, failures: int) -> float:
+        """Seconds before the next heartbeat after ``failures`` in a row: ``register_retry_wait_ms``,
+        doubling, at most ``heartbeat_fail_wait_ms`` and never longer than the period.
+
+        Why not Java's 60 s pause after 5 failures: nothing brings that pause forward when the network
+        returns, so a 10 s outage cost a group up to a minute; a capped retry reaches the master within
+        the cap of its return, and a failure (refused or timed-out connect) costs the master nothing.
+        Success resets the count (``_locked_heartbeat``)."""
+        cfg = self.config
+        period = cfg.heartbeat_period_ms / 1000.0
+        cap = getattr(cfg, "heartbeat_fail_wait_ms", HEARTBEAT_FAIL_WAIT_MS) / 1000.0
+        first = cfg.register_retry_wait_ms / 1000.0
+        return min(period, cap, first * 2 ** min(max(failures - 1, 0), 16))
 
     async def _reregister(self) -> float:
         """Register again (forever, unless closed); returns the delay before the next heartbeat."""

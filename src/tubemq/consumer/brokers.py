@@ -41,8 +41,14 @@ class BrokerHealth:
     """Per-broker request outcomes -> healthy / unhealthy; ``on_unhealthy(address, reason)`` once per
     transition. Fed by fetches and by every broker RPC of :class:`BrokerClient`."""
 
-    def __init__(self, on_unhealthy: Callable[[str, str], None]) -> None:
+    def __init__(self, on_unhealthy: Callable[[str, str], None],
+                 on_healthy: Callable[[str], None] | None = None,
+                 on_still_failing: Callable[[str], None] | None = None) -> None:
         self.on_unhealthy = on_unhealthy
+        self.on_healthy = on_healthy
+        #: every further BROKER_UNHEALTHY_AFTER failures of an unhealthy broker (its connection may be
+        #: one that stalled after the first one was replaced: replace it again)
+        self.on_still_failing = on_still_failing
         self._failures: dict[str, int] = {}
         #: address -> (monotonic time it was marked, reason) for brokers unhealthy right now
         self.unhealthy: dict[str, tuple[float, str]] = {}
@@ -52,6 +58,8 @@ class BrokerHealth:
         self._failures.pop(address, None)
         if self.unhealthy.pop(address, None) is not None:
             log.warning("broker %s answers again: healthy", address)
+            if self.on_healthy is not None:
+                self.on_healthy(address)
 
     def failed(self, address: str, exc: BaseException) -> None:
         if not isinstance(exc, (TubeMQTimeoutError, TubeMQConnectionError, ProtocolError, OSError)):
@@ -60,6 +68,18 @@ class BrokerHealth:
         self._failures[address] = n
         if n >= BROKER_UNHEALTHY_AFTER and address not in self.unhealthy:
             reason = f"{n} requests in a row failed, the last with: {exc}"
+            self.unhealthy[address] = (time.monotonic(), reason)
+            self.marked += 1
+            self.on_unhealthy(address, reason)
+        elif n % BROKER_UNHEALTHY_AFTER == 0 and self.on_still_failing is not None:
+            self.on_still_failing(address)
+
+    def gone(self, address: str, reason: str) -> None:
+        """The broker closed our connection (a dead or restarted broker: its registrations are gone):
+        unhealthy at once, without waiting for requests to fail."""
+        self._failures[address] = BROKER_UNHEALTHY_AFTER
+        if address not in self.unhealthy:
+            reason = f"connection closed by the broker ({reason})"
             self.unhealthy[address] = (time.monotonic(), reason)
             self.marked += 1
             self.on_unhealthy(address, reason)

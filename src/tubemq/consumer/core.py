@@ -48,6 +48,7 @@ from ..metrics import Metrics
 from ..net.health import SessionHealth
 from ..protocol.constants import ErrorCode, EventType
 from ..types import Batch
+from .broker_watch import BrokerWatch
 from .brokers import BrokerClient, BrokerHealth, BrokerHeartbeats
 from .engine import ConsumerEngine
 from .fetch import DeliveryBuffer, Fetcher
@@ -136,6 +137,8 @@ class ConsumerCore:
             on_revoked=self._revoked_hook,
             on_report_ready=self.session.trigger_heartbeat,
         )
+        self.watch = BrokerWatch(self.table, self.session, self.brokers, self.worker, lambda: self.closing)
+        self.orphans = self.watch.orphans  # registrations let go of without the broker hearing it
         self.started = False
         self.closed = False
         self._close_task: asyncio.Task[None] | None = None
@@ -177,6 +180,7 @@ class ConsumerCore:
                                lambda name=name: worker.processed_by_type.get(name, 0))  # type: ignore[misc]
         m.register_counter("consumer.partitions_assigned", lambda: worker.partitions_assigned)
         m.register_counter("consumer.partitions_revoked", lambda: worker.partitions_revoked)
+        m.register_counter("consumer.registrations_released", lambda: self.orphans.released)
         for name in ("partitions_lost", "confirm_timeouts", "commit_failures", "close_timeouts"):
             m.inc(f"consumer.{name}", 0)  # present from the start (counted on failure paths)
         m.set_gauge("consumer.partitions", lambda: len(self.table.registered()))
@@ -216,11 +220,13 @@ class ConsumerCore:
         self.started = True
         await self.session.start(register_attempts=5)
         self.health.remember_pool()
+        self.watch.start()
         loop = asyncio.get_running_loop()
         self._tasks["rebalance"] = loop.create_task(self.worker.run(), name="tubemq-rebalance")
         self._tasks["broker-heartbeat"] = loop.create_task(self._broker_heartbeat_loop(),
                                                            name="tubemq-broker-heartbeat")
         self._tasks["housekeeping"] = loop.create_task(self._housekeeping(), name="tubemq-consumer-housekeeping")
+        self._tasks["orphans"] = loop.create_task(self.orphans.run(lambda: self.closing), name="tubemq-orphans")
         self.workers.start()
         log.info("consumer %s started: group %s, topics %s", self.client_id, self.config.group,
                  sorted(self.config.topics))
@@ -261,6 +267,8 @@ class ConsumerCore:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks.clear()
+        with contextlib.suppress(TubeMQError):
+            self.watch.stop()
         # 3. tell the master (no heartbeat is sent after this)
         await self.session.close(timeout=max(0.05, deadline - time.monotonic()))
         self.closed = True
@@ -442,6 +450,7 @@ class ConsumerCore:
 
     # ------------------------------------------------------------------ BrokerOps for the worker
     async def register(self, slot: PartitionSlot, read_status: int) -> RegisterOutcome:
+        self.orphans.taken_back(slot.key)  # the broker replaces a registration of the same consumer id
         return await self.brokers.register(slot, read_status, self._bound_offset(slot))
 
     def _bound_offset(self, slot: PartitionSlot) -> int | None:
@@ -512,7 +521,7 @@ class ConsumerCore:
                     del self._lost_infos[slot.key]
             if not self.closing:
                 self.table.changed = True
-                self.session.trigger_heartbeat()  # tell the master soon (reportSubscribeInfo)
+                self.session.hurry()  # tell the master now, then ask for the new assignment every second
 
     def _broker_unhealthy(self, address: str, reason: str) -> None:
         """Java, after a failed broker heartbeat: release that broker's partitions locally (no RPC: it
@@ -525,11 +534,10 @@ class ConsumerCore:
                                     f"{len(slots)} partition(s) released for reassignment")
         self.last_error = err
         log.warning("%s", err)
-        for slot in slots:
+        for slot in slots:  # the broker did not hear it: its registration is released once it answers
+            self.orphans.add(slot)
             self.table.drop(slot, f"broker {address} unhealthy")  # reported through _dropped
-        task = asyncio.get_running_loop().create_task(self.session.pool.discard(address))
-        self._discards.add(task)  # the loop keeps only a weak reference to a task
-        task.add_done_callback(self._discards.discard)
+        self.watch.discard_connection(address)
         if self.on_error is not None:
             try:
                 self.on_error(err)

@@ -201,6 +201,7 @@ class RebalanceWorker:
         on_assigned: Hook | None = None,
         on_revoked: Hook | None = None,
         on_report_ready: Callable[[], None] | None = None,
+        on_unreleased: Callable[[PartitionSlot], None] | None = None,
     ) -> None:
         self.table = table
         self.ops = ops
@@ -214,6 +215,9 @@ class RebalanceWorker:
         self.on_assigned = on_assigned
         self.on_revoked = on_revoked
         self.on_report_ready = on_report_ready
+        #: told of every partition given up whose broker may still hold our registration (the
+        #: unregister failed, or the slot was dropped while it was being released): release it later
+        self.on_unreleased = on_unreleased
         self.busy = False
         self.processed = 0
         # for metrics: events processed per type (lower-case EventType names), partitions gained/revoked
@@ -347,6 +351,8 @@ class RebalanceWorker:
                 self.table.drop(slot, reason)
             elif slot.state is not PartitionState.RELEASED:
                 self.table.drop(slot, reason)
+            elif self.on_unreleased is not None:
+                self.on_unreleased(slot)  # dropped (broker gone) while settling: never unregistered
 
         await asyncio.gather(*(one(s) for s in slots))
 
@@ -355,8 +361,12 @@ class RebalanceWorker:
             await self.ops.unregister(slot, read_status)
         except asyncio.CancelledError:
             raise
-        except TubeMQError as exc:  # errors are ignored, as in Java (§5.2.4)
-            log.info("partition %s: unregister failed (%s); the broker expires it", slot.key, exc)
+        except TubeMQError as exc:
+            # Java ignores it and the broker keeps the registration until it expires (§5.2.4), refusing
+            # the partition's next owner meanwhile: released again once the broker answers
+            log.info("partition %s: unregister failed (%s); released when the broker answers", slot.key, exc)
+            if self.on_unreleased is not None:
+                self.on_unreleased(slot)
 
     async def _call_hook(self, hook: Hook, partitions: list[Partition], name: str) -> None:
         try:

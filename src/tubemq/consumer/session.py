@@ -56,6 +56,14 @@ CONFIG_REGISTER_CODES: frozenset[int] = frozenset({
     *range(ErrorCode.CLIENT_INCONSISTENT_CONSUMETYPE, ErrorCode.CLIENT_DUPLICATE_INDEXID + 1),
 })
 
+#: After this member lost partitions or re-registered, it heartbeats every HURRY_PERIOD_S (at most the
+#: period) for up to HURRY_FOR_S, until a connect event arrives: the master hands partitions out in
+#: heartbeat answers only, so at the 13 s period a group whose members all lost theirs in a network
+#: fault waited a whole period after the master had already rebalanced.
+HURRY_PERIOD_S = 1.0
+HURRY_FOR_S = 30.0
+
+
 class ConsumerSessionBase(MasterSessionBase):
     """What the server-balanced and the client-balanced consumer sessions share: their core, its
     consumer config, the register failures that end the consumer, a heartbeat counter."""
@@ -87,6 +95,13 @@ class ConsumerSession(ConsumerSessionBase):
         #: bound consumption: whether the group was still unallocated when the first connect event
         #: arrived (None = none yet); see ConsumerCore._bound_offset
         self.bound_first_event: bool | None = None
+        self._hurry_until = 0.0
+
+    def hurry(self) -> None:
+        """Partitions were lost (or the master forgot us): their next assignment comes in a heartbeat
+        answer, so ask every HURRY_PERIOD_S for a while instead of once a period."""
+        self._hurry_until = time.monotonic() + HURRY_FOR_S
+        self.trigger_heartbeat()
 
     async def _register_once(self) -> None:
         core, cfg = self.core, self.cfg
@@ -141,8 +156,10 @@ class ConsumerSession(ConsumerSessionBase):
         if rsp.HasField("event") and rsp.event.rebalanceId > 0:
             ev = RebalanceEvent.from_proto(rsp.event)
             log.info("consumer %s: received %s", self.client_id, ev.describe())
-            if self.bound_first_event is None and ev.op_type in (EventType.CONNECT, EventType.ONLY_CONNECT):
-                self.bound_first_event = was_not_allocated
+            if ev.op_type in (EventType.CONNECT, EventType.ONLY_CONNECT):
+                self._hurry_until = 0.0  # the assignment came
+                if self.bound_first_event is None:
+                    self.bound_first_event = was_not_allocated
             try:
                 core.events.put(ev)
             except EventQueueFullError as exc:
@@ -165,6 +182,7 @@ class ConsumerSession(ConsumerSessionBase):
         self.apply_authorized_info(rsp)
 
     def on_reregister(self) -> None:
+        self.hurry()
         # Reports belong to the master session that forgot us; the new registration carries our
         # current partitions (subscribeInfo), which is what those reports would have told it.
         dropped = 0
@@ -175,7 +193,10 @@ class ConsumerSession(ConsumerSessionBase):
 
     async def _sleep(self, seconds: float, wakeable: bool = False) -> None:
         if wakeable:
-            if len(self.core.reports):
-                seconds = 0.0  # a processed event waits for its report: do not sleep on it
+            if len(self.core.reports) and not self._hb_failures:
+                seconds = 0.0  # a processed event waits for its report: do not sleep on it (but while
+                # heartbeats fail, the report waits for the next attempt like everything else)
             seconds = min(seconds, max(self.cfg.heartbeat_period_ms, self.cfg.heartbeat_fail_wait_ms) / 1000.0)
+            if self._hurry_until and time.monotonic() < self._hurry_until:
+                seconds = min(seconds, HURRY_PERIOD_S)
         await super()._sleep(seconds, wakeable)

@@ -23,6 +23,7 @@ import random
 import ssl as _ssl
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -90,6 +91,9 @@ class ConnectionPool:
         self._reaper: asyncio.Task[None] | None = None
         self._refs = 1
         self._shared_loop: asyncio.AbstractEventLoop | None = None
+        #: ``listener(address, reason)`` for every connection the peer closed (or that broke), not one
+        #: closed here: a consumer learns at once that a broker holding its partitions went away
+        self.disconnect_listeners: list[Callable[[str, str], None]] = []
 
     # ------------------------------------------------------------------ sharing
 
@@ -204,11 +208,18 @@ class ConnectionPool:
         h = self.health(conn.address)
         h.bytes_sent += conn.bytes_sent
         h.bytes_received += conn.bytes_received
+        current = self._conns.get(conn.address) is conn
+        if current:
+            del self._conns[conn.address]
         if not conn.closed_locally:
             h.disconnects += 1
             log.info("%s (%d request(s) in flight failed)", conn.close_reason, conn.failed_on_close)
-        if self._conns.get(conn.address) is conn:
-            del self._conns[conn.address]
+            if current and not self.closed:
+                for listener in list(self.disconnect_listeners):
+                    try:
+                        listener(conn.address, conn.close_reason)
+                    except Exception:  # a listener must not break the pool
+                        log.exception("disconnect listener failed for %s", conn.address)
 
     def stats(self, address: str) -> dict[str, Any]:
         """Health of ``address`` as plain values (metrics snapshots; no I/O).

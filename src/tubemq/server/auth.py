@@ -10,7 +10,9 @@
 * Replays: a signed ``AuthenticateInfo`` is accepted once. The (user, timestamp, nonce, signature) of
   each accepted one is remembered until its timestamp leaves the window, so the memory is bounded by
   the window (and by ``MAX_SEEN_SIGNATURES``; when that is full, new signatures are refused until
-  old ones expire: fail closed). The real master has no such memory.
+  old ones expire: fail closed). The real master has no such memory. The memory is journaled in the
+  data directory (``ReplayJournal``: a hash and an expiry per accepted signature, appended before the
+  answer, compacted as entries expire), so a master restarted inside the window still refuses them.
 * ``FailureThrottle``: repeated bad credentials from one source (admin token, master passwords)
   are delayed per source, with bounded memory; other sources are not affected.
 * ``VisitTokenManager``: the rotating ``visitAuthorizedToken`` (§4.11); the broker accepts any of the
@@ -20,14 +22,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import hmac
 import logging
+import os
 import secrets
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from tubemq.protocol import master_pb
 from tubemq.protocol.auth import auth_signature
@@ -78,6 +83,69 @@ class AuthResult:
 _OK = AuthResult(True)
 
 
+class ReplayJournal:
+    """Accepted signatures on disk, ``<until ms> <sha256 hex>`` per line, so replays stay refused
+    across a restart. Appends reach the OS before the register is answered (a killed master keeps
+    them; power loss may lose the last ones). Rewritten without the expired lines once they outnumber
+    the live ones, so the file stays bounded like the memory."""
+
+    COMPACT_MIN = 1024
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+        self._lines = 0
+        self._failed = False
+
+    def load(self, now_ms: int) -> dict[str, int]:
+        """The live entries (digest -> until); torn or foreign lines are skipped."""
+        live: dict[str, int] = {}
+        try:
+            text = self.path.read_text("ascii", errors="replace")
+        except FileNotFoundError:
+            text = ""
+        except OSError as exc:
+            log.error("cannot read the replay journal %s: %s", self.path, exc)
+            text = ""
+        for line in text.splitlines():
+            until, _, digest = line.partition(" ")
+            if len(digest) == 64 and until.isdigit() and int(until) >= now_ms:
+                live[digest] = int(until)
+        self._lines = len(live)
+        self._rewrite(live)
+        return live
+
+    def append(self, until: int, digest: str, live: Mapping[str, int]) -> None:
+        if self._lines >= max(self.COMPACT_MIN, 2 * len(live)):
+            self._rewrite(live)
+        try:
+            if self._fd < 0:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            os.write(self._fd, f"{until} {digest}\n".encode("ascii"))
+            self._lines += 1
+            self._failed = False
+        except OSError as exc:  # the running master still refuses the replay from memory
+            if not self._failed:
+                log.error("cannot journal an accepted authentication in %s: %s", self.path, exc)
+            self._failed = True
+
+    def _rewrite(self, live: Mapping[str, int]) -> None:
+        self.close()
+        tmp = self.path.with_suffix(".tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text("".join(f"{u} {d}\n" for d, u in live.items()), "ascii")
+            os.replace(tmp, self.path)
+            self._lines = len(live)
+        except OSError as exc:
+            log.error("cannot rewrite the replay journal %s: %s", self.path, exc)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
 class MasterAuthenticator:
     """Checks ``MasterCertificateInfo`` when ``enabled`` (§8.2); everything passes when off."""
 
@@ -88,15 +156,21 @@ class MasterAuthenticator:
         *,
         valid_window_ms: int = AUTH_TIMESTAMP_VALID_MS,
         clock_ms: Callable[[], int] = _now_ms,
+        journal: Path | None = None,
     ) -> None:
         self.enabled = enabled
         self._users = dict(users) if users else None
         self._window = valid_window_ms
         self._clock = clock_ms
         self._tokens: OrderedDict[str, str] = OrderedDict()  # authorized token -> user
-        #: accepted signatures -> until when they are remembered, and the same as an expiry heap
-        self._seen: dict[tuple[str, int, int, str], int] = {}
-        self._expiry: list[tuple[int, tuple[str, int, int, str]]] = []
+        #: accepted signatures (their hash) -> until when they are remembered, and as an expiry heap
+        self._seen: dict[str, int] = {}
+        self._expiry: list[tuple[int, str]] = []
+        self._journal = ReplayJournal(journal) if enabled and journal is not None else None
+        if self._journal is not None:
+            self._seen = self._journal.load(self._clock())
+            self._expiry = [(u, d) for d, u in self._seen.items()]
+            heapq.heapify(self._expiry)
 
     def check(self, cert: master_pb.MasterCertificateInfo | None, *, allow_token: bool = False) -> AuthResult:
         """Validate a request's certificate; ``allow_token`` accepts a token issued by ``issue_token``.
@@ -140,7 +214,7 @@ class MasterAuthenticator:
         expiry = self._expiry
         while expiry and expiry[0][0] < now:
             self._seen.pop(heapq.heappop(expiry)[1], None)
-        key = (user, timestamp, nonce, signature)
+        key = hashlib.sha256(f"{user}\0{timestamp}\0{nonce}\0{signature}".encode("utf-8", "surrogatepass")).hexdigest()
         if key in self._seen:
             log.warning("refused a replayed authentication of user %r", user)
             return MSG_REPLAYED
@@ -149,7 +223,14 @@ class MasterAuthenticator:
         until = timestamp + self._window
         self._seen[key] = until
         heapq.heappush(expiry, (until, key))
+        if self._journal is not None:
+            self._journal.append(until, key, self._seen)
         return ""
+
+    def close(self) -> None:
+        """Close the replay journal's file (the entries stay for the next start)."""
+        if self._journal is not None:
+            self._journal.close()
 
     def issue_token(self, user_name: str) -> str:
         """A token for later heartbeats of an authenticated client (bounded LRU)."""

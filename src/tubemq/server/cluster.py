@@ -21,6 +21,7 @@ from .admin import AdminApi, AdminServer, offset_history
 from .admin.offsets import BrokerWebApi
 from .broker import Broker
 from .config import ServerConfig
+from .dir_lock import DataDirLock
 from .endpoints import Endpoints, publish, withdraw
 from .master import Master
 from .meta import BrokerEntry, MetaStore, TopicConf
@@ -79,6 +80,8 @@ class BrokerNode:
         self.broker = Broker(config, meta, self.stores)
         self.rpc: RpcServer | None = None
         self.port = config.broker_port
+        #: (host, port) the master tells clients instead of the listener's own (a proxy in front)
+        self.advertised: tuple[str, int] | None = None
 
     @property
     def broker_id(self) -> int:
@@ -89,7 +92,8 @@ class BrokerNode:
         return f"{self.config.host}:{self.port}"
 
     def entry(self) -> BrokerEntry:
-        return BrokerEntry(self.broker_id, self.config.host, self.port, self.port if self.ssl is not None else None)
+        host, port = self.advertised or (self.config.host, self.port)
+        return BrokerEntry(self.broker_id, host, port, port if self.ssl is not None else None)
 
     async def start(self) -> None:
         await self.broker.start()
@@ -169,6 +173,8 @@ class EmbeddedServer:
         self.master_port = config.master_port
         self.admin_port = config.admin_port
         self.started = False
+        #: held from start to stop: one server per data directory (server/dir_lock.py)
+        self._dir_lock: DataDirLock | None = None
 
     # ---- the first broker (the single-broker API)
 
@@ -205,8 +211,9 @@ class EmbeddedServer:
             return
         cfg = self.config
         self._ssl = _ssl_context(cfg)
-        self.meta = MetaStore(cfg.data_dir)
+        self._dir_lock = DataDirLock.acquire(cfg.data_dir)
         try:
+            self.meta = MetaStore(cfg.data_dir)
             if cfg.role != "master":
                 for node_cfg in _node_configs(cfg):
                     node = BrokerNode(node_cfg, self.meta, self._ssl)
@@ -233,6 +240,9 @@ class EmbeddedServer:
         nodes, self.nodes = self.nodes, []
         for node in nodes:
             await node.stop()
+        if self._dir_lock is not None:
+            self._dir_lock.release()
+            self._dir_lock = None
         self.started = False
 
     async def _start_master_and_admin(self) -> None:
@@ -271,6 +281,7 @@ class EmbeddedServer:
         self.admin_port = self.admin.port
         if cfg.role == "master":  # with a configured peer, or one learned from its calls
             self._tasks.append(asyncio.create_task(rep.run(), name="tubemq-master-replication"))
+            self._tasks.append(asyncio.create_task(rep.fence.run(), name="tubemq-master-fence"))
 
     def _broker_seen(self, entry: BrokerEntry) -> None:
         if self.master is not None:
@@ -280,7 +291,8 @@ class EmbeddedServer:
         return self._broker_table is None or self._broker_table.deployed(broker_id, topic)
 
     def _is_standby(self) -> bool:
-        return self.master is None or self.master.standby
+        rep = self.replication
+        return self.master is None or self.master.standby or (rep is not None and rep.fenced())
 
     def _is_online(self, broker_id: int) -> bool:
         return self.master is not None and self.master.broker_online(broker_id)
@@ -299,6 +311,8 @@ class EmbeddedServer:
         master.topology.deployed_on = self._deployed_on
         if self._start_standby:
             master.standby = True
+        if cfg.role == "master" and self.replication is not None:
+            master.fenced = self.replication.fenced
         self.master = master
         for node in self.nodes:
             node.broker.visit_token_check = master.tokens.is_valid if cfg.visit_token_check else None
@@ -399,6 +413,21 @@ class EmbeddedServer:
         await node.close_listener()
         if self.master is not None:
             self.master.set_broker_online(node.broker_id, False)
+
+    def advertise_broker(self, broker_id: int | None, address: str | None) -> None:
+        """Tell clients ``"host:port"`` for this broker (e.g. a fault proxy in front of it) instead of
+        its listener's address; None advertises the listener again. Clients learn it with their next
+        master heartbeat (the broker list's checksum changes)."""
+        node = self.node(broker_id)
+        if address is None:
+            node.advertised = None
+        else:
+            host, sep, port = address.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+                raise ConfigError("address", f"must be HOST:PORT, got {address!r}")
+            node.advertised = (host, int(port))
+        if self.meta is not None and self.config.role == "all":
+            self.meta.set_broker(node.entry())  # a broker process sends entry() with its next beat
 
     async def start_broker(self, broker_id: int | None = None) -> None:
         """Bring the broker back on the same port."""

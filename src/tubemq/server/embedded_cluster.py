@@ -157,6 +157,11 @@ class EmbeddedCluster:
     def set_standby(self, standby: bool) -> None:
         self._call(self._server.set_standby, standby)
 
+    def advertise_broker(self, broker_id: int | None, address: str | None) -> None:
+        """Advertise ``"host:port"`` to clients for this broker (None: its own listener again), so a
+        test can put a proxy between clients and the broker (tubemq.testing.proxy_cluster)."""
+        self._call(self._server.advertise_broker, broker_id, address)
+
     def stop_broker(self, broker_id: int | None = None) -> None:
         self._run(self._server.stop_broker(broker_id))
 

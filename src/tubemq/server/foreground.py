@@ -25,7 +25,7 @@ def port_in_use_status(exc: OSError) -> int:
 def run_server_foreground(config: Any) -> int:
     """Run an embedded server (a ``ServerConfig``) until stopped; a port it cannot bind is one line on
     stderr and the exit status of :func:`port_in_use_status` (``python -m tubemq.server``, child servers)."""
-    from ..errors import ServerBindError
+    from ..errors import DataDirLockedError, ServerBindError
     from .cluster import run_foreground  # loads asyncio and the server: only when one is run
 
     try:
@@ -33,3 +33,6 @@ def run_server_foreground(config: Any) -> int:
     except ServerBindError as exc:  # names role and port; whoever picked the port may pick another
         sys.stderr.write(f"cannot start the server: {exc}\n")
         return port_in_use_status(exc)
+    except DataDirLockedError as exc:  # names the directory and the live holder's pid
+        sys.stderr.write(f"cannot start the server: {exc}\n")
+        return EXIT_FAILURE

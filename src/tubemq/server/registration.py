@@ -57,7 +57,12 @@ MAX_HELD_REPORT = 20
 
 
 class AdminCallError(Exception):
-    """The master's admin API could not be called or refused the call."""
+    """The master's admin API could not be called or refused the call; ``answered`` is True when the
+    peer did answer (an HTTP error or a body that is not JSON): it is alive."""
+
+    def __init__(self, text: str, answered: bool = False) -> None:
+        super().__init__(text)
+        self.answered = answered
 
 
 @dataclass(eq=False)
@@ -212,7 +217,7 @@ async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIME
                 chunks.append(data)
                 total += len(data)
             if total > MAX_ANSWER_BYTES:
-                raise AdminCallError(f"answer of {url} larger than {MAX_ANSWER_BYTES} bytes")
+                raise AdminCallError(f"answer of {url} larger than {MAX_ANSWER_BYTES} bytes", answered=True)
             return b"".join(chunks)
         finally:
             writer.close()
@@ -224,11 +229,11 @@ async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIME
     head, _, body = raw.partition(b"\r\n\r\n")
     status = head.split(b"\r\n", 1)[0]
     if b" 200 " not in status + b" ":
-        raise AdminCallError(f"admin call to {url} answered {status.decode('latin-1')!r}")
+        raise AdminCallError(f"admin call to {url} answered {status.decode('latin-1')!r}", answered=bool(raw))
     try:
         answer: dict[str, Any] = json.loads(body)
     except ValueError as exc:
-        raise AdminCallError(f"admin call to {url}: not JSON ({exc})") from None
+        raise AdminCallError(f"admin call to {url}: not JSON ({exc})", answered=True) from None
     return answer
 
 

@@ -36,8 +36,9 @@ The embedded equivalent, and why:
 * **Only the active master changes metadata.** On a standby, admin modify calls (other than the
   embedded registration and sync calls) are refused with ``errCode`` 302 and the active master's admin
   URL (the real one redirects); queries answer from the replica.
-* **Takeover.** A standby whose peer's master RPC port stays unreachable for ``takeover_after_ms``
-  (2 s) raises the term (persisted in ``meta.json``) and becomes active, unless its store never held a
+* **Takeover.** A standby whose peer has not answered its sync call (a request with a deadline, so a
+  frozen process that still accepts connections counts as down; a peer that answers with a refusal
+  is alive) for ``takeover_after_ms`` (2 s) raises the term (persisted in ``meta.json``) and becomes active, unless its store never held a
   copy of an active master's metadata (``MetaStore.authoritative``): brokers drop the data of topics
   their master no longer lists, so an empty standby taking over would empty every broker. For the same
   reason its last copy must be from at most ``FRESH_COPY_PERIODS`` (20) periods before the peer went
@@ -48,6 +49,9 @@ The embedded equivalent, and why:
   ``peer_master`` (the old master restarted with its first command line) steps down for an active caller
   that outranks it and replicates from it. Two active masters (both started at once, or a healed split) resolve by term, then by the
   lower ``host:port``: the other steps down, forgets its client sessions and replicates from the winner.
+  A master whose own loop was frozen for half of ``takeover_after_ms`` (``server/fence.py``) answers
+  clients as a standby from its first request after the wake until a round started after it has
+  asked the peer: it then steps down for a peer of a higher term, or serves again.
   Two masters have no quorum: if the peer is alive but unreachable, both serve until they see each
   other again, and topic changes made on the loser meanwhile are replaced by the winner's (logged).
 """
@@ -64,6 +68,7 @@ from typing import Any, Protocol
 from .._tasks import wait_for
 from .admin import AdminApi
 from .endpoints import lookup
+from .fence import Fence
 from .meta import BrokerEntry, MetaStore, TopicConf
 from .registration import METHOD as REGISTRATION_METHOD
 from .registration import STATUS_METHOD, AdminCallError, admin_get, url_host_port
@@ -139,8 +144,12 @@ class MasterReplication:
         self._down_since: float | None = None
         self._both_standby_since: float | None = None
         self._failures = 0
+        #: whether the last sync call got any answer from the peer (None: no admin URL to call)
+        self._peer_answered: bool | None = None
         #: set by a poke: replicate now instead of at the end of the period
         self._wake = asyncio.Event()
+        #: holds client calls after this process was frozen (server/fence.py)
+        self.fence = Fence(self.takeover_s / 2, self._wake.set)
         self._pokes: set[asyncio.Task[None]] = set()
         meta.on_change.append(self._topics_changed)
 
@@ -263,9 +272,11 @@ class MasterReplication:
         ep = lookup(self.config.peer_master)
         return ep.admin_url if ep is not None else None
 
-    async def poll_peer(self, timeout: float | None = None) -> dict[str, Any] | None:
-        """One sync call to the peer; its answer, or None (unreachable, refused, or no URL known)."""
-        url = self.peer_admin_url()
+    async def poll_peer(self, timeout: float | None = None, url: str | None = None) -> dict[str, Any] | None:
+        """One sync call to the peer (or to ``url``); its answer, or None (unreachable, refused, or no URL
+        known)."""
+        url = url or self.peer_admin_url()
+        self._peer_answered = None
         if url is None:
             self._log_failure(f"no admin URL known for peer master {self.peer}: give the peer's admin URL")
             return None
@@ -290,8 +301,10 @@ class MasterReplication:
         try:
             answer = await admin_get(url, params, timeout if timeout is not None else min(5.0, max(1.0, 2 * self.period_s)))
         except AdminCallError as exc:
+            self._peer_answered = exc.answered
             self._log_failure(str(exc))
             return None
+        self._peer_answered = True
         if not answer.get("result"):
             self._log_failure(f"peer master {url} refused the sync call: {answer.get('errMsg')}")
             return None
@@ -392,10 +405,34 @@ class MasterReplication:
         master.standby = False
         self._down_since = self._both_standby_since = None
 
+    def fenced(self) -> bool:
+        """Whether client calls must be answered as by a standby now (this master of a pair was frozen)."""
+        return self.config.role == "master" and (self.peer is not None or bool(self.standbys)) and self.fence.blocked()
+
+    async def _ask_standbys(self, master: Any) -> None:
+        """An active master without a configured peer, held by its fence: one of the standbys it had may
+        have taken over meanwhile. Ask each; step down for one that is active and outranks this master
+        (and replicate from it, as for a master learned from its calls)."""
+        for url in sorted(self.standbys):
+            answer = await self.poll_peer(url=url)
+            if answer is not None and not self.peer_standby and self._outranked():
+                log.warning("master %s took over with term %d while this one was frozen (term %d): stepping down",
+                            self.peer_address, self.peer_term, self.meta.term)
+                master.standby = True
+                self.learned = (self.peer_address, url)
+                self.apply(answer)
+                return
+
     async def round(self) -> None:
         """One replication / watch round."""
         master = self.host.master
-        if master is None or self.peer is None:
+        if master is None:
+            return
+        started = time.monotonic()
+        if self.peer is None:
+            if self.fence.held_since is not None and not master.standby:
+                await self._ask_standbys(master)
+            self.fence.release(started)
             return
         answer = await self.poll_peer()
         now = time.monotonic()
@@ -406,15 +443,18 @@ class MasterReplication:
                             self.peer, self.peer_term, self.meta.term)
                 master.standby = True
                 self.apply(answer)
+            self.fence.release(started)
             return
+        self.fence.release(started)
         if answer is not None and not self.peer_standby:
             self._down_since = self._both_standby_since = None
             self.apply(answer)
             return
-        if answer is not None or await self._peer_port_open():
+        # alive: it answered (if only with a refusal); with no admin URL to ask, an open port counts
+        if answer is not None or self._peer_answered or (self._peer_answered is None and await self._peer_port_open()):
             self._down_since = None
             if answer is None:
-                return  # alive but not answering the sync call: never take over from a live master
+                return  # alive but refusing the sync call: never take over from a live master
             # both standby: the higher term (then the lower address) takes over after the same delay
             since = self._both_standby_since = self._both_standby_since or now
             if now - since >= self.takeover_s and not self._outranked():
@@ -423,7 +463,7 @@ class MasterReplication:
         since = self._down_since = self._down_since or now
         if now - since < self.takeover_s:
             return
-        why = f"peer master {self.peer} unreachable for {now - since:.1f} s"
+        why = f"peer master {self.peer} has not answered for {now - since:.1f} s"
         if self.copied_at is None or since - self.copied_at > FRESH_COPY_PERIODS * self.period_s:
             age = "no copy made by this process" if self.copied_at is None else (
                 f"the last copy is from {since - self.copied_at:.1f} s before it went down")

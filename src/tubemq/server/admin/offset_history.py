@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..broker.offsets import group_file_name
+
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..config import ServerConfig
@@ -46,7 +48,7 @@ RECORD_VERSION = 3
 
 
 def _file_name(group: str) -> str:
-    return group.encode("utf-8", "surrogatepass").hex() + ".jsonl"
+    return group_file_name(group, ".jsonl")
 
 
 class OffsetHistory:

@@ -176,6 +176,13 @@ class BrokerBase:
         self._sync_wakeup: asyncio.Event | None = None
         #: the acknowledged sends of the current read, checked by the batch-end hook (flush_pending)
         self._acks: list[tuple[WriteBatch, RpcContext]] = []
+        #: this read's acknowledged commits ((group, topic, partition, offset), context): journaled
+        #: before they are answered (broker.py, _journal_commits)
+        self._commit_acks: list[tuple[tuple[str, str, int, int], RpcContext]] = []
+        #: flush="always": commits whose answers wait for the journal's fsync
+        self._commit_syncs: list[asyncio.Future[OSError | None]] = []
+        self._commit_pending_syncs: list[asyncio.Future[OSError | None]] = []
+        self._commit_sync_task: asyncio.Task[None] | None = None
         self._running = False
         #: test hook (inject_fault): answers to spoil, per kind ("send" / "fetch"), and what followed
         self._faults: dict[str, collections.deque[_Fault]] = {"send": collections.deque(), "fetch": collections.deque()}

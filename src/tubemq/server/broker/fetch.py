@@ -8,6 +8,7 @@ captures s2, s3, s4, s5 and s6c are replayed with every fetch matching
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from ...protocol import broker_pb
 from ...protocol import constants as C
 from ...protocol.constants import ErrorCode as E
 from ..meta import TopicConf
-from ..rpc import RpcContext
+from ..rpc import RpcContext, RpcException
 from ..storage import MessageStore
 from .base import (
     _OK,
@@ -58,6 +59,15 @@ class _Read:
     def miss(cls, status: str, data_max: int, scanned: int = 0) -> _Read:
         """A 404 of the store; its minLimitTime is the data max (the result's data offset is 0)."""
         return cls([], 0, scanned, data_max, 0, -1, False, status)
+
+
+async def _after_commit_sync(group: str, fut: asyncio.Future[OSError | None], answer: Any) -> Any:
+    """flush="always": the commit's answer once its journal entry is on disk, else an exception answer
+    (the client then does not report the batch committed)."""
+    error = await fut
+    if error is not None:
+        raise RpcException(C.EXC_JAVA_EXCEPTION, f"the commit of group {group!r} was not saved: {error}")
+    return answer
 
 
 class FetchHandlers(BrokerBase):
@@ -254,6 +264,12 @@ class FetchHandlers(BrokerBase):
             committed += inflight
         self.offsets.set(group, name, pid, committed)
         self._inflight[key] = 0
-        return broker_pb.CommitOffsetResponseB2C(
+        self._commit_acks.append(((group, name, pid, committed), ctx))  # journaled before the answer leaves
+        answer = broker_pb.CommitOffsetResponseB2C(
             success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=committed, maxOffset=store.max_offset
         )
+        if self.config.flush == "always":  # answered once the journal's fsync covering it succeeded
+            fut: asyncio.Future[OSError | None] = asyncio.get_running_loop().create_future()
+            self._commit_syncs.append(fut)
+            return _after_commit_sync(group, fut, answer)
+        return answer

@@ -91,6 +91,7 @@ class Master(MasterBase):
     async def stop(self) -> None:
         tasks, self._tasks = self._tasks, []
         await cancel_and_wait(tasks)
+        self.auth.close()
 
     # ---- timers
 

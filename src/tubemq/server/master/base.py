@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from google.protobuf.message import Message
@@ -75,13 +75,16 @@ class MasterBase:
         self.meta = meta
         self.broker = broker
         self._standby = bool(config.standby)
-        self.auth = MasterAuthenticator(config.auth_enabled, config.auth_users)
+        self.auth = MasterAuthenticator(config.auth_enabled, config.auth_users,
+                                        journal=config.data_dir / "auth_replay.journal")
         self.tokens = VisitTokenManager(config.visit_token_period_ms)
         self.balancer = ServerBalancer()
         self.state = GroupRegistry()
         self.topology = Topology(meta, config.default_max_msg_size)
         self._tasks: list[asyncio.Task[None]] = []
         self._last_meta_id = 0
+        #: True while an active master must answer clients as a standby (a fenced pair member, fence.py)
+        self.fenced: Callable[[], bool] | None = None
 
     # ---- public state
 
@@ -131,7 +134,7 @@ class MasterBase:
     # ---- helpers: common answer parts
 
     def _check_standby(self, client_id: str, ctx: RpcContext) -> None:
-        if self._standby:
+        if self._standby or (self.fenced is not None and self.fenced()):
             raise RpcException(
                 EXC_STANDBY,
                 f"{self.config.host}:{ctx.local_port} is not master now. the connecting client id is {client_id}",

@@ -371,15 +371,19 @@ class RpcServer:
         conn.start_async(ctx, result)
         return None
 
-    def replace_answers(self, out: list[bytes], replaced: Mapping[int, tuple[RpcContext, HandlerResult]]) -> list[bytes]:
-        """The answers of one read with those the batch-end hook replaced (matched by serial)."""
+    def replace_answers(
+        self, out: list[bytes], replaced: Mapping[int, tuple[RpcContext, HandlerResult | RpcException]]
+    ) -> list[bytes]:
+        """The answers of one read with those the batch-end hook replaced (matched by serial); an
+        RpcException replacement becomes an exception answer."""
         result = []
         for frame in out:
             item = replaced.get(int.from_bytes(frame[4:8], "big"))
             if item is None:
                 result.append(frame)
                 continue
-            answer = self._answer(*item)
+            ctx, new = item
+            answer = self._answer_rpc_exception(ctx, new) if isinstance(new, RpcException) else self._answer(ctx, new)
             if answer is not None:
                 result.append(answer)
         return result

@@ -12,6 +12,7 @@ from google.protobuf.message import Message
 
 if TYPE_CHECKING:
     from ..auth import FailureThrottle
+    from .envelope import RpcException
 
 
 class ConnectionState(Protocol):
@@ -28,8 +29,8 @@ HandlerResult = Union[Message, bytes, bytearray, memoryview]  # noqa: UP007 - ru
 
 #: The batch-end hook: called after the frames of one read were handled and before their answers are
 #: written; it may return replacements (serial -> (context, answer)) for answers already made, e.g. the
-#: broker's acknowledgements of sends whose write to the store failed.
-BatchEnd = Callable[[], "Mapping[int, tuple[RpcContext, HandlerResult]] | None"]
+#: broker's acknowledgements of sends whose write to the store failed (an RpcException: an exception answer).
+BatchEnd = Callable[[], "Mapping[int, tuple[RpcContext, HandlerResult | RpcException]] | None"]
 
 Handler = Callable[[Any, "RpcContext"], Union[HandlerResult, Awaitable[HandlerResult]]]  # noqa: UP007
 

@@ -324,11 +324,29 @@ class MessageStore:
         if self._cache_count <= 0:
             self._cache_count = self._cache_bytes = 0
         self._cache_bytes = max(0, self._cache_bytes)
-        for last in (self._cache_last_pid, self._cache_last_key):
-            for k in [k for k, o in last.items() if o >= end]:
-                del last[k]
+        if any(o >= end for last in (self._cache_last_pid, self._cache_last_key) for o in last.values()):
+            self._rebuild_cache_last(end)
         self.batch.error = exc
         self.batch = WriteBatch()
+
+    def _rebuild_cache_last(self, end: int) -> None:
+        """Recompute the cache's last offset per partition and key from the entries written before a
+        failed batch: dropping a key whose last entry was rolled back would hide its earlier cached
+        entries from cache reads (and a consumer group would book them as read)."""
+        self._cache_last_pid.clear()
+        self._cache_last_key.clear()
+        for seg in self.segments:
+            lo = max(self.cache_start, seg.idx_base)
+            hi = min(end, seg.idx_end)
+            if hi <= lo:
+                continue
+            rfd_idx, _ = seg.read_fds()
+            raw = os.pread(rfd_idx, hi - lo, lo - seg.idx_base)
+            offset = lo
+            for pid, _doff, _size, key, _t in INDEX_ENTRY.iter_unpack(raw[: len(raw) - len(raw) % ENTRY]):
+                self._cache_last_pid[pid] = offset
+                self._cache_last_key[key] = offset
+                offset += ENTRY
 
     def _roll(self) -> None:
         """Start a new active segment; its files are open before anything switches to it, so a failure
