@@ -1,5 +1,5 @@
 """Unit tests (no network) of what the partition table adds for per-partition pause and lost-partition
-reports, of partition references, and of the deprecated ``CommittedOffset``."""
+reports, and of partition references."""
 
 from __future__ import annotations
 
