@@ -68,6 +68,7 @@ TESTS = Path(__file__).resolve().parent
 SERIAL_GROUPS: dict[str, str] = {
     "spark/": "spark",
     "test_examples.py::test_spark": "spark-examples",
+    "docs/test_shell_recipes.py::test_fresh_recipe_runs_verbatim[docs/guide/spark.md": "spark-examples",
 }
 #: Long tests (tens of seconds to minutes each on a loaded 2-core machine: a JVM, a C compile, several
 #: server processes, a collection of the whole suite) that carry the ``slow`` mark, so that
