@@ -201,7 +201,7 @@ class BrokerBase:
                     del self._regs[key]
                     self._inflight.pop(key, None)
 
-    # ---- test hook: server answers the clients must survive (issue 15.2)
+    # ---- test hook: server answers the clients must survive
 
     def inject_fault(self, code: int, count: int = 1, min_limit_ms: int = 0) -> None:
         """Answer the next ``count`` sends (419) or getMessage calls (452, 301) with ``code``.

@@ -121,7 +121,7 @@ class SendHandlers(BrokerBase):
         """fsync by policy: group commit for "always", a timer for "interval", nothing for "never".
 
         Each pass is woken by a send (always) or the timer; it never re-arms itself, so waiters whose
-        data cannot be made durable are failed rather than spun on (issue 22 item 2)."""
+        data cannot be made durable are failed rather than spun on."""
         assert self._sync_wakeup is not None
         policy = self.config.flush
         interval = self.config.flush_interval_ms / 1000.0
