@@ -28,15 +28,13 @@ PACKAGE_DIR = Path(tubemq.__file__).resolve().parent
 
 #: (rank, layer, module prefixes); the longest matching prefix names a module's layer.
 LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
-    (0, "base", ("tubemq.errors", "tubemq._tasks", "tubemq.serializers", "tubemq._options", "tubemq._version", "tubemq._endpoints", "tubemq._lazy", "tubemq.metrics",
-                 "tubemq._webcall",
+    (0, "base", ("tubemq.errors", "tubemq._tasks", "tubemq.serializers", "tubemq._options", "tubemq._version", "tubemq._endpoints", "tubemq._imports", "tubemq.metrics",
                  "tubemq.protocol.constants", "tubemq.protocol.wire_fields")),
     # tubemq.types is the one home of the data types the codec and the clients build (DESIGN.md), so it
     # sits with the codec, below every client that returns them
     (1, "codec", ("tubemq.codec.compiled", "tubemq.codec.python", "tubemq.codec", "tubemq.codec._text", "tubemq.codec._protocols", "tubemq.codec._twin",
                   "tubemq.types",
-                  "tubemq.inlongmsg", "tubemq.codec._inlongmsg", "tubemq.codec._inlongmsg_py", "tubemq.codec._inlong_v4",
-                  "tubemq._extras")),
+                  "tubemq.inlongmsg", "tubemq.codec._inlongmsg", "tubemq.codec._inlongmsg_py", "tubemq.codec._inlong_v4")),
     (2, "protocol", ("tubemq.protocol",)),
     (3, "net", ("tubemq.net",)),
     (4, "client", ("tubemq.client", "tubemq.producer", "tubemq.consumer", "tubemq.admin", "tubemq.config")),

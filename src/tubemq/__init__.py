@@ -46,7 +46,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    from ._lazy import load_lazy  # here, not at the top: `import tubemq.errors` loads nothing else
+    from ._imports import load_lazy  # here, not at the top: `import tubemq.errors` loads nothing else
 
     return load_lazy("tubemq", _LAZY, globals(), name)
 

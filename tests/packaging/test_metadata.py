@@ -13,7 +13,7 @@ import pytest
 from _pkgtools import REPO, pyproject
 
 import tubemq
-from tubemq._extras import EXTRAS, install_hint
+from tubemq._imports import EXTRAS, install_hint
 
 PYPROJECT: dict[str, Any] = pyproject()
 PROJECT = PYPROJECT["project"]
@@ -62,14 +62,14 @@ def test_classifiers_match_the_supported_pythons_and_platforms() -> None:
 def test_install_hints_agree_with_the_extras() -> None:
     extras = PROJECT["optional-dependencies"]
     for extra, requirements in EXTRAS.items():
-        assert sorted(requirements) == sorted(extras[extra]), f"tubemq._extras.EXTRAS[{extra!r}] != pyproject"
+        assert sorted(requirements) == sorted(extras[extra]), f"tubemq._imports.EXTRAS[{extra!r}] != pyproject"
         hint = install_hint(extra)
         assert f"pip install 'tubemq[{extra}]'" in hint and f"pip install '.[{extra}]'" in hint
     # no other hint in the package names only the published form
     bare = re.compile(r"pip install ['\"]?tubemq\[")
     offenders = [str(p.relative_to(REPO)) for p in (REPO / "src").rglob("*.py")
-                 if p.name != "_extras.py" and bare.search(p.read_text(encoding="utf-8"))]
-    assert offenders == [], f"use tubemq._extras.install_hint: {offenders}"
+                 if p.name != "_imports.py" and bare.search(p.read_text(encoding="utf-8"))]
+    assert offenders == [], f"use tubemq._imports.install_hint: {offenders}"
 
 
 def test_the_pytest_plugin_is_registered() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from tubemq.errors import ConfigError
 
-from .._webcall import tls_context
+from ..net.webcall import tls_context
 from . import _ops
 from ._http import normalise_url
 

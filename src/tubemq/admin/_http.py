@@ -1,5 +1,5 @@
 """The HTTP side of the admin client: requests built and answers checked without I/O, over one
-transport (:mod:`tubemq._webcall`, urllib) that the asyncio client runs in a worker thread.
+transport (:mod:`tubemq.net.webcall`, urllib) that the asyncio client runs in a worker thread.
 
 Why no third-party HTTP library: the web APIs are a handful of form-encoded calls with JSON answers, one
 per connection; the transport is bounded (timeout, answer size) and maps every failure to a typed error
@@ -19,7 +19,7 @@ from typing import Any
 
 from tubemq.errors import AdminError, ConfigError, TubeMQTimeoutError
 
-from .. import _webcall as webcall
+from ..net import webcall
 
 log = logging.getLogger("tubemq.admin")
 

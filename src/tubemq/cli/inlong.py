@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from .._extras import install_hint
+from .._imports import install_hint
 from .common import EXIT_USAGE, CliError
 
 __all__ = ["add_produce_arguments", "check_produce_arguments", "pack_containers", "records_to_json"]

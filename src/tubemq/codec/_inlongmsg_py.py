@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from .._extras import install_hint
+from .._imports import install_hint
 from ..errors import InLongMsgError
 
 implementation = "python"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .._extras import install_hint
+from .._imports import install_hint
 from ..errors import TubeMQError
 from .registry import EXPORT_BOUNDS, HEALTH_COUNTERS, HEALTH_GAUGES, Source, export_counts, number
 

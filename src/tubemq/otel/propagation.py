@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._extras import install_hint
+from .._imports import install_hint
 from ..errors import TubeMQError
 
 _ENCODE = {"%": "%25", ",": "%2C", "=": "%3D", "$": "%24"}

@@ -40,8 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _webcall as webcall
 from ..errors import TubeMQError
+from ..net import webcall
 from .config import ServerConfig
 from .meta import BrokerEntry, MetaStore, TopicConf
 
@@ -215,7 +215,7 @@ def _callers() -> concurrent.futures.ThreadPoolExecutor:
 
 async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
     """One admin API call (bounded answer, bounded time) through the admin clients' transport
-    (:mod:`tubemq._webcall`) in one of :func:`_callers`; the environment's proxies are not used between
+    (:mod:`tubemq.net.webcall`) in one of :func:`_callers`; the environment's proxies are not used between
     servers."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:

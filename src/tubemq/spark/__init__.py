@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._lazy import load_lazy
+from .._imports import load_lazy
 from ._compat import SparkUnavailableError, TubeMQSparkError, require_pyspark
 
 _LAZY = {

@@ -11,7 +11,7 @@ import importlib
 import importlib.util
 from typing import Any
 
-from .._extras import install_hint
+from .._imports import install_hint
 from ..errors import TubeMQError
 
 #: Oldest PySpark with the parts of the Python Data Source API we use (admission control, ReadLimit,

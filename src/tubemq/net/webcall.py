@@ -18,7 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError, TubeMQConnectionError, TubeMQTimeoutError
+from ..errors import ConfigError, TubeMQConnectionError, TubeMQTimeoutError
 
 #: answers larger than this are cut here and refused by the caller
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
