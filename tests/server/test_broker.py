@@ -19,7 +19,7 @@ from tubemq import codec
 from tubemq.errors import ConfigError
 from tubemq.protocol import broker_pb
 from tubemq.server import EmbeddedCluster, ServerConfig
-from tubemq.server.testing import FAST_TIMERS as FAST_SERVER
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_SERVER
 
 from ._raw import RawClient
 
