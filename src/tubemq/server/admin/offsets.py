@@ -107,14 +107,14 @@ class BrokerWebApi:
         """OffsetService.resetOffset: the new committed offset, in-flight reads forgotten; returns the old."""
         old = BrokerWebApi._committed(broker, group, topic, pid, store)
         broker.offsets.set(group, topic, pid, offset)
-        broker._inflight.pop((group, topic, pid), None)
+        broker.registrations.clear_inflight((group, topic, pid))
         return old
 
     @staticmethod
     def _group_topics(broker: Broker, group: str) -> set[str]:
         """getGroupSubInfo: the topics the group has offsets or registrations for on this broker."""
         topics = {t for (t, _p) in broker.offsets.partitions(group)}
-        topics.update(k[1] for k in broker._regs if k[0] == group)
+        topics.update(t for t, _p in broker.registrations.partitions(group))
         return topics
 
     @staticmethod
@@ -128,7 +128,7 @@ class BrokerWebApi:
                     "curDataOffset": UNDEFINED, "offsetLag": UNDEFINED, "dataLag": UNDEFINED,
                     "offsetMax": UNDEFINED, "dataMax": UNDEFINED}
         cur = self._committed(broker, group, topic.name, pid, store)
-        flight = cur + broker._inflight.get((group, topic.name, pid), 0)
+        flight = cur + broker.registrations.inflight((group, topic.name, pid))
         return {
             "partitionId": pid, "curOffset": cur, "flightOffset": flight, "curDataOffset": UNDEFINED,
             "offsetLag": store.max_offset - cur, "dataLag": UNDEFINED, "offsetMax": store.max_offset,
@@ -161,7 +161,7 @@ class BrokerWebApi:
         cur = self._committed(broker, group, topic_name, pid, store)
         out: dict[str, Any] = {
             "result": True, "errCode": 0, "errMsg": "OK!",
-            "tmpOffset": cur + broker._inflight.get((group, topic_name, pid), 0),
+            "tmpOffset": cur + broker.registrations.inflight((group, topic_name, pid)),
             "minOffset": store.min_offset, "maxOffset": store.max_offset,
             "minDataOffset": store.segments[0].dat_base, "maxDataOffset": store.data_max,
         }
@@ -184,7 +184,7 @@ class BrokerWebApi:
     def _booked_groups(self, params: dict[str, str]) -> dict[str, Any]:
         broker = self._broker(params)
         if _bool_param(params, "withDivide", False):
-            online = sorted({k[0] for k in broker._regs})
+            online = sorted(broker.registrations.groups())
             offline = sorted(self._booked(broker) - set(online))
             data = [{"type": "online", "groupName": online, "groupCount": len(online)},
                     {"type": "offline", "groupName": offline, "groupCount": len(offline)}]

@@ -150,7 +150,7 @@ class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
 
     async def _housekeeping_loop(self) -> None:
         cache_age = self.config.cache_flush_interval_ms / 1000.0
-        period = max(0.05, min(1.0, self._reg_timeout / 4, cache_age / 4))
+        period = max(0.05, min(1.0, self.registrations.timeout_s / 4, cache_age / 4))
         last_retention = 0.0
         while self._running:
             await asyncio.sleep(period)

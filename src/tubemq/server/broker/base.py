@@ -24,6 +24,7 @@ from ..rpc import RpcContext
 from ..storage import MessageStore, WriteBatch
 from ..storage.manager import StoreManager
 from .offsets import OffsetStore
+from .registry import Key, Registrations
 
 # Java String.trim() removes every char <= ' '.
 _JAVA_WS = "".join(chr(i) for i in range(33))
@@ -33,7 +34,6 @@ _TOKEN_INVALID = "Visit Authorized Token is invalid!"
 _TOKEN_UNVERIFIED = "Visit Authorized Token is invalid! (register or heartbeat with a valid token on this connection first)"
 _STORE_UNAVAILABLE = "StoreService temporary unavailable!"
 
-Key = tuple[str, str, int]  # (group, topic, partition id)
 
 
 def _text(value: Any) -> str:
@@ -84,17 +84,6 @@ def _check_string(value: Any, name: str, limit: int) -> tuple[str, str | None]:
     if _java_len(s) > limit:
         return s, f"{name}'s length over max value, allowed max length is {limit}"
     return s, None
-
-
-class _Registration:
-    __slots__ = ("consumer_id", "filters", "qry_priority_id", "last_seen", "last_data_rd")
-
-    def __init__(self, consumer_id: str, filters: frozenset[int] | None, qry_priority_id: int) -> None:
-        self.consumer_id = consumer_id
-        self.filters = filters
-        self.qry_priority_id = qry_priority_id
-        self.last_seen = time.monotonic()
-        self.last_data_rd = 0  # ConsumerNodeInfo.lastDataRdOffset: data offset after the last file read
 
 
 def _topic_missing(name: str) -> str:
@@ -163,12 +152,11 @@ class BrokerBase:
         self.read_available = True
         self.write_available = True
         self.offsets = OffsetStore(config.data_dir)
-        self._regs: dict[Key, _Registration] = {}
-        self._inflight: dict[Key, int] = {}
+        #: consumer registrations and their in-flight reads (the sessions part's state)
+        self.registrations = Registrations(config.consumer_reg_timeout_ms / 1000.0)
         self._last_mid = 0
         #: (topic name, partition id) -> (topic, store, max data length) for the send hot path
         self._send_targets: dict[tuple[str, int], tuple[TopicConf, MessageStore, int]] = {}
-        self._reg_timeout = config.consumer_reg_timeout_ms / 1000.0
         self._transfer = min(config.transfer_size, 2 * C.MAX_TRANSFER_SIZE)
         self._tasks: list[asyncio.Task[None]] = []
         #: flush="always": sends waiting for the fsync that covers them (store, offset, batch, future)
@@ -197,9 +185,7 @@ class BrokerBase:
             if topic not in live:
                 self.stores.drop_topic(topic)
                 self.offsets.drop_topic(topic)
-                for key in [k for k in self._regs if k[1] == topic]:
-                    del self._regs[key]
-                    self._inflight.pop(key, None)
+                self.registrations.drop_topic(topic)
 
     # ---- test hook: server answers the clients must survive (issue 15.2)
 

@@ -12,13 +12,11 @@ class BrokerViews(BrokerBase):
 
     def groups(self) -> list[str]:
         """Groups with a registration or a committed offset on this broker."""
-        return sorted({k[0] for k in self._regs} | set(self.offsets.groups()))
+        return sorted(self.registrations.groups() | set(self.offsets.groups()))
 
     def group_detail(self, group: str) -> list[dict[str, Any]]:
         """Per topic/partition: owner, committed offset, in-flight bytes, max offset and lag."""
-        keys = {(t, p) for (t, p) in self.offsets.partitions(group)} | {
-            (k[1], k[2]) for k in self._regs if k[0] == group
-        }
+        keys = {(t, p) for (t, p) in self.offsets.partitions(group)} | self.registrations.partitions(group)
         rows = []
         for topic_name, pid in sorted(keys):
             key = (group, topic_name, pid)
@@ -28,14 +26,14 @@ class BrokerViews(BrokerBase):
             committed = self.offsets.get(*key)
             if committed is None:
                 committed = store.min_offset if store is not None else -1
-            reg = self._regs.get(key)
+            reg = self.registrations.get(key)
             rows.append(
                 {
                     "topic": topic_name,
                     "partition_id": pid,
                     "consumer_id": reg.consumer_id if reg is not None else None,
                     "committed_offset": committed,
-                    "inflight": self._inflight.get(key, 0),
+                    "inflight": self.registrations.inflight(key),
                     "max_offset": max_offset,
                     "lag": max(0, max_offset - committed) if max_offset >= 0 else 0,
                 }
