@@ -71,8 +71,8 @@ class OffsetHistory:
         keys = set(broker.offsets.partitions(group)) | broker.registrations.partitions(group)
         topics: dict[str, dict[int, list[dict[str, int]]]] = {}
         for topic_name, pid in sorted(keys):
-            topic = broker._topic(topic_name)
-            store = broker._store_for(topic, pid) if topic is not None else None
+            topic = broker.catalog.topic(topic_name)
+            store = broker.catalog.store_for(topic, pid) if topic is not None else None
             if store is None:
                 continue
             committed = broker.offsets.get(group, topic_name, pid)

@@ -89,10 +89,10 @@ class BrokerWebApi:
 
     @staticmethod
     def _store(broker: Broker, topic_name: str, pid: int) -> tuple[TopicConf, MessageStore]:
-        topic = broker._topic(topic_name)
+        topic = broker.catalog.topic(topic_name)
         if topic is None:
             raise _fail("Invalid parameter: not found the topicName configure!")
-        store = broker._store_for(topic, pid)
+        store = broker.catalog.store_for(topic, pid)
         if store is None:
             raise _fail("Invalid parameter: not found the store by topicName!")
         return topic, store
@@ -122,7 +122,7 @@ class BrokerWebApi:
         return set(broker.groups())
 
     def _offset_info(self, broker: Broker, group: str, topic: TopicConf, pid: int) -> dict[str, Any]:
-        store = broker._store_for(topic, pid)
+        store = broker.catalog.store_for(topic, pid)
         if store is None:
             return {"partitionId": pid, "curOffset": UNDEFINED, "flightOffset": UNDEFINED,
                     "curDataOffset": UNDEFINED, "offsetLag": UNDEFINED, "dataLag": UNDEFINED,
@@ -140,7 +140,7 @@ class BrokerWebApi:
         wanted = sorted(subscribed if not topics else subscribed & set(topics))
         out = []
         for name in wanted:
-            topic = broker._topic(name)
+            topic = broker.catalog.topic(name)
             if topic is None:
                 continue
             offsets = [self._offset_info(broker, group, topic, pid) for pid in self._partitions(broker, topic)]
@@ -196,13 +196,13 @@ class BrokerWebApi:
     def _offset_by_time(self, params: dict[str, str]) -> dict[str, Any]:
         broker = self._broker(params)
         name = _param(params, "topicName", required=True) or ""
-        topic = broker._topic(name)
+        topic = broker.catalog.topic(name)
         if topic is None:
             raise _fail("Invalid parameter: not found the topicName configure!")
         ts = self._timestamp(params)
         data = []
         for pid in self._partitions(broker, topic):
-            store = broker._store_for(topic, pid)
+            store = broker.catalog.store_for(topic, pid)
             if store is not None:
                 data.append({"topicName": name, "partitionId": pid, "timestamp": ts,
                              "offset": store.start_offset_by_timestamp(ts)})
@@ -250,11 +250,11 @@ class BrokerWebApi:
         else:
             resets = []
             for name in _names(params, "topicName", required=True):
-                topic = broker._topic(name)
+                topic = broker.catalog.topic(name)
                 if topic is None:
                     continue
                 for pid in self._partitions(broker, topic):
-                    store = broker._store_for(topic, pid)
+                    store = broker.catalog.store_for(topic, pid)
                     if store is not None:
                         resets.append((name, pid, store.max_offset, store))
         for group in groups:
@@ -278,7 +278,7 @@ class BrokerWebApi:
             if len(items) != 3:
                 raise _fail(f"Parameter offsetJsonInfo's key invalid:{key} must be brokerId:topicName:partitionId !")
             bid, name, part = (i.strip() for i in items)
-            topic = broker._topic(name)
+            topic = broker.catalog.topic(name)
             if bid != local or topic is None:
                 continue
             try:
@@ -287,7 +287,7 @@ class BrokerWebApi:
                 raise _fail(f"Parameter offsetJsonInfo's key invalid:{key}'s partitionId value not number!") from None
             if isinstance(value, bool) or not isinstance(value, int):
                 raise _fail(f"Parameter offsetJsonInfo's value of {key} must be an integer!")
-            store = broker._store_for(topic, pid)
+            store = broker.catalog.store_for(topic, pid)
             if store is None:
                 continue
             out.append((name, pid, min(max(value, store.min_offset), store.max_offset), store))
@@ -310,11 +310,11 @@ class BrokerWebApi:
         if source not in self._booked(broker):
             raise _fail(f"Parameter sourceGroupName: {source} has not been registered on this Broker!")
         for name in sorted(chosen):
-            topic = broker._topic(name)
+            topic = broker.catalog.topic(name)
             if topic is None:
                 continue
             for pid in self._partitions(broker, topic):
-                store = broker._store_for(topic, pid)
+                store = broker.catalog.store_for(topic, pid)
                 if store is None:
                     continue
                 offset = self._committed(broker, source, name, pid, store)
@@ -345,13 +345,13 @@ class BrokerWebApi:
         resets = []
         for item in rec.get("records") or []:
             name = str(item.get("topic") or "")
-            topic = broker._topic(name)
+            topic = broker.catalog.topic(name)
             if topic is None or (topics and name not in topics):
                 continue
             for store_rec in item.get("offsets") or []:
                 for part in store_rec.get("parts") or []:
                     pid, cfm = part.get("partId"), part.get("iCfm")
-                    store = broker._store_for(topic, pid) if isinstance(pid, int) else None
+                    store = broker.catalog.store_for(topic, pid) if isinstance(pid, int) else None
                     if store is not None and isinstance(cfm, int):
                         resets.append((name, pid, min(max(cfm, store.min_offset), store.max_offset), store))
         if not resets:

@@ -30,7 +30,8 @@ from typing import Any
 from ..._tasks import cancel_and_wait
 from ...protocol import constants as C
 from ..rpc import RpcContext, RpcException
-from .base import FaultRecord, _int32
+from .base import _int32
+from .faults import FaultRecord
 from .fetch import FetchHandlers
 from .send import SendHandlers, _write_failed
 from .sessions import SessionHandlers
@@ -119,7 +120,7 @@ class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
     async def start(self) -> None:
         self._running = True
         self._sync_wakeup = asyncio.Event()
-        for topic in self._topics():
+        for topic in self.catalog.topics():
             for index in range(topic.num_stores):
                 self.stores.get(topic.name, index)
         self._tasks = [

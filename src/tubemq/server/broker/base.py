@@ -10,10 +10,7 @@ data handler opens with, in the real broker's order (docs/PROTOCOL.md §5.3).
 from __future__ import annotations
 
 import asyncio
-import collections
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ...protocol import constants as C
@@ -23,12 +20,13 @@ from ..meta import MetaStore, TopicConf
 from ..rpc import RpcContext
 from ..storage import MessageStore, WriteBatch
 from ..storage.manager import StoreManager
+from .catalog import Catalog
+from .faults import FaultInjector
 from .offsets import OffsetStore
 from .registry import Key, Registrations
 
 # Java String.trim() removes every char <= ' '.
 _JAVA_WS = "".join(chr(i) for i in range(33))
-_MAX_STORE_INDEX = 100  # guard against hostile ids creating thousands of store directories
 _OK = "OK!"
 _TOKEN_INVALID = "Visit Authorized Token is invalid!"
 _TOKEN_UNVERIFIED = "Visit Authorized Token is invalid! (register or heartbeat with a valid token on this connection first)"
@@ -116,24 +114,6 @@ def _int32(value: int) -> int:
     return (value + 0x80000000) % 0x100000000 - 0x80000000
 
 
-@dataclass
-class _Fault:
-    code: int
-    min_limit_ms: int
-
-
-@dataclass
-class FaultRecord:
-    """One spoiled answer (``inject_fault``) and how long the client waited before calling again."""
-
-    kind: str
-    code: int
-    client: str
-    where: str
-    at: float
-    next_call_after_s: float | None = None
-
-
 class BrokerBase:
     """Broker state shared by the handler families, the opening checks and the fault hook."""
 
@@ -146,6 +126,8 @@ class BrokerBase:
         self.config = config
         self.meta = meta
         self.stores = store_manager
+        #: the topics deployed here and their partitions' stores
+        self.catalog = Catalog(meta, store_manager, config.broker_id)
         #: the master's visit-token check (None = off); set by the cluster once its master exists
         self.visit_token_check: Callable[[int], bool] | None = None
         #: test switches: False makes the read / write service answer 503 like a stopping broker
@@ -172,81 +154,24 @@ class BrokerBase:
         self._commit_pending_syncs: list[asyncio.Future[OSError | None]] = []
         self._commit_sync_task: asyncio.Task[None] | None = None
         self._running = False
-        #: test hook (inject_fault): answers to spoil, per kind ("send" / "fetch"), and what followed
-        self._faults: dict[str, collections.deque[_Fault]] = {"send": collections.deque(), "fetch": collections.deque()}
-        self.fault_log: collections.deque[FaultRecord] = collections.deque(maxlen=1000)
-        self._awaiting_followup = 0  # fault_log records whose client has not called again yet
+        #: test hook: answers to spoil and what the clients did next
+        self.faults = FaultInjector()
         meta.on_change.append(self._on_meta_change)
 
     def _on_meta_change(self) -> None:
         self._send_targets.clear()
-        live = {t.name for t in self._topics()}
+        live = {t.name for t in self.catalog.topics()}
         for topic in {k[0] for k in self.stores.stores} | set(self.stores.known_topics_on_disk()):
             if topic not in live:
                 self.stores.drop_topic(topic)
                 self.offsets.drop_topic(topic)
                 self.registrations.drop_topic(topic)
 
-    # ---- test hook: server answers the clients must survive (issue 15.2)
-
-    def inject_fault(self, code: int, count: int = 1, min_limit_ms: int = 0) -> None:
-        """Answer the next ``count`` sends (419) or getMessage calls (452, 301) with ``code``.
-
-        419 ``SERVER_RECEIVE_OVERFLOW`` is what a real broker answers when its memory cache cannot take
-        the message; 452 ``SERVER_CONSUME_SPEED_LIMIT`` (with ``minLimitTime`` = ``min_limit_ms``) when
-        its flow control throttles a consumer; 301 ``MOVED`` when the requested index region was
-        deleted. Every spoiled answer and the delay until the same client's next call of that kind
-        are recorded in ``fault_log``.
-        """
-        if code == E.SERVER_RECEIVE_OVERFLOW:
-            kind = "send"
-        elif code in (E.SERVER_CONSUME_SPEED_LIMIT, E.MOVED):
-            kind = "fetch"
-        else:
-            raise ValueError(f"inject_fault: {code} is not one of 419, 452, 301")
-        if count < 1 or min_limit_ms < 0:
-            raise ValueError("inject_fault: count >= 1 and min_limit_ms >= 0")
-        self._faults[kind].extend(_Fault(int(code), min_limit_ms) for _ in range(count))
-
-    def _fault(self, kind: str, client: str, where: str) -> _Fault | None:
-        """The next spoiled answer of this kind, if any; notes when a faulted client comes back."""
-        now = time.monotonic()
-        if self._awaiting_followup:
-            for rec in self.fault_log:
-                if rec.kind == kind and rec.client == client and rec.next_call_after_s is None:
-                    rec.next_call_after_s = now - rec.at
-                    self._awaiting_followup -= 1
-        queue = self._faults[kind]
-        if not queue:
-            return None
-        fault = queue.popleft()
-        if len(self.fault_log) == self.fault_log.maxlen and self.fault_log[0].next_call_after_s is None:
-            self._awaiting_followup -= 1  # the oldest record falls out unanswered
-        self.fault_log.append(FaultRecord(kind, fault.code, client, where, now))
-        self._awaiting_followup += 1
-        return fault
-
     # ---- helpers
 
     def _offset(self, key: Key, store: MessageStore) -> int:
         o = self.offsets.get(*key)
         return store.min_offset if o is None else o
-
-    def _store_for(self, topic: TopicConf, partition_id: int) -> MessageStore | None:
-        if partition_id < 0 or partition_id % C.META_STORE_INS_BASE >= topic.num_partitions:
-            return None
-        index = partition_id // C.META_STORE_INS_BASE
-        if index >= max(topic.num_stores, _MAX_STORE_INDEX):
-            return None
-        return self.stores.get(topic.name, index)
-
-    def _topic(self, name: str) -> TopicConf | None:
-        """The topic if it is deployed on this broker (a broker knows only its own deployments)."""
-        topic = self.meta.get(name)
-        return topic if topic is not None and topic.on_broker(self.config.broker_id) else None
-
-    def _topics(self) -> list[TopicConf]:
-        return [t for t in self.meta.topics() if t.on_broker(self.config.broker_id)]
 
     def _next_message_id(self, now_ms: int) -> int:
         mid = now_ms << 20
@@ -279,7 +204,7 @@ class BrokerBase:
         values, refused = self._opening(req, ctx, self.read_available, unavailable, by_token, *names)
         if refused:
             return values, None, refused
-        topic = self._topic(values[-1])
+        topic = self.catalog.topic(values[-1])
         return values, topic, (E.FORBIDDEN, _topic_missing(values[-1]))
 
     def _opening(

@@ -98,15 +98,15 @@ class FetchHandlers(BrokerBase):
                 f"has been consumed by {reg.consumer_id};Current consumer {cid}",
             )
         reg.last_seen = time.monotonic()
-        if self._faults["fetch"] or self._awaiting_followup:
-            fault = self._fault("fetch", cid, f"{name}:{pid}")
+        if self.faults.armed("fetch"):
+            fault = self.faults.take("fetch", cid, f"{name}:{pid}")
             if fault is not None and fault.code == E.SERVER_CONSUME_SPEED_LIMIT:
                 return fail(E.SERVER_CONSUME_SPEED_LIMIT, "Consumer read speed limited!", fault.min_limit_ms)
             if fault is not None:
                 return fail(E.MOVED, f"The requested offset of {name}:{pid} has been moved!", -1)
         if topic.closed:
             return fail(E.FORBIDDEN, f"topicName {name} has been closed")
-        store = self._store_for(topic, pid)
+        store = self.catalog.store_for(topic, pid)
         if store is None:
             return fail(E.INTERNAL_SERVER_ERROR, f"Get the store of topic {name} in partition {pid} failure!")
         committed = self._offset(key, store)
@@ -248,7 +248,7 @@ class FetchHandlers(BrokerBase):
         if topic is None:
             return fail(*refused)
         pid = req.partitionId
-        store = self._store_for(topic, pid)
+        store = self.catalog.store_for(topic, pid)
         if store is None:
             return fail(E.FORBIDDEN, _partition_missing(name, pid))
         key: Key = (group, name, pid)

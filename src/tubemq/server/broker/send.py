@@ -60,14 +60,14 @@ class SendHandlers(BrokerBase):
         pid = req.partitionId
         target = self._send_targets.get((name, pid))
         if target is None:
-            topic = self._topic(name)
+            topic = self.catalog.topic(name)
             if topic is None:
                 return fail(E.FORBIDDEN, _topic_missing(name))
             if topic.closed:
                 return fail(E.FORBIDDEN, f"topicName {name} has been closed")
             if not topic.accept_publish:  # admin_modify_topic_info acceptPublish=false (cache cleared on change)
                 return fail(E.FORBIDDEN, f"topicName {name} does not accept publish!")
-            store = self._store_for(topic, pid)
+            store = self.catalog.store_for(topic, pid)
             if store is None:
                 return fail(E.FORBIDDEN, _partition_missing(name, pid))
             max_size = topic.effective_max_msg_size(self.config.default_max_msg_size)
@@ -88,9 +88,7 @@ class SendHandlers(BrokerBase):
             return fail(E.BAD_REQUEST, "data length is zero!")
         if n > limit:
             return fail(E.BAD_REQUEST, f"data length over max length, allowed max length is {limit}, data length is {n}")
-        if (self._faults["send"] or self._awaiting_followup) and self._fault(
-            "send", _text(req.clientId), f"{name}:{pid}"
-        ) is not None:
+        if self.faults.armed("send") and self.faults.take("send", _text(req.clientId), f"{name}:{pid}") is not None:
             return fail(E.SERVER_RECEIVE_OVERFLOW, f"Put message failed from {ctx.remote_host}, server receive message overflow!")
         crc = zlib.crc32(data) & 0x7FFFFFFF
         if req.checkSum != -1 and req.checkSum != crc:

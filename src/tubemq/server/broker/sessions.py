@@ -61,7 +61,7 @@ class SessionHandlers(BrokerBase):
             qry = req.qryPriorityId if req.HasField("qryPriorityId") else C.META_VALUE_UNDEFINED
             # like the real broker, the record is written before the partition is validated
             self.registrations.put(key, Registration(cid, keys, qry))
-            store = self._store_for(topic, pid)
+            store = self.catalog.store_for(topic, pid)
             if store is None:
                 return fail(
                     E.INTERNAL_SERVER_ERROR,

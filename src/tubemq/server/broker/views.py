@@ -20,8 +20,8 @@ class BrokerViews(BrokerBase):
         rows = []
         for topic_name, pid in sorted(keys):
             key = (group, topic_name, pid)
-            topic = self._topic(topic_name)
-            store = self._store_for(topic, pid) if topic is not None else None
+            topic = self.catalog.topic(topic_name)
+            store = self.catalog.store_for(topic, pid) if topic is not None else None
             max_offset = store.max_offset if store is not None else -1
             committed = self.offsets.get(*key)
             if committed is None:
