@@ -29,7 +29,7 @@ from typing import Any
 
 from ..._tasks import cancel_and_wait
 from ...protocol import constants as C
-from ..rpc import RpcContext, RpcException
+from ..rpc import RpcContext
 from .base import _int32
 from .faults import FaultRecord
 from .fetch import FetchHandlers
@@ -67,55 +67,8 @@ class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
             ctx.serial: (ctx, _write_failed(ctx, batch.error or OSError("the message was not written")))
             for batch, ctx in lost
         }
-        commits, self._commit_acks = self._commit_acks, []
-        if commits:
-            replaced.update(self._journal_commits(commits))
+        replaced.update(self.commits.flush())
         return replaced or None
-
-    def _journal_commits(
-        self, commits: list[tuple[tuple[str, str, int, int], RpcContext]]
-    ) -> dict[int, tuple[RpcContext, Any]]:
-        """An acknowledged commit survives a broker crash: this read's commits are journaled (handed to
-        the OS) before their answers are written, and with ``flush="always"`` answered after the
-        journal's fsync. A commit that could not be journaled is answered with an exception."""
-        error = self.offsets.journal([entry for entry, _ in commits])
-        if self.config.flush == "always":
-            waiters, self._commit_syncs = self._commit_syncs, []
-            if error is not None:
-                for fut in waiters:
-                    if not fut.done():
-                        fut.set_result(error)
-            else:
-                self._queue_commit_sync(waiters)
-            return {}
-        if error is None:
-            return {}
-        return {
-            ctx.serial: (ctx, RpcException(C.EXC_JAVA_EXCEPTION, f"the commit of group {entry[0]!r} was not saved: "
-                                                                  f"{error}"))
-            for entry, ctx in commits
-        }
-
-    def _queue_commit_sync(self, waiters: list[asyncio.Future[OSError | None]]) -> None:
-        """Group commit: one fsync of the journal in a worker thread covers every waiter queued before
-        it started; the next one starts when it is done."""
-        self._commit_pending_syncs.extend(waiters)
-        if self._commit_sync_task is None or self._commit_sync_task.done():
-            self._commit_sync_task = asyncio.ensure_future(self._run_commit_syncs())
-
-    async def _run_commit_syncs(self) -> None:
-        loop = asyncio.get_running_loop()
-        while self._commit_pending_syncs:
-            waiters, self._commit_pending_syncs = self._commit_pending_syncs, []
-            error: OSError | None = None
-            try:
-                await loop.run_in_executor(None, self.offsets.sync_journal)
-            except OSError as exc:
-                log.error("fsync of the commit journal failed: %s", exc)
-                error = exc
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(error)
 
     async def start(self) -> None:
         self._running = True
@@ -131,18 +84,12 @@ class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
     async def stop(self) -> None:
         self._running = False
         tasks, self._tasks = self._tasks, []
-        if self._commit_sync_task is not None:
-            tasks.append(self._commit_sync_task)
-            self._commit_sync_task = None
         await cancel_and_wait(tasks)
+        await self.commits.stop()
         for _, _, _, fut in self._sync_waiters:
             if not fut.done():
                 fut.set_exception(ConnectionError("broker stopped"))
         self._sync_waiters = []
-        for waiter in [*self._commit_syncs, *self._commit_pending_syncs]:
-            if not waiter.done():
-                waiter.set_result(OSError("broker stopped"))
-        self._commit_syncs, self._commit_pending_syncs = [], []
         self.offsets.save()
         self.offsets.close()
         self.stores.close()

@@ -21,6 +21,7 @@ from ..rpc import RpcContext
 from ..storage import MessageStore, WriteBatch
 from ..storage.manager import StoreManager
 from .catalog import Catalog
+from .commits import CommitJournal
 from .faults import FaultInjector
 from .offsets import OffsetStore
 from .registry import Key, Registrations
@@ -146,13 +147,8 @@ class BrokerBase:
         self._sync_wakeup: asyncio.Event | None = None
         #: the acknowledged sends of the current read, checked by the batch-end hook (flush_pending)
         self._acks: list[tuple[WriteBatch, RpcContext]] = []
-        #: this read's acknowledged commits ((group, topic, partition, offset), context): journaled
-        #: before they are answered (broker.py, _journal_commits)
-        self._commit_acks: list[tuple[tuple[str, str, int, int], RpcContext]] = []
-        #: flush="always": commits whose answers wait for the journal's fsync
-        self._commit_syncs: list[asyncio.Future[OSError | None]] = []
-        self._commit_pending_syncs: list[asyncio.Future[OSError | None]] = []
-        self._commit_sync_task: asyncio.Task[None] | None = None
+        #: accepted commits: journaled before they are answered
+        self.commits = CommitJournal(self.offsets, config.flush == "always")
         self._running = False
         #: test hook: answers to spoil and what the clients did next
         self.faults = FaultInjector()

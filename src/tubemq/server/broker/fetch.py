@@ -264,12 +264,10 @@ class FetchHandlers(BrokerBase):
             committed += inflight
         self.offsets.set(group, name, pid, committed)
         self.registrations.set_inflight(key, 0)
-        self._commit_acks.append(((group, name, pid, committed), ctx))  # journaled before the answer leaves
+        fut = self.commits.accepted((group, name, pid, committed), ctx)  # journaled before the answer leaves
         answer = broker_pb.CommitOffsetResponseB2C(
             success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=committed, maxOffset=store.max_offset
         )
-        if self.config.flush == "always":  # answered once the journal's fsync covering it succeeded
-            fut: asyncio.Future[OSError | None] = asyncio.get_running_loop().create_future()
-            self._commit_syncs.append(fut)
+        if fut is not None:  # flush="always": answered once the journal's fsync covering it succeeded
             return _after_commit_sync(group, fut, answer)
         return answer
