@@ -33,7 +33,7 @@ from ..rpc import RpcContext
 from .base import _int32
 from .faults import FaultRecord
 from .fetch import FetchHandlers
-from .send import SendHandlers, _write_failed
+from .send import SendHandlers
 from .sessions import SessionHandlers
 from .views import BrokerViews
 
@@ -57,28 +57,19 @@ class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
     def flush_pending(self) -> dict[int, tuple[RpcContext, Any]] | None:
         """RPC batch-end hook: appends reach the OS before their acknowledgements are written; the
         acknowledgements of sends whose write failed are replaced by the error (419, with the cause)."""
-        acks = self._acks  # this read's acknowledgements (taken first: never carried to the next read)
-        self._acks = []
-        failed = self.stores.flush_pending()
-        if failed and self._sync_waiters:
-            self._release_sync_waiters()
-        lost = [(batch, ctx) for batch, ctx in acks if not batch.written]
-        replaced: dict[int, tuple[RpcContext, Any]] = {
-            ctx.serial: (ctx, _write_failed(ctx, batch.error or OSError("the message was not written")))
-            for batch, ctx in lost
-        }
+        replaced = self.durability.flush()
         replaced.update(self.commits.flush())
         return replaced or None
 
     async def start(self) -> None:
         self._running = True
-        self._sync_wakeup = asyncio.Event()
+        self.durability.start()
         for topic in self.catalog.topics():
             for index in range(topic.num_stores):
                 self.stores.get(topic.name, index)
         self._tasks = [
             asyncio.ensure_future(self._housekeeping_loop()),
-            asyncio.ensure_future(self._sync_loop()),
+            asyncio.ensure_future(self.durability.run()),
         ]
 
     async def stop(self) -> None:
@@ -86,10 +77,7 @@ class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
         tasks, self._tasks = self._tasks, []
         await cancel_and_wait(tasks)
         await self.commits.stop()
-        for _, _, _, fut in self._sync_waiters:
-            if not fut.done():
-                fut.set_exception(ConnectionError("broker stopped"))
-        self._sync_waiters = []
+        self.durability.stop()
         self.offsets.save()
         self.offsets.close()
         self.stores.close()

@@ -18,10 +18,11 @@ from ...protocol.constants import ErrorCode as E
 from ..config import ServerConfig
 from ..meta import MetaStore, TopicConf
 from ..rpc import RpcContext
-from ..storage import MessageStore, WriteBatch
+from ..storage import MessageStore
 from ..storage.manager import StoreManager
 from .catalog import Catalog
 from .commits import CommitJournal
+from .durability import SendDurability
 from .faults import FaultInjector
 from .offsets import OffsetStore
 from .registry import Key, Registrations
@@ -142,14 +143,11 @@ class BrokerBase:
         self._send_targets: dict[tuple[str, int], tuple[TopicConf, MessageStore, int]] = {}
         self._transfer = min(config.transfer_size, 2 * C.MAX_TRANSFER_SIZE)
         self._tasks: list[asyncio.Task[None]] = []
-        #: flush="always": sends waiting for the fsync that covers them (store, offset, batch, future)
-        self._sync_waiters: list[tuple[MessageStore, int, WriteBatch, asyncio.Future[OSError | None]]] = []
-        self._sync_wakeup: asyncio.Event | None = None
-        #: the acknowledged sends of the current read, checked by the batch-end hook (flush_pending)
-        self._acks: list[tuple[WriteBatch, RpcContext]] = []
+        self._running = False
+        #: acknowledged sends and the fsync loop of the flush policy
+        self.durability = SendDurability(store_manager, config.flush, config.flush_interval_ms)
         #: accepted commits: journaled before they are answered
         self.commits = CommitJournal(self.offsets, config.flush == "always")
-        self._running = False
         #: test hook: answers to spoil and what the clients did next
         self.faults = FaultInjector()
         meta.on_change.append(self._on_meta_change)
