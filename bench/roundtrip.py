@@ -293,21 +293,22 @@ def _median(values: list[float]) -> float:
     return s[len(s) // 2]
 
 
-def summary(rows: list[dict[str, Any]]) -> None:
+def summary(rows: list[dict[str, Any]], paths: tuple[str, ...] = PATHS, latency: bool = True) -> None:
     """Per path: msg/s of each round, and the ratio to the raw loop of the SAME round (the machine's
-    swing cancels out there), its median; p50 and CPU per million messages as medians of the rounds."""
+    swing cancels out there), its median; p50 (``latency``) and CPU per million messages as medians of
+    the rounds."""
     raw_by_round = {r["round"]: r["msg_per_s"] for r in rows if r["path"] == "raw"}
-    print("\npath        msg/s (each round)           vs raw, same round (median)   p50 us  cpu s/M")
-    for path in PATHS:
+    print(f"\npath        msg/s (each round)           vs raw, same round (median)  {' p50 us' if latency else ''}  cpu s/M")
+    for path in paths:
         mine = [r for r in rows if r["path"] == path]
         if not mine:
             continue
         rates = " / ".join(str(r["msg_per_s"]) for r in mine)
         ratios = [r["msg_per_s"] / raw_by_round[r["round"]] for r in mine if raw_by_round.get(r["round"])]
         ratio = (f"{' / '.join(f'{x:.2f}' for x in ratios)} ({_median(ratios):.2f})" if ratios else "-")
-        p50 = _median([r.get("p50_us", 0.0) for r in mine])
+        p50 = f" {_median([r.get('p50_us', 0.0) for r in mine]):>8}" if latency else ""
         cpu = _median([r["cpu_s_per_million"] for r in mine])
-        print(f"{path:<11} {rates:<28} {ratio:<29} {p50:>8} {cpu:>8}")
+        print(f"{path:<11} {rates:<28} {ratio:<29}{p50} {cpu:>8}")
 
 
 def main() -> None:

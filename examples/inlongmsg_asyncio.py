@@ -82,7 +82,7 @@ async def run(args: argparse.Namespace) -> int:
                     container = msg.inlongmsg()
                 except InLongMsgError as exc:
                     invalid += 1
-                    print(f"skipping offset {msg.offset}: {exc}", file=sys.stderr)
+                    print(f"skipping message {msg.message_id}: {exc}", file=sys.stderr)
                     continue
                 for attributes, _body in container.records():
                     per_stream[attributes.get("streamId", "?")] += 1

@@ -68,7 +68,15 @@ TESTS = Path(__file__).resolve().parent
 SERIAL_GROUPS: dict[str, str] = {
     "spark/": "spark",
     "test_examples.py::test_spark": "spark-examples",
+    "docs/test_shell_recipes.py::test_fresh_recipe_runs_verbatim[docs/guide/spark.md": "spark-examples",
 }
+#: Long tests (tens of seconds to minutes each on a loaded 2-core machine: a JVM, a C compile, several
+#: server processes, a collection of the whole suite) that carry the ``slow`` mark, so that
+#: ``-m "not slow"`` is the quick tier (docs/guide/test-suite.md); the README's command runs them all. Keys
+#: as in ``SERIAL_GROUPS``; a test may also carry ``@pytest.mark.slow`` itself.
+SLOW: tuple[str, ...] = ("spark/", "test_examples.py::test_spark", "packaging/", "cluster/",
+                         "reliability/test_codec_fuzz.py", "reliability/test_kill_and_churn.py",
+                         "test_platform_guards.py::test_every_test_module_collects")
 #: Files whose tests start first (the longest set-ups and groups), so they do not end the run alone.
 FIRST: tuple[str, ...] = ("spark/", "test_examples.py", "packaging/", "reliability/test_codec_fuzz.py",
                           "test_platform_guards.py", "cluster/", "cli/test_readme.py", "typing/")
@@ -91,12 +99,14 @@ GROUP_TIMEOUT_S = 900
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Long files first (stable: the order inside a file is kept); every worker collects the same order.
-    Grouped tests get ``GROUP_TIMEOUT_S`` unless they carry a timeout mark; ``source_tree`` tests are
-    skipped without a source checkout."""
+    Grouped tests get ``GROUP_TIMEOUT_S`` unless they carry a timeout mark, ``SLOW`` ones the ``slow``
+    mark; ``source_tree`` tests are skipped without a source checkout."""
     _skip_source_tree_tests(items)
     for item in items:
         if serial_group(item.nodeid) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(GROUP_TIMEOUT_S))
+        if _rel(item.nodeid).startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
 
     def rank(item: pytest.Item) -> int:
         rel = _rel(item.nodeid)

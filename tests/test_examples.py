@@ -80,6 +80,8 @@ HEADER_EXPECT: dict[str, list[str]] = {
     "consumer_group_worker.py": [r"processed 1000 messages"],
     "asyncio_pipeline.py": [r"enriched 300 events from raw into enriched"],
     "inlongmsg_asyncio.py": [r"sent 300 records in", r"decoded 300 records from \d+ messages \(0 not InLong"],
+    "metrics_export.py": [r"tubemq_producer_acknowledged_total\{client=\"demo\"\} 500\.0",
+                          r"otel: tubemq\.producer\.acknowledged 500, messaging\.client\.sent\.messages 500, failed 0"],
 }
 #: Examples whose header runs in tests with Spark (one JVM for both: see ``_SEQUENTIAL``).
 SPARK_EXAMPLES = {"spark_batch_ingest.py", "spark_streaming_parquet.py"}

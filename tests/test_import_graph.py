@@ -29,6 +29,7 @@ PACKAGE_DIR = Path(tubemq.__file__).resolve().parent
 #: (rank, layer, module prefixes); the longest matching prefix names a module's layer.
 LAYERS: list[tuple[int, str, tuple[str, ...]]] = [
     (0, "base", ("tubemq.errors", "tubemq._tasks", "tubemq.serializers", "tubemq._options", "tubemq._version", "tubemq._endpoints", "tubemq._lazy", "tubemq.metrics",
+                 "tubemq._webcall",
                  "tubemq.protocol.constants", "tubemq.protocol.wire_fields")),
     # tubemq.types is the one home of the data types the codec and the clients build (DESIGN.md), so it
     # sits with the codec, below every client that returns them

@@ -96,12 +96,14 @@ def _default(f: dataclasses.Field[Any]) -> str:
 
 def _type(f: dataclasses.Field[Any]) -> str:
     t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-    return "`" + str(t).replace("|", "\\|") + "`"
+    return f"`{t}`"  # a pipe inside a code span needs no escape in a table (escaped, the backslash prints)
 
 
 def _cell(text: str) -> str:
-    """Markdown table cell from docstring text (RST ````code```` becomes Markdown ```code```)."""
-    return text.replace("``", "`").replace("|", "\\|").replace("\n", " ").strip().rstrip(";,")
+    """Markdown table cell from docstring text (RST ````code```` becomes Markdown ```code```); a pipe is
+    escaped outside code spans only (inside one the backslash would print)."""
+    parts = re.split(r"(`[^`]*`)", text.replace("``", "`").replace("\n", " "))
+    return "".join(p if p.startswith("`") else p.replace("|", "\\|") for p in parts).strip().rstrip(";,")
 
 
 def config_tables() -> tuple[str, list[str]]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 EXTRAS: dict[str, tuple[str, ...]] = {
     "inlong": ("cramjam>=2.11",),
     "spark": ("pyspark>=4.2", "pyarrow>=15"),
-    "otel": ("opentelemetry-api>=1.20",),
+    "otel": ("opentelemetry-api>=1.30",),
+    "prometheus": ("prometheus-client>=0.17",),
     "uvloop": ("uvloop>=0.19; sys_platform != 'win32'",),
 }
 

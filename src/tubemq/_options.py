@@ -7,13 +7,30 @@ config dataclasses' fields.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Iterable
 from typing import Any, TypedDict
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known option ``name`` is most likely a typo of (``rpc_timout_ms`` -> ``rpc_timeout_ms``), or
+    None: what a "did you mean" names, as a type checker's message does."""
+    names = {k.lower(): k for k in known}
+    match = difflib.get_close_matches(name.lower(), list(names), n=1, cutoff=0.8)
+    return names[match[0]] if match else None
+
+
+def unknown_option(name: str, known: Iterable[str]) -> str:
+    """The message for an option nobody defines: the likely intended one first, then the known ones."""
+    names = sorted(known)
+    guess = closest(name, names)
+    hint = f"; did you mean {guess!r}?" if guess else ""
+    return f"unknown option{hint} (known: {', '.join(names)})"
 
 
 class ClientOptions(TypedDict, total=False):
     """The keyword options of every client (``**options``), typed: a type checker refuses a misspelt
-    name (``rpc_timout_ms=``) or a wrong type before the run does (the run raises ConfigError).
+    name (``rpc_timout_ms=``) or a wrong type before the run does (the run raises ConfigError, naming the closest known option).
     Same names and meanings as :class:`ClientConfig`'s fields."""
 
     rpc_timeout_ms: int

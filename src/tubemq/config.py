@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ._options import ClientOptions, ConsumerOptions, ProducerOptions
+from ._options import ClientOptions, ConsumerOptions, ProducerOptions, unknown_option
 from .codec.python import DEFAULT_MAX_PARTITIONS, DEFAULT_MAX_TOTAL_PARTITIONS
 from .errors import ConfigError, TubeMQConnectionError
 from .protocol.constants import (
@@ -245,7 +245,7 @@ class ClientConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(options) - names)
         if unknown:
-            raise ConfigError(unknown[0], f"unknown option (known: {', '.join(sorted(names))})")
+            raise ConfigError(unknown[0], unknown_option(unknown[0], names))
         if isinstance(master, str) and "://" in master:
             return cls.from_dsn(master, **options)
         return cls(master=master if master is not None else "", **options)  # type: ignore[arg-type]
@@ -284,14 +284,21 @@ def _caller_level() -> int:
     return level
 
 
+#: Options whose value is a Python object (a function), so never in a ``tubemq://`` string.
+_OBJECT_OPTIONS = ("stats_callback", "partitioner")
+
+
 def _convert(cls: type, params: Mapping[str, str]) -> dict[str, Any]:
     """DSN strings -> typed values, by the type of each field's default."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     out: dict[str, Any] = {}
     for key, raw in params.items():
         f = fields.get(key)
-        if f is None or key in ("stats_callback", "partitioner"):
-            raise ConfigError(key, "unknown or non-DSN option")
+        if f is None:
+            raise ConfigError(key, unknown_option(key, (n for n in fields if n not in _OBJECT_OPTIONS)))
+        if key in _OBJECT_OPTIONS:
+            raise ConfigError(key, "takes a Python object, which a tubemq:// string cannot carry: pass it as a "
+                              "keyword argument instead")
         default = f.default
         ann = str(f.type)
         try:

@@ -316,6 +316,7 @@ def remote_error(exception_name: str, message: str, status: int) -> RemoteError:
 
 __all__ = [
     "AdminError",
+    "AdminRecordError",
     "AuthenticationError",
     "BadRequestError",
     "ClientClosedError",
@@ -428,3 +429,36 @@ class AdminError(TubeMQError):
         self.method = method
         text = f"[{code}] {message}" if code else message
         super().__init__(f"{method}: {text}" if method else text)
+
+
+class AdminRecordError(AdminError):
+    """A master call that takes a list of records answered ``result: true`` with some records failed.
+
+    A real master answers such calls (topic add / modify / delete / remove, broker online / offline /
+    delete...) with one row per record, each with its own ``success`` and ``errCode`` (401 not found,
+    402 exists, 403 unchanged, 404 uncleaned, 406 illegal status, 407 illegal change). ``.failed`` and
+    ``.applied`` are those rows; ``.code`` is the first failed row's code, and the message names every
+    failed record (``brokerId:topicName`` or ``broker N``). The records in ``.applied`` did change.
+    """
+
+    def __init__(self, method: str, failed: list[dict[str, Any]], applied: list[dict[str, Any]]) -> None:
+        self.failed = failed
+        self.applied = applied
+        parts = [f"{record_label(r)}: [{r.get('errCode')}] {r.get('errInfo') or 'failed'}" for r in failed]
+        text = "; ".join(parts)
+        if applied:
+            text += f" (applied on {', '.join(record_label(r) for r in applied)})"
+        code = failed[0].get("errCode") if failed else -1
+        self.code = code if isinstance(code, int) else -1
+        self.message = text
+        self.method = method
+        TubeMQError.__init__(self, f"{method}: {text}")  # each record carries its own code
+
+
+def record_label(row: dict[str, Any]) -> str:
+    """How a per-record result names its record: ``1:topic``, ``topic`` or ``broker 3``."""
+    topic = row.get("topicName")
+    bid = row.get("brokerId")
+    if topic:
+        return f"{bid}:{topic}" if bid is not None else str(topic)
+    return f"broker {bid}"

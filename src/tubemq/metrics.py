@@ -51,6 +51,11 @@ def _bucket_upper(idx: int) -> int:
 _NBUCKETS = _bucket(_MAX_US) + 1
 
 
+def bucket_upper_s(idx: int) -> float:
+    """The upper bound (s) of bucket ``idx`` of :meth:`Histogram.buckets`."""
+    return _bucket_upper(idx) / 1e6
+
+
 class Histogram:
     """Latency histogram in microsecond buckets; ``observe``/``record`` take seconds.
 
@@ -90,6 +95,12 @@ class Histogram:
     @property
     def count(self) -> int:
         return sum(self._b)
+
+    def buckets(self) -> tuple[list[int], float]:
+        """A copy of the per-bucket counts (index ``i`` holds values up to :func:`bucket_upper_s` ``(i)``)
+        and the sum of the values (s), for exporters that keep the same boundaries."""
+        with self._lock:
+            return list(self._b), self._sum
 
     def snapshot(self, reset: bool = False) -> dict[str, float]:
         """count, mean, p50, p99, p999, max (milliseconds, rounded to the microsecond).
@@ -212,4 +223,4 @@ class Metrics:
         return out
 
 
-__all__ = ["Histogram", "Metrics"]
+__all__ = ["Histogram", "Metrics", "bucket_upper_s"]

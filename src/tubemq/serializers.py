@@ -112,7 +112,7 @@ def deserialize_messages(messages: Any, fn: Callable[[Any], Any]) -> None:
             msg.data = fn(msg.data)
         except Exception as exc:
             raise SerializationError(
-                f"value_deserializer failed on the message at offset {msg.offset} of {msg.partition} "
+                f"value_deserializer failed on message {msg.message_id} of {msg.partition} "
                 f"(topic {msg.topic!r}): {type(exc).__name__}: {exc}; its batch was rolled back for re-delivery",
                 topic=msg.topic, message=msg) from exc
 

@@ -68,6 +68,12 @@ class Batch(Sequence[Message]):
     ``start_offset`` is the broker offset the read started at, ``max_offset`` the partition's max
     offset at that time; ``next_offset`` is the committed offset after a confirm that went to the
     broker (−1 when the commit rides on the next fetch). Iterating yields :class:`~tubemq.Message`.
+
+    These are the exact positions: a consumed message has no offset of its own (``offset`` None),
+    because the broker's answer carries none and a partition's index entries interleave with its
+    store siblings'. ``seek(batch.partition, batch.start_offset)`` reads this batch again;
+    ``seek(batch.partition, batch.next_offset)`` goes on right after it. The protocol has no way to
+    seek to one message inside a batch.
     """
 
     __slots__ = (
@@ -77,6 +83,7 @@ class Batch(Sequence[Message]):
         "max_offset",
         "next_offset",
         "fetched_at",
+        "requested_at",
         "delivered",
         "held",
         "confirmed",
@@ -102,6 +109,8 @@ class Batch(Sequence[Message]):
         self.max_offset = max_offset
         self.next_offset = -1
         self.fetched_at = time.monotonic()
+        #: when the getMessage request that fetched it was written (monotonic s): tracing spans start there
+        self.requested_at = self.fetched_at
         self.delivered = False
         #: polled ahead for a blocking iterator and not yet taken by it: exempt from the confirm timeout
         self.held = False

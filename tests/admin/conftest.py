@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import urllib.parse
@@ -78,13 +79,20 @@ class SampleServer:
              "acceptSubscribe": "true"} for b in broker_ids]}
 
 
+    @contextlib.contextmanager
+    def running(self) -> Iterator[SampleServer]:
+        """Serving until the block ends."""
+        self.thread.start()
+        try:
+            yield self
+        finally:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+
+
 @pytest.fixture
 def sample_server() -> Iterator[SampleServer]:
     server = SampleServer()
     server.overrides["admin_query_broker_run_status"] = server.run_status([1])
-    server.thread.start()
-    try:
+    with server.running():
         yield server
-    finally:
-        server.httpd.shutdown()
-        server.httpd.server_close()

@@ -27,7 +27,7 @@ def test_group_offsets_parse_the_real_broker_answer(sample_server: SampleServer)
     assert (first.data_offset, first.data_max, first.data_lag) == (104857, 125337, 20480)
     assert first.key == "1:test_topic:0"
     assert rows[1].offset == -2 and rows[1].lag == -2  # the broker's "undefined"
-    query, _ = sample_server.requests[-1]
+    query, _ = [r for r in sample_server.requests if r[0].get("method") == "admin_query_offset"][-1]
     assert query["method"] == "admin_query_offset" and query["groupName"] == "test_group"
     assert query["topicName"] == "test_topic" and query["brokerId"] == "1"
 
@@ -58,10 +58,6 @@ def test_offset_changes_send_the_real_parameters(sample_server: SampleServer) ->
     admin.set_offsets("test_group", {"1:test_topic:0": 5, "1:test_topic:1": 7})
     _, body = sample_server.requests[-1]
     assert body["manualSet"] == "true" and json.loads(body["offsetJsonInfo"]) == {"1:test_topic:0": 5, "1:test_topic:1": 7}
-    rows = admin.set_offsets_by_time("test_group", "20260101120000", "test_topic")
-    assert rows[0]["brokerId"] == 1 and rows[0]["after"][0]["offsets"][0]["curOffset"] == 1400
-    _, body = sample_server.requests[-1]
-    assert body["recordTime"] == "20260101120000" and body["groupName"] == "test_group"
     detail = admin.partition_offset("test_group", "test_topic", 1, 0, real_offset=True)
     assert (detail.tmp_offset, detail.max_offset, detail.zk_offset) == (2828, 3360, 2800)
     assert "s3cret" not in repr(admin)
@@ -143,7 +139,7 @@ def test_unknown_broker_is_an_admin_error(sample_server: SampleServer) -> None:
 
 def test_topic_update_reports_per_broker_failures(sample_server: SampleServer) -> None:
     admin = AdminClient(sample_server.url)
-    with pytest.raises(AdminError, match="broker 2|test_topic: Parameter numPartitions") as err:
+    with pytest.raises(AdminError, match="2:test_topic: \\[400\\] Parameter numPartitions") as err:
         admin.update_topic("test_topic", partitions=2, accept_publish=False)
     assert err.value.code == 400 and err.value.method == "admin_modify_topic_info"
     query, body = sample_server.requests[-1]

@@ -4,6 +4,7 @@ over HTTP on 127.0.0.1 (in-process ``main``; the subprocess form is covered by t
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -48,8 +49,8 @@ def test_group_commands(cluster: Any, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["group", "offsets", "g2", "--admin-url", url]) == 0
     out = capsys.readouterr().out
     assert "LAG" in out and "cli_t" in out
-    assert main(["group", "describe", "g1", "--admin-url", url]) == 0
-    assert "0 member(s)" in capsys.readouterr().out
+    assert main(["group", "describe", "g1", "--admin-url", url]) == 1  # no member online: unknown to the master
+    assert "group g1 is not known to the master" in capsys.readouterr().err
 
 
 def test_group_reset_refusals(cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
@@ -87,3 +88,35 @@ def test_group_command_as_a_process(cluster: Any) -> None:
     assert [(row["topic"], row["offset"]) for row in json.loads(r.stdout)] == [("proc_t", 0)]
     r = run("group", "reset", "gp", "--topic", "proc_t")
     assert r.returncode == 2 and b"one of the arguments" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_reset_to_datetime_by_msg_time(cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """--by-msg-time: the offsets from the messages' own msgTime (what works on a real broker), set for the group."""
+    import datetime as dt
+    import urllib.parse
+
+
+    cluster.create_topic("cli_ts", partitions=2)
+    minutes = ["202601011200"] * 6 + ["202601011202"] * 5
+    with tubemq.Producer(cluster.master_address) as p:
+        for i, m in enumerate(minutes):
+            p.send("cli_ts", b"v%02d" % i, msg_time=m)
+    port = urllib.parse.urlsplit(cluster.admin_url).port
+    when = dt.datetime(2026, 1, 1, 12, 1, 30).isoformat()
+    conn = ["--master", cluster.master_address, "--admin-port", str(port)]
+    assert main(["group", "reset", "gts", "--topic", "cli_ts", "--to-datetime", when, "--by-msg-time",
+                 "--dry-run", *conn]) == 0
+    assert "NEW_OFFSET" in capsys.readouterr().out
+    assert main(["group", "reset", "gts", "--topic", "cli_ts", "--to-datetime", when, "--by-msg-time", *conn]) == 0
+    capsys.readouterr()
+    got: list[bytes] = []
+    with tubemq.Consumer(cluster.master_address, group="gts", topics=["cli_ts"], consume_from="latest") as c:
+        end = time.monotonic() + 30
+        while len(got) < 5 and time.monotonic() < end:
+            batch = c.poll(timeout=1.0)
+            if batch is not None:
+                got += [m.data for m in batch]
+                c.confirm(batch)
+    assert sorted(got) == [b"v%02d" % i for i in range(6, 11)]  # exactly the 12:02 messages
+    assert main(["group", "reset", "gts", "--topic", "cli_ts", "--to-datetime", when, "--by-msg-time",
+                 "--admin-url", cluster.admin_url]) == 2  # the search needs the master

@@ -16,7 +16,13 @@ from _support import FAST_CLIENT
 import tubemq
 from tubemq.admin import AdminClient
 from tubemq.cli import main
-from tubemq.errors import AdminError, ForbiddenError, NoPartitionError, TopicNotPublishedError
+from tubemq.errors import (
+    AdminError,
+    AdminRecordError,
+    ForbiddenError,
+    NoPartitionError,
+    TopicNotPublishedError,
+)
 
 _PRODUCER = {"heartbeat_period_ms": 200}
 
@@ -70,11 +76,12 @@ def test_partitions_grow_while_producer_and_consumer_run(cluster: Any) -> None:
 def test_shrink_is_refused_with_the_real_text(cluster: Any) -> None:
     cluster.create_topic("shr", partitions=3)
     admin = AdminClient(cluster.admin_url)
-    with pytest.raises(AdminError, match=r"numPartitions value must be >= the current value 3") as err:
+    with pytest.raises(AdminRecordError, match=r"1:shr: \[407\] Partition number less than before, new value is 2, "
+                       r"current value is 3in brokerId-topicName\(1:shr\) record!") as err:
         admin.update_topic("shr", partitions=2)
-    assert err.value.code == 400 and err.value.method == "admin_modify_topic_info"
+    assert err.value.code == 407 and err.value.method == "admin_modify_topic_info"
     assert admin.describe_topic("shr").total_partitions == 3
-    admin.update_topic("shr", partitions=3)  # unchanged is allowed
+    assert admin.update_topic("shr", partitions=3)[0]["errCode"] == 403  # unchanged: the real row, no error
     with pytest.raises(AdminError, match="ghost"):
         admin.update_topic("ghost", partitions=5, broker_ids=[1])
 
@@ -135,7 +142,7 @@ def test_cli_topic_set_partitions(cluster: Any, capsys: pytest.CaptureFixture[st
     assert AdminClient(url).describe_topic("cli_grow").total_partitions == 5
     capsys.readouterr()
     assert main(["topic", "set", "cli_grow", "--partitions", "1", "--admin-url", url]) != 0
-    assert "must be >= the current value 5" in capsys.readouterr().err
+    assert "Partition number less than before" in capsys.readouterr().err
 
 
 def test_accept_subscribe_false_takes_the_partitions_from_consumers(cluster: Any) -> None:

@@ -34,6 +34,9 @@ def detached(tmp_path: Path) -> Iterator[tuple[dict[str, str], str, Path]]:
     assert m, out
     pid = int(m.group(3))
     assert int((data / "tubemq-serve.pid").read_text()) == pid
+    # the addresses for the next commands, as a shell sources them
+    assert (data / "tubemq-serve.env").read_text() == (f"export TUBEMQ_MASTER={m.group(1)}\n"
+                                                      f"export TUBEMQ_ADMIN_URL={m.group(2)}\n")
     try:
         yield env, m.group(1), data
     finally:
@@ -67,6 +70,10 @@ def test_serve_detach_reports_a_taken_port(detached: tuple[dict[str, str], str, 
                  "--admin-port", "0", "--detach"], env=env, timeout=120)
     assert r.returncode == 3, (r.returncode, r.stderr.decode())
     assert "before it was ready" in r.stderr.decode()
+    # what to run instead, and no pid file of a server that never ran
+    assert "--master-port 0 --broker-port 0 --admin-port 0" in r.stderr.decode()
+    assert "tubemq-serve.env" in r.stderr.decode()
+    assert not (tmp_path / "other" / "tubemq-serve.pid").exists()
 
 
 @POSIX

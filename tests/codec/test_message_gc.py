@@ -67,7 +67,7 @@ def test_decoded_messages_start_untracked_on_cython(impl: ModuleType) -> None:
         return
     assert not any(gc.is_tracked(m) for m in msgs)
     # reading the fields (except attributes) leaves them untracked
-    assert [m.offset for m in msgs] == [280, 308, 336, 364] and msgs[0].data == b"m0"
+    assert [m.offset for m in msgs] == [None] * 4 and msgs[0].data == b"m0"
     assert not any(gc.is_tracked(m) for m in msgs)
     # what the collector would see holds nothing it tracks (the partition tuple holds str and int)
     for m in msgs:

@@ -152,3 +152,61 @@ def test_sync_read_range_crosses_threads_once_per_batch(cluster: Any, monkeypatc
         assert next(it).data == got[0]
         it.close()
         assert [m.data for m in bc.read_range(p, 0, None, max_messages=3)] == got[:3]
+
+
+def test_any_bounds_are_exact_and_batches_carry_exact_offsets(cluster: Any) -> None:
+    """Bounds inside an index entry (not multiples of 28) select the messages stored in [start, end):
+    interleaved partitions (one store), every start and end from 0 to past the data."""
+    cluster.create_topic("odd", partitions=2)  # one store: the two partitions' entries interleave
+    items = [(i % 2, b"o%02d" % i, None, None) for i in range(12)]
+    stored = [(pid, body, r.append_offset)
+              for (pid, body, _a, _t), r in zip(items, send_raw(cluster.broker_address, "odd", items), strict=True)]
+    p0_items = [(b, o) for pid, b, o in stored if pid == 0]
+    with bound(cluster, "g_odd", ["odd"]) as bc:
+        p = [x for x in bc.partitions() if x.partition_id == 0][0]
+        for start, end in ((84, 169), (1, 57), (29, 28 * 12 - 1), (0, 5), (85, 85), (57, 28 * 11 + 1)):
+            want = [b for b, o in p0_items if start <= o < end]
+            got = bounded(lambda s=start, e=end: [m.data for m in bc.read_range(p, s, e, timeout=NEVER)])
+            assert got == want, f"range [{start}, {end})"
+            assert bc.offsets(p).current == -(-end // 28) * 28, f"position after [{start}, {end})"
+        # the batches: no per-message offsets; each batch's start and next offsets are exact
+        batches = bounded(lambda: list(bc.read_range_batches(p, 0, 28 * 12, timeout=NEVER)))
+        assert [m.data for b in batches for m in b] == [b for b, _ in p0_items]
+        assert all(m.offset is None for b in batches for m in b)
+        assert batches[0].start_offset == 0 and batches[-1].next_offset == 28 * 12
+        for b in batches:
+            firsts = [o for body, o in p0_items if body == b[0].data]
+            assert b.start_offset <= firsts[0] < b.next_offset
+        # seek "after this batch": the next read starts exactly there
+        last = batches[0]
+        rest = bounded(lambda: [m.data for m in bc.read_range(p, last.next_offset, 28 * 12, timeout=NEVER)])
+        assert rest == [b for b, o in p0_items if o >= last.next_offset]
+
+
+def test_offset_for_time_from_the_messages_msg_time(cluster: Any) -> None:
+    """A real broker has no time lookup: the search over the store with bound reads finds the first
+    offset of a minute from the producers' msgTime, in a shared store (interleaved partitions)."""
+    cluster.create_topic("tsearch", partitions=2)
+    minutes = ["202601011200"] * 7 + ["202601011201"] * 9 + ["202601011203"] * 6
+    with tubemq.Producer(cluster.master_address) as prod:
+        results = [(m, prod.send("tsearch", b"t%02d" % i, msg_time=m)) for i, m in enumerate(minutes)]
+    stored = [(r.partition.partition_id, m, r.append_offset) for m, r in results]
+    import datetime as dt
+
+    def ms(text: str) -> int:
+        return int(dt.datetime.strptime(text, "%Y%m%d%H%M").timestamp() * 1000)
+
+    with bound(cluster, "g_ts", ["tsearch"]) as bc:
+        for part in bc.partitions("tsearch"):
+            mine = [(m, o) for pid, m, o in stored if pid == part.partition_id]
+            if not mine:
+                continue
+            for when in ("202601011200", "202601011201", "202601011202", "202601011203"):
+                want = [o for m, o in mine if m >= when]
+                got = bounded(lambda p=part, w=when: bc.offset_for_time(p, ms(w) + 30_000))
+                read = bounded(lambda p=part, g=got: list(bc.read_range(p, g, None, timeout=NEVER)))
+                assert [m.msg_time >= when for m in read] == [True] * len(read), when
+                assert len(read) == len(want), (when, got, want)
+            past = bounded(lambda p=part: bc.offset_for_time(p, ms("203001010000")))
+            assert past <= bc.offsets(part).max  # after the partition's last message: nothing to read there
+            assert bounded(lambda p=part, g=past: list(bc.read_range(p, g, None, timeout=NEVER))) == []

@@ -3,7 +3,9 @@
 Markers are HTML comments on the lines right before a fence (invisible on the rendered page):
 ``<!-- norun: REASON -->`` the block is not run (the reason is required, and counted);
 ``<!-- expect: REGEX -->`` (repeatable) its stdout must match; ``<!-- pytest -->`` the block is a test
-file, run with pytest; ``<!-- fresh -->`` a shell recipe that starts its own server on the default ports.
+file, run with pytest; ``<!-- fresh -->`` a shell recipe that starts its own server, as a reader on a fresh
+machine does: it and the runnable blocks after it on its page are one *session*, run one after the
+other in one shell (what the first exports, the later ones see) by tests/docs/test_shell_recipes.py.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class Block:
     expect: list[str] = field(default_factory=list)
     pytest: bool = False
     fresh: bool = False
+    session: bool = False  # a block after a ``fresh`` one on its page: run in that shell session
 
     @property
     def name(self) -> str:
@@ -67,6 +70,7 @@ def blocks(path: Path) -> list[Block]:
                 else:
                     block.fresh = True
                 k -= 1
+            block.session = any(b.fresh and not b.norun for b in out) and not block.norun
             out.append(block)
         i = j + 1
     return out

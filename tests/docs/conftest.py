@@ -59,7 +59,8 @@ class Served:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """`tubemq serve --data-dir DIR` and `tubemq topic create orders`, as the quick start says.
 
-    On free ports: the blocks get the master's and the admin API's ports changed, nothing else.
+    On free ports: the blocks get the master's and the admin API's ports changed, nothing else, and
+    ``$TUBEMQ_MASTER`` / ``$TUBEMQ_ADMIN_URL`` as the quick start's ``.env`` file sets them.
     """
     from tubemq.cli.common import start_on_free_ports
 
@@ -88,6 +89,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         with tubemq.Producer(f"127.0.0.1:{ports[0]}") as producer:
             for i in range(10):
                 producer.send("orders", b"order-%d" % i)
+        # what a reader's shell has after the quick start's `. ./tubemq-data/tubemq-serve.env`
+        env["TUBEMQ_MASTER"] = f"127.0.0.1:{ports[0]}"
+        env["TUBEMQ_ADMIN_URL"] = f"http://127.0.0.1:{ports[2]}/webapi.htm"
         yield Served(work, f"127.0.0.1:{ports[0]}", env, f"127.0.0.1:{ports[2]}")
     finally:
         proc.terminate()

@@ -23,7 +23,12 @@ MAX_NORUN = 28
 
 
 def _pages_with_runnable_blocks() -> list[Path]:
-    return [p for p in pages() if any(not b.norun and not b.fresh and not b.pytest for b in blocks(p))]
+    return [p for p in pages() if any(_standalone(b) for b in blocks(p))]
+
+
+def _standalone(b: Block) -> bool:
+    """Run here: not skipped, not a test file, not part of a shell session (test_shell_recipes.py)."""
+    return not b.norun and not b.fresh and not b.session and not b.pytest
 
 
 def test_markers_are_counted_and_explained() -> None:
@@ -61,8 +66,7 @@ def _run(block: Block, served: Served, cwd: Path, timeout: float = 180) -> str:
 @pytest.mark.parametrize("page", _pages_with_runnable_blocks(), ids=lambda p: p.name)
 def test_page_blocks_run_as_printed(page: Path, served: Served, tmp_path: Path) -> None:
     """The page's blocks one after the other in one directory, as a reader runs them."""
-    problems = [p for b in blocks(page) if not b.norun and not b.fresh and not b.pytest
-                if (p := _run(b, served, tmp_path))]
+    problems = [p for b in blocks(page) if _standalone(b) if (p := _run(b, served, tmp_path))]
     assert not problems, "\n\n".join(problems)
 
 

@@ -15,12 +15,18 @@ import site
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: each worker builds its own
+    fcntl = None  # type: ignore[assignment]
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -76,6 +82,28 @@ def make_venv(path: Path) -> Path:
 def pip(python: Path, *args: str | Path, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
     """``pip`` (this interpreter's, through the .pth) acting on the environment of ``python``, offline."""
     return run([python, "-m", "pip", *args], timeout=timeout, cwd=python.parent, env=clean_env(**env))
+
+
+def shared_build(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Path]) -> Path:
+    """``build(folder)`` once per run, its result shared by every xdist worker: the first worker to ask
+    builds under a lock in the run's common temporary folder, the others wait and reuse it (a build is a
+    minute of C compiling on a loaded machine). A failed build is retried by the next worker that asks,
+    so each reports the failure. Without xdist (or without ``fcntl``) it is a plain per-session build."""
+    if "PYTEST_XDIST_WORKER" not in os.environ or fcntl is None:
+        return build(tmp_path_factory.mktemp(name))
+    root = tmp_path_factory.getbasetemp().parent / f"shared-{name}"
+    root.mkdir(exist_ok=True)
+    with (root / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = root / "built"
+        if done.exists():
+            return Path(done.read_text(encoding="utf-8"))
+        work = root / f"by-{os.environ['PYTEST_XDIST_WORKER']}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        result = build(work)
+        done.write_text(str(result), encoding="utf-8")
+        return result
 
 
 

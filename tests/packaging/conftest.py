@@ -1,5 +1,6 @@
-"""The sdist and the repaired manylinux wheel, each built once per session from a copy of this checkout;
-see _pkgtools.py for the environments."""
+"""The sdist and the wheel, each built once per run from a copy of this checkout and shared by every
+worker of the run (the first worker that needs one builds it, the others wait for it); see _pkgtools.py
+for the environments."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _pkgtools import IGNORE, REPO, SOURCE_ITEMS, make_venv, pip, run
+from _pkgtools import IGNORE, REPO, SOURCE_ITEMS, make_clean_venv, pip, run, shared_build
 
 
 @pytest.fixture(scope="session")
@@ -29,12 +30,41 @@ def source_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def sdist(source_tree: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist built from the copy."""
-    out = tmp_path_factory.mktemp("sdist")
-    r = run([sys.executable, "-c", "import sys; from setuptools import build_meta as b; b.build_sdist(sys.argv[1])",
-             out], cwd=source_tree, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    (built,) = out.glob("tubemq-*.tar.gz")
-    return built
+
+    def build(out: Path) -> Path:
+        r = run([sys.executable, "-c", "import sys; from setuptools import build_meta as b; b.build_sdist(sys.argv[1])",
+                 out], cwd=source_tree, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        (built,) = out.glob("tubemq-*.tar.gz")
+        return built
+
+    return shared_build(tmp_path_factory, "sdist", build)
+
+
+#: What the wheel is built with: the build backend's own requirements less Cython, as in the sdist job's
+#: clean environment (so the shipped generated C is what gets compiled).
+WHEEL_BUILD_REQUIREMENTS = ["setuptools", "wheel"]
+
+
+@pytest.fixture(scope="session")
+def sdist_wheel(sdist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel ``pip`` builds from the sdist in an environment without Cython, compiled codec required:
+    what the sdist job's ``pip install --no-build-isolation dist/*.tar.gz`` builds before it installs, and
+    what ``auditwheel repair`` turns into the manylinux wheel. One C compile for both."""
+
+    def build(tmp: Path) -> Path:
+        started = time.monotonic()
+        builder = make_clean_venv(tmp / "build-venv", WHEEL_BUILD_REQUIREMENTS)
+        r = run([builder, "-c", "import Cython"], timeout=120)
+        assert r.returncode != 0, "the wheel must be built without Cython, from the sdist's generated C"
+        r = pip(builder, "wheel", "--no-index", "--no-build-isolation", "--no-deps", "-w", tmp / "dist", sdist,
+                TUBEMQ_REQUIRE_EXTENSIONS="1", timeout=600)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+        (raw,) = (tmp / "dist").glob("tubemq-*.whl")
+        print(f"built {raw.name} from the sdist in {time.monotonic() - started:.1f} s")
+        return raw
+
+    return shared_build(tmp_path_factory, "wheel", build)
 
 
 def auditwheel_missing() -> str | None:
@@ -52,21 +82,16 @@ def auditwheel_missing() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def repaired_wheel(sdist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel built from the sdist (compiled codec required) and ``auditwheel repair``ed to manylinux."""
+def repaired_wheel(sdist_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist's wheel ``auditwheel repair``ed to manylinux."""
     reason = auditwheel_missing()
     if reason:
         pytest.skip(reason)
-    tmp = tmp_path_factory.mktemp("wheel")
-    started = time.monotonic()
-    builder = make_venv(tmp / "build-venv")
-    r = pip(builder, "wheel", "--no-index", "--no-build-isolation", "--no-deps", "-w", tmp / "dist", sdist,
-            TUBEMQ_REQUIRE_EXTENSIONS="1", timeout=600)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    (raw,) = (tmp / "dist").glob("tubemq-*.whl")
-    r = run([sys.executable, "-m", "auditwheel", "repair", "-w", tmp / "wheelhouse", raw], timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    (wheel,) = (tmp / "wheelhouse").glob("tubemq-*.whl")
-    print(f"built and repaired {wheel.name} in {time.monotonic() - started:.1f} s")
-    return wheel
 
+    def repair(tmp: Path) -> Path:
+        r = run([sys.executable, "-m", "auditwheel", "repair", "-w", tmp / "wheelhouse", sdist_wheel], timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        (wheel,) = (tmp / "wheelhouse").glob("tubemq-*.whl")
+        return wheel
+
+    return shared_build(tmp_path_factory, "repaired-wheel", repair)

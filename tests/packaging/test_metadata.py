@@ -98,3 +98,83 @@ def test_publish_runs_only_after_every_build_on_a_tag() -> None:
             if str(step.get("uses", "")).startswith("pypa/cibuildwheel@"):
                 major = int(re.match(r"v(\d+)", step["uses"].split("@")[1]).group(1))  # type: ignore[union-attr]
                 assert major >= 3, "cibuildwheel before 3 ignores test-sources"
+
+
+def _names(requirements: list[Any]) -> set[str]:
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    return {canonicalize_name(Requirement(r).name) for r in requirements if isinstance(r, str)}
+
+
+USER_EXTRAS = {"spark", "otel", "inlong", "uvloop", "prometheus"}
+
+
+def test_development_packages_are_dependency_groups_not_extras() -> None:
+    extras = PROJECT["optional-dependencies"]
+    assert set(extras) == USER_EXTRAS, "extras are for users: development packages go to [dependency-groups]"
+    groups = PYPROJECT["dependency-groups"]
+    assert {"test", "docs", "dev"} <= set(groups)
+    published = _names(PROJECT["dependencies"]) | {n for reqs in extras.values() for n in _names(reqs)}
+    development = {n for reqs in groups.values() for n in _names(reqs)} - published
+    for needed in ("pytest", "pytest-xdist", "mypy", "cython", "mkdocs", "grpcio-tools", "auditwheel",
+                   "opentelemetry-sdk", "ruff"):
+        assert needed in development, f"{needed} should be a development package"
+    assert not development & published
+    # the groups include each other as PEP 735 says
+    assert {"include-group": "docs"} in groups["test"] and {"include-group": "test"} in groups["dev"]
+
+
+def test_protobuf_range_and_its_314_floor_agree_with_the_workflows() -> None:
+    from packaging.requirements import Requirement
+
+    reqs = [Requirement(r) for r in PROJECT["dependencies"]]
+    assert {r.name for r in reqs} == {"protobuf"}
+    by_marker = {str(r.marker): r.specifier for r in reqs}
+    old, new = by_marker['python_version < "3.14"'], by_marker['python_version >= "3.14"']
+    assert "4.21.6" in old and "4.21.5" not in old and "8.0" not in old
+    assert not new.contains("4.21.6") and "8.0" not in new
+    pinned = ("protobuf>=4.21.6,<8",)
+    for name in ("ci.yml", "docs.yml"):
+        text = (REPO / ".github" / "workflows" / name).read_text(encoding="utf-8")
+        found = re.findall(r"protobuf[<>=!~][^\"' ]*", text)
+        assert found and set(found) <= set(pinned), f"{name} pins {found}, pyproject asks for {pinned}"
+    matrix = (REPO / ".github" / "workflows" / "protobuf.yml").read_text(encoding="utf-8")
+    floor_314 = str(new).split(">=")[1].split(",")[0]
+    assert f'{{ protobuf: "{floor_314}", python: "3.14" }}' in matrix
+    assert '{ protobuf: "4.21.6", python: "3.10" }' in matrix
+
+
+def test_ci_installs_the_test_group_with_a_pip_that_reads_it() -> None:
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert 'pip install --upgrade "pip>=25.1"' in ci  # --group needs pip 25.1
+    assert "TUBEMQ_REQUIRE_EXTENSIONS=1 python -m pip install . --group test" in ci
+    for name in ("ci.yml", "protobuf.yml"):
+        text = (REPO / ".github" / "workflows" / name).read_text(encoding="utf-8")
+        assert '".[test]"' not in text and "--group test" in text
+
+
+def test_urls_and_the_docs_site_name_this_project() -> None:
+    urls = PROJECT["urls"]
+    assert {"Homepage", "Documentation", "Source", "Issues", "Changelog"} <= set(urls)
+    mkdocs = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    assert f"site_url: {urls['Documentation']}\n" in mkdocs
+    assert urls["Issues"].startswith(urls["Source"]) and urls["Changelog"].endswith("CHANGELOG.md")
+
+
+def test_the_opentelemetry_instrumentor_is_registered() -> None:
+    eps = PROJECT["entry-points"]["opentelemetry_instrumentor"]
+    assert eps == {"tubemq": "tubemq.otel.instrumentor:TubeMQInstrumentor"}
+
+
+@pytest.mark.slow
+def test_the_sdist_requires_no_development_package(sdist: Path) -> None:
+    with tarfile.open(sdist) as t:
+        member = next(m for m in t.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO"))
+        pkg_info = t.extractfile(member).read().decode()  # type: ignore[union-attr]
+    requires = re.findall(r"^Requires-Dist: (.+)$", pkg_info, re.M)
+    extras = set(re.findall(r"^Provides-Extra: (.+)$", pkg_info, re.M))
+    assert extras == USER_EXTRAS
+    allowed = _names(PROJECT["dependencies"]) | {n for reqs in PROJECT["optional-dependencies"].values()
+                                                  for n in _names(reqs)}
+    assert requires and _names(requires) <= allowed, sorted(_names(requires) - allowed)

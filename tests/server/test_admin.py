@@ -67,18 +67,16 @@ def test_topic_lifecycle_and_token(tmp_path: Path) -> None:
         q = {"type": "op_modify", "method": "admin_add_new_topic_record"}
         form = {"topicName": "adm_t", "brokerId": "1", "numPartitions": "4", "maxMsgSizeInMB": "2"}
         r = _post(url, q, form)
-        assert (r["result"], r["errCode"], r["errMsg"]) == (
-            False,
-            401,
-            "Illegal access, unauthorized request!",
-        )
+        assert r == {"result": False, "errCode": 400,  # the real master's answer, word for word
+                     "errMsg": "Bad request from client, Parameter confModAuthToken is missing or value is blank!"}
         assert meta.get("adm_t") is None
         r = _post(url, q, {**form, "confModAuthToken": "sekret"})
         assert r["result"] and r["errCode"] == 0
         conf = meta.get("adm_t")
         assert conf is not None and conf.num_partitions == 4 and conf.max_msg_size == 2 * 1024 * 1024
         r = _post(url, q, {**form, "confModAuthToken": "sekret"})
-        assert not r["result"] and "already exists" in r["errMsg"]
+        assert r["result"] and r["data"] == [{"brokerId": 1, "topicName": "adm_t", "success": False, "errCode": 402,
+                                              "errInfo": "Existed record found for brokerId-topicName(1:adm_t)!"}]
         r = _post(url, q, {"topicName": "1bad", "confModAuthToken": "sekret"})
         assert not r["result"] and r["errCode"] == 400
         r = _get(url, type="op_query", method="admin_query_topic_info", topicName="adm_t")
@@ -95,7 +93,13 @@ def test_topic_lifecycle_and_token(tmp_path: Path) -> None:
         r = _post(url, dq, {"topicName": "adm_t", "brokerId": "1", "confModAuthToken": "nope"})
         assert not r["result"] and meta.get("adm_t") is not None
         r = _post(url, dq, {"topicName": "adm_t", "brokerId": "1", "confModAuthToken": "sekret"})
-        assert r["result"] and meta.get("adm_t") is None
+        assert r["result"] and r["data"][0]["errCode"] == 406 and meta.get("adm_t") is not None
+        mq = {"type": "op_modify", "method": "admin_modify_topic_info"}
+        flags = {"acceptPublish": "false", "acceptSubscribe": "false"}
+        r = _post(url, mq, {"topicName": "adm_t", "brokerId": "1", **flags, "confModAuthToken": "sekret"})
+        assert r["data"][0]["success"] is True
+        r = _post(url, dq, {"topicName": "adm_t", "brokerId": "1", "confModAuthToken": "sekret"})
+        assert r["result"] and r["data"][0]["success"] is True and meta.get("adm_t") is None
         r = _post(
             url,
             {"type": "op_modify", "method": "admin_remove_topic_info"},
@@ -103,7 +107,7 @@ def test_topic_lifecycle_and_token(tmp_path: Path) -> None:
         )
         assert r["result"]
         r = _post(url, dq, {"topicName": "adm_t", "confModAuthToken": "sekret"})
-        assert not r["result"] and "not found" in r["errMsg"]
+        assert r["result"] and r["data"][0]["errCode"] == 401 and "Not found the topic adm_t" in r["data"][0]["errInfo"]
 
     run_admin(tmp_path, "sekret", body)
 
@@ -317,3 +321,83 @@ def test_broker_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         assert cli_main(["broker", "list", *admin]) == 0
         out = capsys.readouterr().out
         assert "10.1.2.3" in out and "unRegister" in out and "running" in out
+
+
+@pytest.mark.parametrize("value", ["1_0", "+3", " 3 0", "\u0663", "\uff13", "3.0", "0x3"])
+def test_numbers_are_strict_ascii_digits(tmp_path: Path, value: str) -> None:
+    """int() alone takes "1_0", "+3" and Unicode digits; the admin API takes ASCII digits only."""
+
+    def body(url: str, port: int, master: Master, meta: MetaStore) -> None:
+        q = {"type": "op_modify", "method": "admin_add_new_topic_record"}
+        r = _post(url, q, {"topicName": "t_num", "brokerId": "1", "numPartitions": value})
+        assert not r["result"] and "numPartitions" in r["errMsg"] and meta.get("t_num") is None
+        r = _post(url, q, {"topicName": "t_num", "brokerId": value, "numPartitions": "3"})
+        assert not r["result"] and "brokerId" in r["errMsg"] and meta.get("t_num") is None
+        r = _post(url, q, {"topicName": "t_num", "brokerId": "1", "numPartitions": "10"})
+        assert r["result"] and meta.get("t_num") is not None and meta.get("t_num").num_partitions == 10  # type: ignore[union-attr]
+
+    run_admin(tmp_path, None, body)
+
+
+def test_a_chunked_body_is_refused_not_taken_as_empty(tmp_path: Path) -> None:
+    def body(url: str, port: int, master: Master, meta: MetaStore) -> None:
+        chunk = b"topicName=t_chunk&brokerId=1"
+        head = (b"POST /webapi.htm?type=op_modify&method=admin_add_new_topic_record HTTP/1.1\r\n"
+                b"Content-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\n")
+        answer = _raw(port, head + b"%x\r\n" % len(chunk) + chunk + b"\r\n0\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 411"), answer[:60]
+        assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["result"] is False
+        assert meta.get("t_chunk") is None
+        bad_length = (b"POST /webapi.htm?type=op_query&method=admin_query_topic_info HTTP/1.1\r\n"
+                      b"Content-Length: \xd9\xa3\r\n\r\nabc")
+        assert _raw(port, bad_length).startswith(b"HTTP/1.1 400")
+        assert _raw(port, bad_length.replace(b"\xd9\xa3", b"+3")).startswith(b"HTTP/1.1 400")
+
+    run_admin(tmp_path, None, body)
+
+
+def test_record_users_follow_the_real_rule(tmp_path: Path) -> None:
+    """The real master's and broker's words for a user name it refuses (tests/data/admin/real)."""
+    def body(url: str, port: int, master: Master, meta: MetaStore) -> None:
+        q = {"type": "op_modify", "method": "admin_add_new_topic_record"}
+        r = _post(url, q, {"topicName": "t_usr", "brokerId": "1", "createUser": "tubemq-admin"})
+        assert r == {"result": False, "errCode": 400, "errMsg": "illegal value for createUser, value must begin "
+                     "with a letter, can only contain English letters, numbers, and underscores"}
+        assert meta.get("t_usr") is None
+        r = _post(url, {"type": "op_modify", "method": "admin_modify_topic_info"},
+                  {"topicName": "t_usr", "brokerId": "1", "modifyUser": "1ops", "acceptPublish": "false"})
+        assert not r["result"] and r["errMsg"].startswith("illegal value for modifyUser")
+        r = _post(url, q, {"topicName": "t_usr", "brokerId": "1", "createUser": "tubemq_admin"})
+        assert r["result"] and r["data"][0]["success"] and meta.get("t_usr") is not None
+
+    run_admin(tmp_path, None, body)
+
+
+def test_broker_offline_and_delete_rows(tmp_path: Path) -> None:
+    """The real master's rows for taking a broker record offline and deleting it."""
+    def body(url: str, port: int, master: Master, meta: MetaStore) -> None:
+        add = {"type": "op_modify", "method": "admin_add_broker_configure"}
+        off = {"type": "op_modify", "method": "admin_offline_broker_configure"}
+        on = {"type": "op_modify", "method": "admin_online_broker_configure"}
+        rm = {"type": "op_modify", "method": "admin_delete_broker_configure"}
+        assert _post(url, add, {"brokerIp": "127.0.0.3", "brokerId": "3", "createUser": "ops"})["result"]
+
+        def row(q: dict[str, str], bid: str = "3") -> tuple[bool, int, str]:
+            r = _post(url, q, {"brokerId": bid, "modifyUser": "ops"})
+            d = r["data"][0]
+            return d["success"], d["errCode"], d["errInfo"]
+
+        assert row(off) == (False, 407, "Illegal manage status, cannot reverse manageStatus from draft to offline "
+                                        "for the broker(brokerId=3)!")
+        assert row(on)[0] is True
+        assert row(rm) == (False, 406, "Broker manage status is online, please offline first!")
+        assert row(off) == (True, 200, "Ok!")
+        assert row(off) == (False, 403, "Unchanged  manageStatus(offline)!")
+        assert row(rm) == (True, 200, "Ok!")
+        r = _get(url, type="op_query", method="admin_query_broker_configure", brokerId="3")
+        assert r["data"] == [] and r["count"] == 0
+        assert row(rm, "99") == (True, 200, "Success")  # unknown id: success, as the real master
+        assert row(off, "99")[1] == 401
+        assert row(off, "1")[1] == 406 and row(rm, "1")[1] == 406  # the broker running in this server
+
+    run_admin(tmp_path, None, body)

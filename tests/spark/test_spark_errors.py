@@ -99,3 +99,13 @@ def test_offsets_beyond_the_data_fail_at_planning(spark: Any, tube: Any, topic_n
 
     msg = read_failure(spark, {"tubemq.master": tube.master_address, "subscribe": "no_such_topic"}, collect=True)
     assert "subscribe: topic(s) no_such_topic not deployed" in msg
+
+
+def test_write_to_a_missing_topic_fails_at_planning(spark: Any, tube: Any) -> None:
+    """The cause in the driver's exception, on one line, before any task ran (no executor log)."""
+    df = spark.range(3).selectExpr("cast(id as string) as value")
+    msg = write_failure(df, {"tubemq.master": tube.master_address, "topic": "no_such_topic_to_write"})
+    last = next(line for line in msg.splitlines() if line.startswith("tubemq.errors."))  # one line: the cause
+    assert "'no_such_topic_to_write' cannot be written" in last, msg
+    assert "tubemq topic create no_such_topic_to_write" in last, msg
+    assert "Failed to initialize Python data source writer" in msg  # planning, not a task

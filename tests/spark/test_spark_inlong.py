@@ -56,10 +56,13 @@ def test_read_explodes_containers(spark: Any, tube: Any, topic_name: str) -> Non
     for r in rows:
         assert r["attributes"]["groupId"] == r["group_id"] and r["topic"] == topic_name
         assert r["partition"] == f"{r['broker_id']}:{topic_name}:{r['partition_id']}"
-    # records of one message share its offset; record_index numbers them 0..n-1
+    # records of one message share its message id and offset (its fetch's); record_index numbers them 0..n-1
     per_msg: dict[tuple[str, int], list[int]] = {}
+    offsets: dict[tuple[str, int], set[int]] = {}
     for r in rows:
-        per_msg.setdefault((r["partition"], r["offset"]), []).append(r["record_index"])
+        per_msg.setdefault((r["partition"], r["message_id"]), []).append(r["record_index"])
+        offsets.setdefault((r["partition"], r["message_id"]), set()).add(r["offset"])
+    assert all(len(o) == 1 for o in offsets.values())
     assert len(per_msg) == len(containers)
     assert sorted(len(v) for v in per_msg.values()) == sorted([40] * 6 + [3])
     assert all(sorted(v) == list(range(len(v))) for v in per_msg.values())

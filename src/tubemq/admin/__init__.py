@@ -10,10 +10,11 @@
 
 from __future__ import annotations
 
-from tubemq.errors import AdminError
+from tubemq.errors import AdminError, AdminRecordError
 
 from .client import AdminClient
 from .types import (
+    BrokerResults,
     BrokerStatus,
     GroupDetail,
     GroupMember,
@@ -28,6 +29,8 @@ from .types import (
 __all__ = [
     "AdminClient",
     "AdminError",
+    "AdminRecordError",
+    "BrokerResults",
     "BrokerStatus",
     "GroupDetail",
     "GroupMember",

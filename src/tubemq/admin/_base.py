@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import datetime as _dt
+import re
+import ssl
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tubemq.errors import ConfigError
 
+from .._webcall import tls_context
 from . import _ops
 from ._http import normalise_url
 
-DEFAULT_USER = "tubemq-admin"
+#: What a real master and broker accept as ``createUser``/``modifyUser``: a letter, then ASCII letters,
+#: digits or ``_`` (``WebParameterUtils``); anything else refuses every admin write on a real cluster.
+DEFAULT_USER = "tubemq_admin"
+USER_RULE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def check_user(user: str) -> str:
+    """``user`` when a real master would take it as a record's user; ``ConfigError`` otherwise."""
+    if not isinstance(user, str) or USER_RULE.fullmatch(user) is None:
+        raise ConfigError("user", f"{user!r} is refused by a real TubeMQ master: a user name must begin with a "
+                          "letter and contain only English letters, digits and underscores (e.g. tubemq_admin)")
+    return user
 DEFAULT_TIMEOUT = 10.0
 When = _dt.datetime | int | float
 
@@ -21,14 +35,18 @@ class _AdminBase:
 
     def __init__(
         self, url: str, token: str | None = None, *, user: str = DEFAULT_USER, timeout: float = DEFAULT_TIMEOUT,
-        broker_urls: Mapping[int, str] | None = None,
+        broker_urls: Mapping[int, str] | None = None, ssl_context: ssl.SSLContext | None = None,
+        verify: bool | str = True,
     ) -> None:
         if not timeout > 0:
             raise ConfigError("timeout", f"must be positive, got {timeout!r}")
         self.url = normalise_url(url)
         self._token = token or None
         self.timeout = float(timeout)
-        self._ctx = _ops.Ctx(user, {int(k): normalise_url(v) for k, v in (broker_urls or {}).items()})
+        #: TLS for https URLs: ``ssl_context`` as given, or from ``verify`` (True: the system's CAs,
+        #: False: no certificate check, a path: that CA bundle)
+        self._tls = tls_context(ssl_context, verify)
+        self._ctx = _ops.Ctx(check_user(user), {int(k): normalise_url(v) for k, v in (broker_urls or {}).items()})
 
     @property
     def user(self) -> str:

@@ -1,35 +1,30 @@
-"""The HTTP side of the admin client: requests built and answers checked without I/O, and two small
-transports over them (blocking urllib for the sync client, asyncio streams for the asyncio one).
+"""The HTTP side of the admin client: requests built and answers checked without I/O, over one
+transport (:mod:`tubemq._webcall`, urllib) that the asyncio client runs in a worker thread.
 
-Why two transports and no third-party HTTP library: the web APIs are a handful of form-encoded calls
-with JSON answers, one per connection; each transport is bounded (timeout, answer size) and maps every
-failure to a typed error from :mod:`tubemq.errors`. The admin token travels in the POST body of
-modify calls only, so it never shows in a URL, a log line or an exception.
+Why no third-party HTTP library: the web APIs are a handful of form-encoded calls with JSON answers, one
+per connection; the transport is bounded (timeout, answer size) and maps every failure to a typed error
+from :mod:`tubemq.errors`. The admin token travels in the POST body of modify calls only, so it never
+shows in a URL, a log line or an exception.
 """
 
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
 import logging
-import socket
-import time
-import urllib.error
+import ssl
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from tubemq.errors import AdminError, ConfigError, TubeMQConnectionError, TubeMQTimeoutError
+from tubemq.errors import AdminError, ConfigError, TubeMQTimeoutError
 
-from .._tasks import wait_for
+from .. import _webcall as webcall
 
 log = logging.getLogger("tubemq.admin")
 
 #: Answers larger than this are refused (a full topic listing of a big cluster is a few MiB).
-MAX_ANSWER_BYTES = 64 * 1024 * 1024
-MAX_HEADER_BYTES = 64 * 1024
+MAX_ANSWER_BYTES = webcall.MAX_ANSWER_BYTES
 _HINT = " (a master's RPC port does not answer HTTP: the admin API is on its web port, 8080 by default)"
 
 
@@ -88,8 +83,7 @@ class Request:
         return url, (urllib.parse.urlencode(body).encode() if modify else None)
 
 
-def _where(url: str) -> str:
-    return url.split("?", 1)[0]
+_where = webcall.where
 
 
 def check_answer(raw: bytes, url: str, method: str) -> dict[str, Any]:
@@ -116,127 +110,25 @@ def _http_error(status: int, reason: str, detail: bytes, url: str, method: str) 
     return AdminError(status, f"HTTP {status} {reason} from {_where(url)}", method)
 
 
-def call_blocking(req: Request, base_url: str, token: str | None, timeout: float) -> dict[str, Any]:
-    """One call on the caller's thread (urllib), bounded by ``timeout`` per socket operation."""
+def call_blocking(req: Request, base_url: str, token: str | None, timeout: float,
+                  context: ssl.SSLContext | None = None) -> dict[str, Any]:
+    """One call on the caller's thread, bounded by ``timeout``; ``context``: TLS for https URLs."""
     url, body = req.encode(base_url, token)
-    hreq = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
-    if body is not None:
-        hreq.add_header("Content-Type", "application/x-www-form-urlencoded")
     log.debug("admin call %s %s", req.method, _where(url))
-    deadline = time.monotonic() + timeout
     try:
-        with urllib.request.urlopen(hreq, timeout=timeout) as resp:
-            raw = _read_until(resp, deadline, url, req.method)
-    except urllib.error.HTTPError as exc:
-        try:
-            detail = exc.read(4096)
-        except OSError:
-            detail = b""
-        raise _http_error(exc.code, str(exc.reason), detail, url, req.method) from None
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        if isinstance(reason, socket.timeout | TimeoutError):
-            raise TubeMQTimeoutError(f"{_where(url)} did not answer {req.method} in {timeout:g}s{_HINT}") from None
-        why = "connection refused" if isinstance(reason, ConnectionRefusedError) else str(reason)
-        raise TubeMQConnectionError(f"cannot reach the admin API at {_where(url)} ({why})") from None
-    except TimeoutError:
+        answer = webcall.request(url, body, timeout=timeout, context=context, max_bytes=MAX_ANSWER_BYTES,
+                                 hint=_HINT)
+    except TubeMQTimeoutError:
         raise TubeMQTimeoutError(f"{_where(url)} did not answer {req.method} in {timeout:g}s{_HINT}") from None
-    except (OSError, http.client.HTTPException) as exc:
-        raise TubeMQConnectionError(f"admin API at {_where(url)}: {exc or type(exc).__name__}{_HINT}") from None
-    if len(raw) > MAX_ANSWER_BYTES:
+    if answer.status != 200:
+        raise _http_error(answer.status, answer.reason, answer.body[:4096], url, req.method)
+    if len(answer.body) > MAX_ANSWER_BYTES:
         raise AdminError(-1, f"answer from {_where(url)} is over {MAX_ANSWER_BYTES} bytes", req.method)
-    return check_answer(raw, url, req.method)
+    return check_answer(answer.body, url, req.method)
 
 
-def _read_until(resp: Any, deadline: float, url: str, method: str) -> bytes:
-    """The body in chunks, the whole of it within the call's deadline (a server dripping bytes slower
-    than the socket timeout would otherwise hold the caller for as long as it likes)."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = resp.read(256 * 1024)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
-            return b"".join(chunks) + chunk  # the caller refuses it by its size
-        chunks.append(chunk)
-        if time.monotonic() > deadline:
-            raise TimeoutError
-
-
-async def call_async(req: Request, base_url: str, token: str | None, timeout: float) -> dict[str, Any]:
-    """One call over asyncio streams (HTTP/1.1, ``Connection: close``), the whole exchange in ``timeout``."""
-    url, body = req.encode(base_url, token)
-    try:
-        return await wait_for(_exchange(url, body, req.method), timeout)
-    except asyncio.TimeoutError:
-        raise TubeMQTimeoutError(f"{_where(url)} did not answer {req.method} in {timeout:g}s{_HINT}") from None
-
-
-async def _exchange(url: str, body: bytes | None, method: str) -> dict[str, Any]:
-    parts = urllib.parse.urlsplit(url)
-    https = parts.scheme == "https"
-    host = parts.hostname or "127.0.0.1"
-    port = parts.port or (443 if https else 80)
-    log.debug("admin call %s %s", method, _where(url))
-    try:
-        reader, writer = await asyncio.open_connection(host, port, ssl=https or None, limit=MAX_HEADER_BYTES)
-    except OSError as exc:
-        why = "connection refused" if isinstance(exc, ConnectionRefusedError) else str(exc)
-        raise TubeMQConnectionError(f"cannot reach the admin API at {_where(url)} ({why})") from None
-    try:
-        target = parts.path + ("?" + parts.query if parts.query else "")
-        verb = "POST" if body is not None else "GET"
-        head = f"{verb} {target} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\nAccept: application/json\r\n"
-        if body is not None:
-            head += f"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {len(body)}\r\n"
-        writer.write(head.encode("latin-1") + b"\r\n" + (body or b""))
-        await writer.drain()
-        status_line = await reader.readline()
-        fields = status_line.decode("latin-1").split(" ", 2)
-        if len(fields) < 2 or not fields[0].startswith("HTTP/") or not fields[1].isdigit():
-            raise AdminError(-1, f"{_where(url)} did not answer HTTP{_HINT}", method)
-        status = int(fields[1])
-        headers: dict[str, str] = {}
-        while True:
-            line = await reader.readline()
-            if line in (b"\r\n", b"\n", b""):
-                break
-            k, _, v = line.decode("latin-1").partition(":")
-            headers[k.strip().lower()] = v.strip()
-        raw = await _read_body(reader, headers, url, method)
-    except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
-        raise TubeMQConnectionError(f"admin API at {_where(url)}: {exc or type(exc).__name__}") from None
-    finally:
-        writer.close()
-        try:
-            await wait_for(writer.wait_closed(), 2)
-        except (OSError, asyncio.TimeoutError):
-            pass
-    if status != 200:
-        raise _http_error(status, fields[2].strip() if len(fields) > 2 else "", raw[:4096], url, method)
-    return check_answer(raw, url, method)
-
-
-async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str], url: str, method: str) -> bytes:
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        out = bytearray()
-        while True:
-            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                return bytes(out)
-            if len(out) + size > MAX_ANSWER_BYTES:
-                raise AdminError(-1, f"answer from {_where(url)} is over {MAX_ANSWER_BYTES} bytes", method)
-            out += await reader.readexactly(size)
-            await reader.readline()
-    length = headers.get("content-length")
-    if length is not None:
-        n = int(length)
-        if n > MAX_ANSWER_BYTES:
-            raise AdminError(-1, f"answer from {_where(url)} is over {MAX_ANSWER_BYTES} bytes", method)
-        return await reader.readexactly(n)
-    raw = await reader.read(MAX_ANSWER_BYTES + 1)
-    if len(raw) > MAX_ANSWER_BYTES:
-        raise AdminError(-1, f"answer from {_where(url)} is over {MAX_ANSWER_BYTES} bytes", method)
-    return raw
+async def call_async(req: Request, base_url: str, token: str | None, timeout: float,
+                     context: ssl.SSLContext | None = None) -> dict[str, Any]:
+    """:func:`call_blocking` in a worker thread (``asyncio.to_thread``): the same transport, proxies and TLS
+    for both clients. Cancelling the caller abandons the thread, which ends within ``timeout``."""
+    return await asyncio.to_thread(call_blocking, req, base_url, token, timeout, context)

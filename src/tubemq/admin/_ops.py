@@ -8,16 +8,20 @@ Master calls go to the master's ``webapi.htm``; group-offset calls go to every o
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
+import logging
 import time
 from collections.abc import Generator, Iterable, Mapping
 from typing import Any, TypeVar
 
-from tubemq.errors import AdminError, ConfigError
+from tubemq.errors import AdminError, AdminRecordError, ConfigError, TubeMQConnectionError, TubeMQTimeoutError
 
+from ..protocol.constants import INDEX_ENTRY_SIZE
 from ._http import Request
 from .types import (
+    BrokerResults,
     BrokerStatus,
     GroupDetail,
     PartitionOffset,
@@ -28,10 +32,15 @@ from .types import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger("tubemq.admin")
+#: A broker whose web API cannot be reached: skipped by the calls that visit every broker.
+UNREACHABLE = (TubeMQConnectionError, TubeMQTimeoutError)
 Op = Generator[Request, dict[str, Any], T]
 
 #: The embedded server's time lookup (no real TubeMQ broker serves it: see offsets_for_times).
 TIME_LOOKUP_METHOD = "admin_query_offset_by_time"
+#: A record answer "already has these values" (a real master's row code for an unchanged record).
+ERR_UNCHANGED = 403
 #: Asked for "latest": the brokers clamp a set offset into [min, max] (MixedUtils.mid), so this is max.
 _LATEST = 1 << 62
 
@@ -105,13 +114,20 @@ def describe_topic(name: str) -> Op[TopicInfo]:
 def create_topic(
     ctx: Ctx, name: str, *, partitions: int, stores: int, broker_ids: str | Iterable[int] | None,
     max_msg_size_mb: int | None, accept_publish: bool, accept_subscribe: bool,
-) -> Op[dict[str, Any]]:
-    ids = _csv([str(b) for b in broker_ids] if broker_ids is not None and not isinstance(broker_ids, str) else broker_ids)
-    return (yield Request("op_modify", "admin_add_new_topic_record", {
-        "topicName": name, "brokerId": ids or "1", "numPartitions": partitions, "numTopicStores": stores,
-        "maxMsgSizeInMB": max_msg_size_mb, "acceptPublish": accept_publish, "acceptSubscribe": accept_subscribe,
-        "createUser": ctx.user, "createDate": _stamp(),
-    }))
+) -> Op[list[dict[str, Any]]]:
+    """``admin_add_new_topic_record``: one row per broker; any failed row raises ``AdminRecordError``
+    (402: the topic already exists there; the rows that succeeded are in ``.applied``)."""
+    return (yield from modify_records(
+        "admin_add_new_topic_record", topicName=name, brokerId=_ids(broker_ids) or "1", numPartitions=partitions,
+        numTopicStores=stores, maxMsgSizeInMB=max_msg_size_mb, acceptPublish=accept_publish,
+        acceptSubscribe=accept_subscribe, createUser=ctx.user, createDate=_stamp(),
+    ))
+
+
+def _ids(broker_ids: str | Iterable[int] | None) -> str | None:
+    if broker_ids is None or isinstance(broker_ids, str):
+        return _csv(broker_ids)
+    return _csv([str(b) for b in broker_ids])
 
 
 def update_topic(
@@ -127,11 +143,10 @@ def update_topic(
                           "or accept_subscribe")
     rows: list[dict[str, Any]] = []
     if max_msg_size_mb is not None:
-        rows += yield from modify_records("admin_update_topic_control_info", topicName=topics,
+        rows += yield from modify_records("admin_update_topic_control_info", unchanged_ok=True, topicName=topics,
                                           maxMsgSizeInMB=max_msg_size_mb, modifyUser=ctx.user)
     if any(v is not None for v in deploy.values()):
-        ids = _csv([str(b) for b in broker_ids] if broker_ids is not None and not isinstance(broker_ids, str)
-                   else broker_ids)
+        ids = _ids(broker_ids)
         if ids is None:
             found: set[int] = set()
             for t in (yield from list_topics(topics)):
@@ -139,26 +154,47 @@ def update_topic(
             ids = ",".join(str(b) for b in sorted(found)) or None
             if ids is None:
                 raise AdminError(404, f"topic(s) {topics} not found", "admin_query_topic_info")
-        rows += yield from modify_records("admin_modify_topic_info", topicName=topics, brokerId=ids,
+        rows += yield from modify_records("admin_modify_topic_info", unchanged_ok=True, topicName=topics, brokerId=ids,
                                           modifyUser=ctx.user, modifyDate=_stamp(), **deploy)
     return rows
 
 
-def delete_topic(ctx: Ctx, name: str, *, broker_ids: str | None, purge: bool) -> Op[None]:
-    stamp = _stamp()
-    params = {"topicName": name, "brokerId": broker_ids or "1", "modifyUser": ctx.user, "modifyDate": stamp}
-    yield Request("op_modify", "admin_delete_topic_info", params)
+def delete_topic(
+    ctx: Ctx, name: str, *, broker_ids: str | Iterable[int] | None, purge: bool, stop_first: bool = False,
+) -> Op[list[dict[str, Any]]]:
+    """``admin_delete_topic_info`` on the given brokers, default every broker the topic is on.
+
+    A real master refuses (406) while the topic still accepts publish or subscribe: ``stop_first``
+    turns both off first (``admin_modify_topic_info``) where they are on. ``purge`` then removes the
+    soft-deleted records (``admin_remove_topic_info``). Any failed record raises ``AdminRecordError``."""
+    ids = _ids(broker_ids)
+    if ids is None or stop_first:
+        info = yield from describe_topic(name)
+        wanted = {int(b) for b in ids.split(",")} if ids is not None else None
+        deps = [d for d in info.deployments if wanted is None or d.broker_id in wanted]
+        if ids is None:
+            ids = ",".join(str(d.broker_id) for d in deps)
+        live = ",".join(str(d.broker_id) for d in deps if d.accept_publish is not False or d.accept_subscribe is not False)
+        if stop_first and live:
+            yield from modify_records("admin_modify_topic_info", topicName=name, brokerId=live,
+                                      acceptPublish=False, acceptSubscribe=False, modifyUser=ctx.user,
+                                      modifyDate=_stamp())
+    params: dict[str, Any] = {"topicName": name, "brokerId": ids, "modifyUser": ctx.user, "modifyDate": _stamp()}
+    rows = yield from modify_records("admin_delete_topic_info", **params)
     if purge:
-        yield Request("op_modify", "admin_remove_topic_info", params)
+        rows = yield from modify_records("admin_remove_topic_info", **params)
+    return rows
 
 
-def modify_records(method: str, **params: Any) -> Op[list[dict[str, Any]]]:
-    """A modify call whose ``data`` lists one result per record: any ``success: false`` raises."""
+def modify_records(method: str, *, unchanged_ok: bool = False, **params: Any) -> Op[list[dict[str, Any]]]:
+    """A modify call whose ``data`` lists one result per record: any ``success: false`` raises
+    :class:`~tubemq.errors.AdminRecordError` naming every failed record (a real master answers such
+    calls ``result: true`` even when every record failed). ``unchanged_ok``: a 403 row (the record
+    already had the values asked for) is not a failure."""
     rows = _rows((yield Request("op_modify", method, params)))
-    for row in rows:
-        if row.get("success") is False:
-            what = row.get("topicName") or f"broker {row.get('brokerId')}"
-            raise AdminError(_int(row.get("errCode")), f"{what}: {row.get('errInfo') or 'failed'}", method)
+    failed = [r for r in rows if r.get("success") is False and not (unchanged_ok and r.get("errCode") == ERR_UNCHANGED)]
+    if failed:
+        raise AdminRecordError(method, failed, [r for r in rows if r.get("success") is not False])
     return rows
 
 
@@ -166,9 +202,16 @@ def modify_records(method: str, **params: Any) -> Op[list[dict[str, Any]]]:
 
 
 def brokers(broker_ids: str | Iterable[int] | None = None) -> Op[list[BrokerStatus]]:
-    ids = _csv([str(b) for b in broker_ids] if broker_ids is not None and not isinstance(broker_ids, str) else broker_ids)
-    answer = yield Request("op_query", "admin_query_broker_run_status", {"brokerId": ids})
+    answer = yield Request("op_query", "admin_query_broker_run_status", {"brokerId": _ids(broker_ids)})
     return [BrokerStatus.from_json(d) for d in _rows(answer)]
+
+
+def broker_records(ctx: Ctx, method: str, broker_ids: str | Iterable[int], **extra: Any) -> Op[list[dict[str, Any]]]:
+    """A broker configure change (online / offline / reload / delete) of the brokers named."""
+    ids = _ids(broker_ids)
+    if ids is None:
+        raise ConfigError("broker_ids", "name at least one broker id")
+    return (yield from modify_records(method, brokerId=ids, modifyUser=ctx.user, **extra))
 
 
 def _broker_targets(ctx: Ctx, only: Iterable[int] | None = None) -> Op[list[tuple[int, str]]]:
@@ -199,29 +242,57 @@ def _broker_call(bid: int, url: str, op_type: str, method: str, **params: Any) -
     return Request(op_type, method, {**params, "brokerId": bid}, url)
 
 
+def _skip(out: BrokerResults[Any], bid: int, method: str, exc: Exception) -> None:
+    """Note a broker whose web API did not answer: the call goes on with the others."""
+    out.unreachable[bid] = str(exc)
+    log.warning("%s: broker %d skipped, its web API did not answer (%s); nothing was read or changed there",
+                method, bid, exc)
+
+
+def _merge(out: BrokerResults[Any], other: BrokerResults[Any]) -> None:
+    out.unreachable.update(other.unreachable)
+
+
 # ---- groups (master: WebOtherInfoHandler; brokers: BrokerAdminServlet)
 
 
 def group_detail(group: str) -> Op[GroupDetail]:
     answer = yield Request("op_query", "admin_query_consume_group_detail", {"consumeGroup": group})
-    return GroupDetail.from_json(answer)
+    detail = GroupDetail.from_json(answer)
+    if not detail.members and not detail.topics:
+        # a real master answers an unknown group with an empty success: say it instead
+        raise AdminError(404, f"group {group} is not known to the master (no member is consuming now; offsets "
+                         "it committed stay on the brokers: group_offsets)", "admin_query_consume_group_detail")
+    return detail
 
 
-def list_groups(ctx: Ctx) -> Op[list[str]]:
-    """Groups with offsets on any broker (``admin_get_booked_groupname`` of each)."""
-    out: set[str] = set()
+def list_groups(ctx: Ctx) -> Op[BrokerResults[str]]:
+    """Groups with offsets on any broker (``admin_get_booked_groupname`` of each; one that does not
+    answer is skipped and named in ``.unreachable``)."""
+    found: set[str] = set()
+    out: BrokerResults[str] = BrokerResults()
     for bid, url in (yield from _broker_targets(ctx)):
-        answer = yield _broker_call(bid, url, "op_query", "admin_get_booked_groupname")
+        try:
+            answer = yield _broker_call(bid, url, "op_query", "admin_get_booked_groupname")
+        except UNREACHABLE as exc:
+            _skip(out, bid, "admin_get_booked_groupname", exc)
+            continue
         for item in _rows(answer, "dataSet"):
-            out.update(str(g) for g in item.get("groupName") or [])
-    return sorted(out)
+            found.update(str(g) for g in item.get("groupName") or [])
+    out.extend(sorted(found))
+    return out
 
 
-def group_offsets(ctx: Ctx, group: str, topics: str | Iterable[str] | None = None) -> Op[list[PartitionOffset]]:
+def group_offsets(ctx: Ctx, group: str, topics: str | Iterable[str] | None = None) -> Op[BrokerResults[PartitionOffset]]:
     """``admin_query_offset`` on every broker: the group's position and lag per partition."""
-    out: list[PartitionOffset] = []
+    out: BrokerResults[PartitionOffset] = BrokerResults()
     for bid, url in (yield from _broker_targets(ctx)):
-        answer = yield _broker_call(bid, url, "op_query", "admin_query_offset", groupName=group, topicName=_csv(topics))
+        try:
+            answer = yield _broker_call(bid, url, "op_query", "admin_query_offset", groupName=group,
+                                        topicName=_csv(topics))
+        except UNREACHABLE as exc:
+            _skip(out, bid, "admin_query_offset", exc)
+            continue
         for g in _rows(answer, "dataSet"):
             name = str(g.get("groupName") or group)
             for sub in g.get("subInfo") or []:
@@ -231,7 +302,22 @@ def group_offsets(ctx: Ctx, group: str, topics: str | Iterable[str] | None = Non
                 out.extend(PartitionOffset.from_json(name, topic, bid, o) for o in sub.get("offsets") or []
                            if isinstance(o, dict))
     out.sort(key=lambda p: (p.topic, p.broker_id, p.partition_id))
+    alone = yield from _alone_in_store(sorted({p.topic for p in out}))
+    out[:] = [dataclasses.replace(p, lag_messages=p.lag // INDEX_ENTRY_SIZE)
+              if (p.topic, p.broker_id) in alone and p.lag >= 0 else p for p in out]
     return out
+
+
+def _alone_in_store(topics: list[str]) -> Op[set[tuple[str, int]]]:
+    """(topic, broker id) of the deployments whose every store holds one partition: there the index
+    holds nothing but the partition's own entries, so index bytes / 28 is a message count."""
+    if not topics:
+        return set()
+    try:
+        infos = yield from list_topics(topics)
+    except AdminError:
+        return set()  # lag in messages unknown; the index lag stays
+    return {(t.name, d.broker_id) for t in infos for d in t.deployments if d.num_partitions == 1}
 
 
 def partition_offset(
@@ -261,14 +347,22 @@ def _split_keys(offsets: Mapping[str, int]) -> dict[int, dict[str, int]]:
     return per_broker
 
 
-def set_offsets(ctx: Ctx, groups: str | Iterable[str], offsets: Mapping[str, int]) -> Op[None]:
-    """``admin_set_offset`` (manualSet): ``{"brokerId:topic:partitionId": offset}``, clamped by the brokers."""
+def set_offsets(ctx: Ctx, groups: str | Iterable[str], offsets: Mapping[str, int]) -> Op[BrokerResults[int]]:
+    """``admin_set_offset`` (manualSet): ``{"brokerId:topic:partitionId": offset}``, clamped by the
+    brokers; returns the ids of the brokers set (one that does not answer: in ``.unreachable``)."""
     per_broker = _split_keys(offsets)
     if not per_broker:
         raise ConfigError("offsets", "no partition offsets to set")
+    out: BrokerResults[int] = BrokerResults()
     for bid, url in (yield from _broker_targets(ctx, per_broker)):
-        yield _broker_call(bid, url, "op_modify", "admin_set_offset", groupName=_csv(groups), manualSet=True,
-                           offsetJsonInfo=json.dumps(per_broker[bid]), modifyUser=ctx.user)
+        try:
+            yield _broker_call(bid, url, "op_modify", "admin_set_offset", groupName=_csv(groups), manualSet=True,
+                               offsetJsonInfo=json.dumps(per_broker[bid]), modifyUser=ctx.user)
+        except UNREACHABLE as exc:
+            _skip(out, bid, "admin_set_offset", exc)
+            continue
+        out.append(bid)
+    return out
 
 
 def topic_partitions(topic: str) -> Op[list[tuple[int, int]]]:
@@ -277,7 +371,7 @@ def topic_partitions(topic: str) -> Op[list[tuple[int, int]]]:
     return [(d.broker_id, pid) for d in info.deployments for pid in d.partition_ids]
 
 
-def reset_offsets(ctx: Ctx, group: str, topic: str, to: str | int) -> Op[list[PartitionOffset]]:
+def reset_offsets(ctx: Ctx, group: str, topic: str, to: str | int) -> Op[BrokerResults[PartitionOffset]]:
     """Every partition of ``topic`` to ``"earliest"``, ``"latest"`` or an index offset (clamped)."""
     if to == "earliest":
         value = 0
@@ -288,8 +382,10 @@ def reset_offsets(ctx: Ctx, group: str, topic: str, to: str | int) -> Op[list[Pa
     else:
         raise ConfigError("to", f"expected 'earliest', 'latest' or an offset >= 0, got {to!r}")
     parts = yield from topic_partitions(topic)
-    yield from set_offsets(ctx, group, {f"{b}:{topic}:{p}": value for b, p in parts})
-    return (yield from group_offsets(ctx, group, topic))
+    done = yield from set_offsets(ctx, group, {f"{b}:{topic}:{p}": value for b, p in parts})
+    out = yield from group_offsets(ctx, group, topic)
+    _merge(out, done)
+    return out
 
 
 def offsets_for_times(
@@ -306,8 +402,10 @@ def offsets_for_times(
         except AdminError as exc:
             if "Unsupported method" in exc.message:
                 raise AdminError(exc.code, f"broker {bid} has no time lookup ({TIME_LOOKUP_METHOD} is the embedded "
-                                 "server's; a real TubeMQ broker only resets a group to its own offset history: "
-                                 "set_offsets_by_time)", TIME_LOOKUP_METHOD) from None
+                                 "server's). On a real TubeMQ broker: BoundConsumer.offset_for_time searches the "
+                                 "messages' msgTime (producers must set msg_time; one minute precision), and "
+                                 "set_offsets_by_time puts a group back to its own offset history",
+                                 TIME_LOOKUP_METHOD) from None
             raise
         for row in _rows(answer):
             pid = _int(row.get("partitionId"))
@@ -317,25 +415,87 @@ def offsets_for_times(
     return out
 
 
-def reset_offsets_to_time(ctx: Ctx, group: str, topic: str, when: _dt.datetime | int | float) -> Op[list[PartitionOffset]]:
+def reset_offsets_to_time(
+    ctx: Ctx, group: str, topic: str, when: _dt.datetime | int | float,
+) -> Op[BrokerResults[PartitionOffset]]:
     """Kafka's ``--reset-offsets --to-datetime``: each partition to its first message at or after ``when``."""
     found = yield from offsets_for_times(ctx, topic, when)
     if not found:
         raise AdminError(404, f"topic {topic} has no partitions on a reachable broker", TIME_LOOKUP_METHOD)
-    yield from set_offsets(ctx, group, {t.key: t.offset for t in found})
-    return (yield from group_offsets(ctx, group, topic))
+    done = yield from set_offsets(ctx, group, {t.key: t.offset for t in found})
+    out = yield from group_offsets(ctx, group, topic)
+    _merge(out, done)
+    return out
+
+
+#: Where a history record is looked for after ``when`` (the brokers record each group every few seconds
+#: while it commits; the real ``admin_set_offset_by_time`` also looks 5 minutes ahead).
+HISTORY_WINDOW_MS = 5 * 60 * 1000
+
+
+def _history_offsets(bid: int, answer: dict[str, Any], group: str, topics: set[str] | None,
+                     until_ms: int) -> tuple[dict[str, int], int | None]:
+    """``{"bid:topic:partitionId": committed offset}`` of the group's first history record in the
+    answer (v3 records: ``records[].offsets[].parts[].iCfm``), and the record's time."""
+    for item in _rows(answer):
+        if item.get("groupName") != group or item.get("result") is not True:
+            continue
+        for rec in item.get("records") or []:
+            if not isinstance(rec, dict):
+                continue
+            dt = _int(rec.get("dt"))
+            if dt > until_ms:
+                return {}, None
+            out: dict[str, int] = {}
+            for topic_rec in rec.get("records") or []:
+                name = str(topic_rec.get("topic") or "") if isinstance(topic_rec, dict) else ""
+                if not name or (topics is not None and name not in topics):
+                    continue
+                for store in topic_rec.get("offsets") or []:
+                    for part in (store.get("parts") or []) if isinstance(store, dict) else []:
+                        pid, cfm = part.get("partId"), part.get("iCfm")
+                        if isinstance(pid, int) and isinstance(cfm, int) and cfm >= 0:
+                            out[f"{bid}:{name}:{pid}"] = cfm
+            return out, dt
+    return {}, None
 
 
 def set_offsets_by_time(
     ctx: Ctx, group: str, when: _dt.datetime | int | float | str, topics: str | Iterable[str] | None = None,
-) -> Op[list[dict[str, Any]]]:
-    """``admin_set_offset_by_time`` on every broker: the group back to the offsets IT had committed at
-    ``when`` (the real broker's offset history), not to the messages appended then; raw before/after."""
-    out: list[dict[str, Any]] = []
+) -> Op[BrokerResults[dict[str, Any]]]:
+    """The group back to the offsets IT had committed at ``when`` (the brokers' offset history), not to
+    the messages appended then. Per broker: its first history record of the group at or after
+    ``when`` (within 5 minutes; ``admin_get_group_history_offset``), then those offsets set with
+    ``admin_set_offset``. Both calls work on TubeMQ 2.5, whose own ``admin_set_offset_by_time``
+    always fails (it looks for the history under the wrong key). One row per partition set:
+    ``brokerId``, ``topicName``, ``partitionId``, ``offset``, ``recordTime`` (the record's epoch ms)."""
+    stamp = record_time(when)
+    start_ms = int(_dt.datetime.strptime(stamp, "%Y%m%d%H%M%S").timestamp() * 1000)
+    names = _csv(topics)
+    wanted = set(names.split(",")) if names else None
+    out: BrokerResults[dict[str, Any]] = BrokerResults()
+    missing: list[int] = []
     for bid, url in (yield from _broker_targets(ctx)):
-        answer = yield _broker_call(bid, url, "op_modify", "admin_set_offset_by_time", groupName=group,
-                                    recordTime=record_time(when), topicName=_csv(topics), modifyUser=ctx.user)
-        out.extend({"brokerId": bid, **row} for row in _rows(answer))
+        try:
+            answer = yield _broker_call(bid, url, "op_query", "admin_get_group_history_offset", groupName=group,
+                                        recordTime=stamp, msgCount=1)
+            offsets, dt = _history_offsets(bid, answer, group, wanted, start_ms + HISTORY_WINDOW_MS)
+            if not offsets:
+                missing.append(bid)
+                continue
+            yield _broker_call(bid, url, "op_modify", "admin_set_offset", groupName=group, manualSet=True,
+                               offsetJsonInfo=json.dumps(offsets), modifyUser=ctx.user)
+        except UNREACHABLE as exc:
+            _skip(out, bid, "admin_get_group_history_offset", exc)
+            continue
+        for key, offset in offsets.items():
+            _b, name, pid = key.split(":")
+            out.append({"brokerId": bid, "topicName": name, "partitionId": int(pid), "offset": offset,
+                        "recordTime": dt})
+    if not out and not out.unreachable:
+        raise AdminError(400, f"group {group} has no offset history at or after {stamp} (within 5 minutes) on "
+                         f"broker(s) {', '.join(map(str, missing)) or '-'}: the brokers record a group's offsets "
+                         "only while it consumes", "admin_get_group_history_offset")
     return out
 
 
@@ -345,11 +505,15 @@ def clone_offsets(
     """``admin_clone_offset`` on every broker the source group has offsets on; returns how many brokers."""
     done = 0
     missing: list[str] = []
+    skipped: BrokerResults[int] = BrokerResults()
     for bid, url in (yield from _broker_targets(ctx)):
         try:
             yield _broker_call(bid, url, "op_modify", "admin_clone_offset", sourceGroupName=source,
                                targetGroupName=_csv(targets), topicName=_csv(topics), modifyUser=ctx.user)
             done += 1
+        except UNREACHABLE as exc:
+            _skip(skipped, bid, "admin_clone_offset", exc)
+            missing.append(f"{bid} (unreachable)")
         except AdminError as exc:
             if "has not been registered" not in exc.message and "query result is null" not in exc.message:
                 raise

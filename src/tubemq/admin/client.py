@@ -10,7 +10,15 @@ from tubemq.errors import AdminError
 from . import _ops
 from ._base import When, _AdminBase, create_kwargs
 from ._http import Request, call_blocking
-from .types import BrokerStatus, GroupDetail, PartitionOffset, PartitionOffsetDetail, TimeOffset, TopicInfo
+from .types import (
+    BrokerResults,
+    BrokerStatus,
+    GroupDetail,
+    PartitionOffset,
+    PartitionOffsetDetail,
+    TimeOffset,
+    TopicInfo,
+)
 
 T = TypeVar("T")
 
@@ -19,7 +27,9 @@ class AdminClient(_AdminBase):
     """Blocking admin client: ``AdminClient("http://master:8080", token=...)`` or a ``host:port``.
 
     Each call is one or a few HTTP requests on the caller's thread (no background thread, nothing to
-    close), each bounded by ``timeout`` seconds. Refusals raise :class:`tubemq.errors.AdminError`;
+    close), each bounded by ``timeout`` seconds. For ``https`` URLs, ``ssl_context`` (an
+    :class:`ssl.SSLContext`) or ``verify`` (True: the system's CAs; False: no certificate check; a path:
+    a CA bundle) set the TLS checks; proxies come from the environment, as with urllib. Refusals raise :class:`tubemq.errors.AdminError`;
     unreachable endpoints :class:`~tubemq.errors.TubeMQConnectionError` / ``TubeMQTimeoutError``.
     Group-offset calls go to the brokers' web APIs, found through the master (``broker_urls`` overrides
     the address of a broker by id). The context manager form exists for symmetry with the other clients.
@@ -40,7 +50,7 @@ class AdminClient(_AdminBase):
             while True:
                 try:
                     answer = self.call_request(req)
-                except AdminError as exc:  # the operation may handle it (clone: group not on a broker)
+                except (AdminError, *_ops.UNREACHABLE) as exc:  # the operation may handle it (a broker skipped)
                     req = op.throw(exc)
                     continue
                 req = op.send(answer)
@@ -48,7 +58,7 @@ class AdminClient(_AdminBase):
             return stop.value  # type: ignore[no-any-return]
 
     def call_request(self, req: Request) -> dict[str, Any]:
-        return call_blocking(req, self.url, self.token, self.timeout)
+        return call_blocking(req, self.url, self.token, self.timeout, self._tls)
 
     def call(self, op_type: str, method: str, **params: Any) -> dict[str, Any]:
         """Any master web API method (``op_query``/``op_modify``); returns the checked JSON answer."""
@@ -67,8 +77,9 @@ class AdminClient(_AdminBase):
     def create_topic(
         self, name: str, *, partitions: int = 3, stores: int = 1, broker_ids: str | Iterable[int] | None = None,
         max_msg_size_mb: int | None = None, accept_publish: bool = True, accept_subscribe: bool = True,
-    ) -> dict[str, Any]:
-        """``admin_add_new_topic_record`` on the given brokers (default broker 1)."""
+    ) -> list[dict[str, Any]]:
+        """``admin_add_new_topic_record`` on the given brokers (default broker 1); one row per broker.
+        A record the master refused (402: exists there) raises :class:`~tubemq.errors.AdminRecordError`."""
         kw = create_kwargs(partitions, stores, broker_ids, max_msg_size_mb, accept_publish, accept_subscribe)
         return self._run(_ops.create_topic(self._ctx, name, **kw))
 
@@ -84,9 +95,16 @@ class AdminClient(_AdminBase):
             accept_publish=accept_publish, accept_subscribe=accept_subscribe, broker_ids=broker_ids,
         ))
 
-    def delete_topic(self, name: str, *, broker_ids: str | None = None, purge: bool = False) -> None:
-        """``admin_delete_topic_info`` (+ ``admin_remove_topic_info`` with ``purge``, a real master's hard delete)."""
-        self._run(_ops.delete_topic(self._ctx, name, broker_ids=broker_ids, purge=purge))
+    def delete_topic(
+        self, name: str, *, broker_ids: str | Iterable[int] | None = None, purge: bool = False,
+        stop_first: bool = False,
+    ) -> list[dict[str, Any]]:
+        """``admin_delete_topic_info`` on ``broker_ids`` (default: every broker the topic is on); ``purge``
+        adds ``admin_remove_topic_info`` (a real master's hard delete). A real master refuses (406) while
+        the topic accepts publish or subscribe: ``stop_first`` turns both off first. Failed records raise
+        :class:`~tubemq.errors.AdminRecordError` (401: not there, 406: still accepting)."""
+        return self._run(_ops.delete_topic(self._ctx, name, broker_ids=broker_ids, purge=purge,
+                                               stop_first=stop_first))
 
     # ---- brokers
 
@@ -104,26 +122,39 @@ class AdminClient(_AdminBase):
             brokerWebPort=web_port, createUser=self.user, createDate=_ops._stamp(),
         ))
 
-    def online_brokers(self, broker_ids: str) -> list[dict[str, Any]]:
-        """``admin_online_broker_configure``."""
-        return self._run(_ops.modify_records("admin_online_broker_configure", brokerId=broker_ids, modifyUser=self.user))
+    def online_brokers(self, broker_ids: str | Iterable[int]) -> list[dict[str, Any]]:
+        """``admin_online_broker_configure`` (draft or offline -> online)."""
+        return self._run(_ops.broker_records(self._ctx, "admin_online_broker_configure", broker_ids))
 
-    def reload_brokers(self, broker_ids: str) -> list[dict[str, Any]]:
+    def reload_brokers(self, broker_ids: str | Iterable[int]) -> list[dict[str, Any]]:
         """``admin_reload_broker_configure``."""
-        return self._run(_ops.modify_records("admin_reload_broker_configure", brokerId=broker_ids, modifyUser=self.user))
+        return self._run(_ops.broker_records(self._ctx, "admin_reload_broker_configure", broker_ids))
+
+    def offline_brokers(self, broker_ids: str | Iterable[int]) -> list[dict[str, Any]]:
+        """``admin_offline_broker_configure``: take online brokers out of service (407 for a draft one)."""
+        return self._run(_ops.broker_records(self._ctx, "admin_offline_broker_configure", broker_ids))
+
+    def delete_brokers(self, broker_ids: str | Iterable[int], *, reserved_data: bool = True) -> list[dict[str, Any]]:
+        """``admin_delete_broker_configure`` of offline brokers (406 while online). A real master also
+        refuses (404/406) while topics, its own ``__offset_history__`` included, are deployed there
+        unless ``reserved_data`` (``isReservedData``) and their publish / subscribe flags are off."""
+        return self._run(_ops.broker_records(self._ctx, "admin_delete_broker_configure", broker_ids,
+                                                 isReservedData=reserved_data))
 
     # ---- groups and their offsets
 
-    def list_groups(self) -> list[str]:
-        """Groups with offsets on any broker (``admin_get_booked_groupname``)."""
+    def list_groups(self) -> BrokerResults[str]:
+        """Groups with offsets on any broker (``admin_get_booked_groupname``); a broker whose web API does
+        not answer is skipped (WARNING log) and named in the result's ``.unreachable``."""
         return self._run(_ops.list_groups(self._ctx))
 
     def group_detail(self, group: str) -> GroupDetail:
         """``admin_query_consume_group_detail``: topics, consume mode and members with their partitions."""
         return self._run(_ops.group_detail(group))
 
-    def group_offsets(self, group: str, topics: str | Iterable[str] | None = None) -> list[PartitionOffset]:
-        """``admin_query_offset`` on every broker: committed offset, max offset and lag per partition."""
+    def group_offsets(self, group: str, topics: str | Iterable[str] | None = None) -> BrokerResults[PartitionOffset]:
+        """``admin_query_offset`` on every broker: committed offset, max offset and lag per partition
+        (a broker that does not answer: skipped, in ``.unreachable``)."""
         return self._run(_ops.group_offsets(self._ctx, group, topics))
 
     def partition_offset(
@@ -136,12 +167,14 @@ class AdminClient(_AdminBase):
         """``admin_manual_set_current_offset``; returns the previous offset (out of range: ``AdminError``)."""
         return self._run(_ops.set_offset(self._ctx, group, topic, broker_id, partition_id, offset))
 
-    def set_offsets(self, groups: str | Iterable[str], offsets: Mapping[str, int]) -> None:
-        """``admin_set_offset`` with ``{"brokerId:topic:partitionId": offset}`` (brokers clamp into range)."""
-        self._run(_ops.set_offsets(self._ctx, groups, offsets))
+    def set_offsets(self, groups: str | Iterable[str], offsets: Mapping[str, int]) -> BrokerResults[int]:
+        """``admin_set_offset`` with ``{"brokerId:topic:partitionId": offset}`` (brokers clamp into range);
+        returns the brokers set, those that did not answer (nothing set there) in ``.unreachable``."""
+        return self._run(_ops.set_offsets(self._ctx, groups, offsets))
 
-    def reset_offsets(self, group: str, topic: str, to: str | int) -> list[PartitionOffset]:
-        """Every partition of ``topic`` to ``"earliest"``, ``"latest"`` or an offset; returns the new state."""
+    def reset_offsets(self, group: str, topic: str, to: str | int) -> BrokerResults[PartitionOffset]:
+        """Every partition of ``topic`` to ``"earliest"``, ``"latest"`` or an offset; returns the new state
+        (brokers that did not answer, so were not reset: ``.unreachable``)."""
         return self._run(_ops.reset_offsets(self._ctx, group, topic, to))
 
     def offsets_for_times(
@@ -150,14 +183,16 @@ class AdminClient(_AdminBase):
         """First index offset appended at or after ``when`` (datetime or epoch ms) per (broker, partition)."""
         return self._run(_ops.offsets_for_times(self._ctx, topic, when, partitions))
 
-    def reset_offsets_to_time(self, group: str, topic: str, when: When) -> list[PartitionOffset]:
+    def reset_offsets_to_time(self, group: str, topic: str, when: When) -> BrokerResults[PartitionOffset]:
         """Each partition of ``topic`` to its first message at or after ``when``; returns the new state."""
         return self._run(_ops.reset_offsets_to_time(self._ctx, group, topic, when))
 
     def set_offsets_by_time(
         self, group: str, when: When | str, topics: str | Iterable[str] | None = None
-    ) -> list[dict[str, Any]]:
-        """``admin_set_offset_by_time``: back to the offsets the group itself had at ``when`` (real brokers)."""
+    ) -> BrokerResults[dict[str, Any]]:
+        """Back to the offsets the group itself had committed at ``when`` (the brokers' offset history,
+        read with ``admin_get_group_history_offset`` and set with ``admin_set_offset``: works on TubeMQ
+        2.5 and on the embedded server); one row per partition set."""
         return self._run(_ops.set_offsets_by_time(self._ctx, group, when, topics))
 
     def clone_offsets(

@@ -7,7 +7,22 @@ still reachable without a client upgrade. Partition ids are TubeMQ's: ``store in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class BrokerResults(list[T]):
+    """A list answer gathered from several brokers' web APIs, with the brokers that did not answer.
+
+    ``unreachable`` maps a broker id to why its web API could not be reached (refused, timed out):
+    such a broker is skipped, so the list holds what the others answered and nothing of it changed
+    there. Empty when every broker answered.
+    """
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__(items)
+        self.unreachable: dict[int, str] = {}
 
 
 def _int(value: Any, default: int = -1) -> int:
@@ -196,8 +211,11 @@ class GroupDetail:
 class PartitionOffset:
     """A group's position on one partition (``GroupOffsetInfo`` of the broker web API).
 
-    ``offset`` is the committed (``curOffset``) index offset, ``lag`` = ``max_offset - offset``;
-    -2 (TubeMQ's undefined) where the broker has no value.
+    ``offset`` is the committed (``curOffset``) index offset, ``lag`` = ``max_offset - offset`` in
+    TubeMQ's index units (bytes of the store's index, 28 per entry; -2, TubeMQ's undefined, where the
+    broker has no value). The index is shared by the partitions of a store, so ``lag`` counts the
+    siblings' entries too. ``lag_messages`` is the lag in messages where that can be known (the
+    partition is alone in its store: ``lag / 28``), else None.
     """
 
     group: str
@@ -211,6 +229,12 @@ class PartitionOffset:
     data_offset: int
     data_max: int
     data_lag: int
+    lag_messages: int | None = None
+
+    @property
+    def lag_index_bytes(self) -> int:
+        """``lag``, named by its unit."""
+        return self.lag
 
     @property
     def key(self) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from .. import __version__
 from . import bench, broker, consume, demo, group, produce, serve, topic
 from .common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, describe_error, eprint
+from .parser import Parser
 
 __all__ = ["main", "build_parser"]
 
@@ -37,7 +38,7 @@ $TUBEMQ_ADMIN_URL; only with no master named at all is it the local default 127.
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tubemq",
         description="Apache InLong TubeMQ from Python: embedded server, producer, consumer, benchmarks.",
         epilog=_EPILOG,

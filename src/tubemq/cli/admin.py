@@ -14,11 +14,11 @@ from tubemq.errors import AdminError
 
 __all__ = ["DEFAULT_USER", "AdminClient", "AdminError"]
 
-DEFAULT_USER = "tubemq-cli"
+DEFAULT_USER = "tubemq_cli"
 
 
 class AdminClient(_PublicAdminClient):
-    """``tubemq topic|broker|group`` use this: records are modified by user ``tubemq-cli``."""
+    """``tubemq topic|broker|group`` use this: records are modified by user ``tubemq_cli`` (or ``--user``)."""
 
     def __init__(self, url: str, token: str | None = None, *, user: str = DEFAULT_USER, timeout: float = 10.0) -> None:
         super().__init__(url, token, user=user, timeout=timeout)

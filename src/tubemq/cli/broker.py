@@ -1,4 +1,4 @@
-"""``tubemq broker list|add|online|reload`` through the master's HTTP admin API.
+"""``tubemq broker list|add|online|reload|offline|delete`` through the master's HTTP admin API.
 
 The calls a real TubeMQ deployment makes to bring a broker into service (add its configure record,
 put it online, reload it after topic changes) and the run-status query, against a real master or the
@@ -15,7 +15,7 @@ from .common import CliError, note
 from .output import format_table, print_json
 from .topic import admin_actions, client_from_args, output_option
 
-HELP = "list, add, online or reload brokers (HTTP admin API)"
+HELP = "list, add, online, reload, offline or delete brokers (HTTP admin API)"
 
 _STATUS_COLUMNS = ("brokerId", "brokerIp", "brokerPort", "manageStatus", "runStatus", "isBrokerOnline",
                    "acceptPublish", "acceptSubscribe", "enableTLS")
@@ -35,7 +35,9 @@ def register(sub: Any) -> None:
     add.add_argument("--web-port", type=int, default=None, help="broker web port (default 8081)")
 
     for name, what in (("online", "put brokers online (admin_online_broker_configure)"),
-                       ("reload", "make brokers reload their configure (admin_reload_broker_configure)")):
+                       ("reload", "make brokers reload their configure (admin_reload_broker_configure)"),
+                       ("offline", "take brokers out of service (admin_offline_broker_configure)"),
+                       ("delete", "delete offline brokers' configure (admin_delete_broker_configure)")):
         a = action(name, run_change, what.split(" (")[0], what[0].upper() + what[1:] + ".", change=name)
         a.add_argument("broker_ids", metavar="BROKER_ID", help="broker id(s), comma separated")
 
@@ -63,7 +65,8 @@ def run_add(args: argparse.Namespace) -> int:
 
 def run_change(args: argparse.Namespace) -> int:
     client = client_from_args(args)
-    call = client.online_brokers if args.change == "online" else client.reload_brokers
+    call = {"online": client.online_brokers, "reload": client.reload_brokers, "offline": client.offline_brokers,
+            "delete": client.delete_brokers}[args.change]
     try:
         call(args.broker_ids)
     except AdminError as exc:

@@ -16,6 +16,7 @@ from typing import IO, Any
 from . import inlong
 from .common import (
     CONSUMER_CLI_DEFAULTS,
+    EXIT_INTERRUPTED,
     EXIT_USAGE,
     CliError,
     check_reachable,
@@ -105,7 +106,7 @@ def _write_inlong(out: IO[bytes], msg: Any, limit: int | None) -> tuple[int, boo
     try:
         lines = inlong.records_to_json(msg)
     except InLongMsgError as exc:
-        eprint(f"tubemq consume: skipping offset {msg.offset} of {msg.topic}: not an InLong container ({exc})")
+        eprint(f"tubemq consume: skipping message {msg.message_id} of {msg.topic}: not an InLong container ({exc})")
         return 0, True
     if limit is not None:
         complete = len(lines) <= limit
@@ -221,5 +222,6 @@ def run(args: argparse.Namespace) -> int:
         ["rate", f"{format_count(messages / elapsed if elapsed > 0 else 0)} msg/s"],
     ]
     eprint(format_table(["consume " + args.topic, "value"], rows))
-    # Ctrl-C is the normal way to end an open-ended consume: the last batch was settled, so exit 0.
-    return 0
+    # Ctrl-C ends the consume after the last batch was settled (the summary says what was committed);
+    # the status says it was stopped, as for every command, so a script can tell it from --count/--timeout
+    return EXIT_INTERRUPTED if stop else 0

@@ -5,6 +5,11 @@ gets "connection refused". With ``--detach`` the command returns only when the s
 connections (exit 0, its addresses and pid on stdout), or with the server's own failure (a taken port
 exits 3, as in the foreground) and the tail of its log. Running it again for the same data directory
 while that server lives says so and exits 0, so the recipe can be run twice.
+
+Once it serves, ``DATA_DIR/tubemq-serve.env`` holds ``export TUBEMQ_MASTER=...`` (and the admin URL): with
+``--master-port 0`` (free ports, for a machine where 8715 is taken) ``. DATA_DIR/tubemq-serve.env`` points
+the other commands and the programs that read ``$TUBEMQ_MASTER`` at this server. A start that fails
+leaves no pid file behind.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from .common import EXIT_FAILURE, CliError, note
 
 PID_FILE = "tubemq-serve.pid"
 LOG_FILE = "tubemq-serve.log"
+ENV_FILE = "tubemq-serve.env"
 
 
 def _alive(pid: int) -> bool:
@@ -93,10 +99,12 @@ def detach(args: Any, argv: Sequence[str]) -> int:
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
     (data_dir / PID_FILE).write_text(f"{proc.pid}\n", encoding="utf-8")
+    (data_dir / ENV_FILE).unlink(missing_ok=True)  # a previous server's addresses
     deadline = time.monotonic() + args.ready_timeout
     while True:
         code = proc.poll()
         if code is not None:
+            (data_dir / PID_FILE).unlink(missing_ok=True)
             raise CliError(f"the server exited ({code}) before it was ready; {log_path}:\n{_tail(log_path)}",
                            code or EXIT_FAILURE)
         ready = (_listening(args.host, args.broker_port) if args.role == "broker" and args.broker_port
@@ -106,9 +114,16 @@ def detach(args: Any, argv: Sequence[str]) -> int:
         if time.monotonic() > deadline:
             proc.kill()
             proc.wait(10)
+            (data_dir / PID_FILE).unlink(missing_ok=True)
             raise CliError(f"the server was not ready within {args.ready_timeout:g} s (see {log_path})")
         time.sleep(0.1)
     ep = _published_by(proc.pid)
     where = f"master {ep.master}, admin {ep.admin_url}" if ep is not None else f"broker port {args.broker_port}"
-    print(f"tubemq serve: ready ({where}, pid {proc.pid}); log: {log_path}; stop: kill {proc.pid}", flush=True)
+    env = ""
+    if ep is not None:
+        (data_dir / ENV_FILE).write_text(f"export TUBEMQ_MASTER={ep.master}\nexport TUBEMQ_ADMIN_URL={ep.admin_url}\n",
+                                         encoding="utf-8")
+        env = f"; environment: . {data_dir / ENV_FILE}"
+    print(f"tubemq serve: ready ({where}, pid {proc.pid}); log: {log_path}{env}; stop: kill {proc.pid}",
+          flush=True)
     return 0

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 from .common import EXIT_USAGE, CliError, port_in_use_status
+from .detach import ENV_FILE
 
 HELP = "run an embedded TubeMQ master+broker in the foreground (Ctrl-C to stop)"
 
@@ -203,6 +205,16 @@ def _auth_users(args: argparse.Namespace) -> dict[str, str]:
     return users
 
 
+def _taken_port_hint(exc: OSError, args: argparse.Namespace) -> str:
+    """What to run instead when another program holds a port: free ports, and how the clients find them."""
+    if exc.errno != errno.EADDRINUSE:
+        return ""
+    return ("\n  another program listens there. For free ports: tubemq serve --data-dir "
+            f"{args.data_dir} --master-port 0 --broker-port 0 --admin-port 0 --detach, then "
+            f". {args.data_dir / ENV_FILE} (sets TUBEMQ_MASTER, which the other commands and the "
+            "documentation's Python examples read)")
+
+
 def run(args: argparse.Namespace) -> int:
     from tubemq.server import run_foreground
 
@@ -225,7 +237,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_foreground(config)
     except ServerBindError as exc:  # names the role and port: "master port 8715 on 127.0.0.1: ..."
-        raise CliError(f"cannot start the server: {exc}", port_in_use_status(exc)) from None
+        raise CliError(f"cannot start the server: {exc}{_taken_port_hint(exc, args)}",
+                       port_in_use_status(exc)) from None
     except DataDirLockedError as exc:  # another live server writes to this directory
         raise CliError(f"cannot start the server: {exc}") from None
     except OSError as exc:

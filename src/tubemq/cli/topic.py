@@ -12,12 +12,15 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .admin import AdminClient
+from tubemq.errors import ConfigError
+
+from .admin import DEFAULT_USER, AdminClient
 from .common import EXIT_USAGE, CliError, note, resolve_admin_url
 from .output import format_table, print_json
 
 HELP = "create, list, describe, change or delete topics (HTTP admin API)"
 ENV_TOKEN = "TUBEMQ_ADMIN_TOKEN"
+ENV_USER = "TUBEMQ_ADMIN_USER"
 
 
 def _conn_parent() -> argparse.ArgumentParser:
@@ -28,6 +31,11 @@ def _conn_parent() -> argparse.ArgumentParser:
     g.add_argument("--admin-url", default=None, help="full admin URL, e.g. http://master:8080/webapi.htm")
     g.add_argument(
         "--token", default=None, help=f"confModAuthToken for create/delete (default ${ENV_TOKEN})"
+    )
+    g.add_argument(
+        "--user", default=None,
+        help=f"user recorded as createUser/modifyUser: a letter, then letters, digits or _ (default ${ENV_USER} "
+        f"or {DEFAULT_USER})",
     )
     g.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout in seconds (default 10)")
     return p
@@ -93,7 +101,11 @@ def register(sub: Any) -> None:
 
     rm = action("delete", run_delete, "delete a topic")
     rm.add_argument("name")
-    rm.add_argument("--broker-id", default="1", help="broker id(s) the topic is deployed on (default 1)")
+    rm.add_argument("--broker-id", default=None,
+                    help="broker id(s), comma separated (default: every broker the topic is on)")
+    rm.add_argument("--stop-first", action="store_true",
+                    help="turn publish and subscribe off first (a real master refuses to delete a topic that "
+                         "still accepts either: record error 406)")
     rm.add_argument(
         "--purge", action="store_true",
         help="real master: also remove the soft-deleted record (admin_remove_topic_info)",
@@ -108,7 +120,11 @@ def client_from_args(args: argparse.Namespace) -> AdminClient:
     url = resolve_admin_url(args.admin_url, args.master, args.admin_port)
     if args.timeout <= 0:
         raise CliError("--timeout must be positive", EXIT_USAGE)
-    return AdminClient(url, token, timeout=args.timeout)
+    user = getattr(args, "user", None) or os.environ.get(ENV_USER) or DEFAULT_USER
+    try:
+        return AdminClient(url, token, user=user, timeout=args.timeout)
+    except ConfigError as exc:
+        raise CliError(f"--user: {exc}", EXIT_USAGE) from None
 
 
 # ---- normalising topic records (embedded server and real master answer slightly different shapes)
@@ -251,11 +267,12 @@ def run_delete(args: argparse.Namespace) -> int:
 
     client = client_from_args(args)
     try:
-        client.delete_topic(args.name, broker_ids=args.broker_id, purge=args.purge)
+        client.delete_topic(args.name, broker_ids=args.broker_id, purge=args.purge, stop_first=args.stop_first)
     except AdminError as exc:
         if args.if_exists and not _exists(client, args.name):
             note(f"topic {args.name} does not exist")
             return 0
-        raise CliError(f"cannot delete topic {args.name}: {exc.message}") from None
+        hint = " (--stop-first turns them off)" if exc.code == 406 and not args.stop_first else ""
+        raise CliError(f"cannot delete topic {args.name}: {exc.message}{hint}") from None
     note(f"deleted topic {args.name}")
     return 0

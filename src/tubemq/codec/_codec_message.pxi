@@ -47,9 +47,10 @@ cdef inline void _track(object o) noexcept:
 cdef class Message:
     """A consumed (or to-be-sent) message.
 
-    ``offset`` is a per-partition position: the fetch's start offset plus 28 × the message's index in
-    that fetch. It is strictly increasing within a partition and equals the broker's index offset
-    when the partition does not share its store with siblings (§4.10).
+    ``offset`` is None on a consumed message: a getMessage answer carries no per-message offset, and
+    the batch's start plus 28 per message is wrong whenever the partition shares its store with
+    siblings (their index entries interleave, §4.10). The exact positions are the batch's:
+    ``Batch.start_offset`` and ``Batch.next_offset`` (docs/guide/consumer-offsets.md).
     """
 
     # Collector: the decoder builds messages untracked when every field is atomic (str, bytes, int,

@@ -244,7 +244,7 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
     cdef CBuf b
     cdef Py_ssize_t q = 0, i
     cdef Field f
-    cdef bint success = False, esc = False, slow = False, big
+    cdef bint success = False, esc = False, slow = False
     cdef int32_t code = 0, min_limit = 0
     cdef int64_t curr = -1, dlt = -1, max_off = -1, off = 0
     cdef int seen = 0
@@ -299,23 +299,16 @@ def decode_get_message_response(body, topic, partition=None, bint verify=True) -
                 max_off = _signed(f.v)
         if seen != 3:
             raise DecodeError("GetMessageResponseB2C: Message missing required fields")
-        # offsets past int64 (a hostile currOffset) are computed as Python ints, like the twin does
-        big = curr > INT64_MAX - C_INDEX_ENTRY * <int64_t>nmsg
-        curr_obj = curr  # shared by the result and the first message's offset
+        curr_obj = curr
         # presized: every kept message is stored in place (NULL slots until then, which the list's
         # traversal and deallocation skip); the size is cut to the kept count after a drop
         messages = PyList_New(nmsg)
+        # no per-message offset: the answer carries none, and start + 28 x i is wrong whenever the
+        # partition shares its store (its index entries interleave with its siblings'); the batch's
+        # start (currOffset) and the offset a commit answers are the exact positions
+        offset = None
         for i in range(nmsg):
             r = &refs[i]
-            if verify and curr < 0:
-                offset = -1
-            elif i == 0:
-                offset = curr_obj
-            elif big:
-                offset = curr_obj + C_INDEX_ENTRY * i
-            else:
-                offset = _UNBUILT  # built from ``off`` on first read
-                off = curr + C_INDEX_ENTRY * i
             if verify:
                 if <int64_t>_crc(r.payload, r.plen) != r.cs:
                     m = None

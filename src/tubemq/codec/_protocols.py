@@ -28,7 +28,8 @@ class MessageProtocol(Protocol):
     message_id: int
     flag: int
     partition: _t.Partition | None
-    offset: int
+    #: None on a consumed message (no per-message offset in the protocol: use the batch's offsets)
+    offset: int | None
 
     @property
     def value(self) -> bytes: ...
@@ -141,7 +142,7 @@ class CodecModule(Protocol):
     def decode_send_response(self, body: Buffer) -> _t.SendResponse: ...
     def decode_send_result(self, payload: Buffer, result_type: Any, topic: Any, partition: Any, key: Any) -> Any: ...
     def decode_message(
-        self, raw: _t.RawMessage, topic: str, partition: _t.Partition | None = None, offset: int = -1
+        self, raw: _t.RawMessage, topic: str, partition: _t.Partition | None = None, offset: int | None = -1
     ) -> Any: ...
     def decode_get_message_response(
         self, body: Buffer, topic: str, partition: _t.Partition | None = None, verify: bool = True

@@ -42,7 +42,7 @@ from typing import Any
 from .._tasks import wait_for
 from ..client.identity import consumer_id
 from ..codec import Partition
-from ..errors import BadRequestError, ClientClosedError, TubeMQConnectionError, TubeMQError
+from ..errors import BadRequestError, ClientClosedError, ConfigError, TubeMQConnectionError, TubeMQError
 from ..metrics import Metrics
 from ..net.health import SessionHealth
 from ..protocol.constants import ErrorCode, EventType
@@ -89,7 +89,7 @@ class ConsumerCore:
         on_partitions_lost: Hook | None = None,
     ) -> None:
         if not config.topics:
-            raise TubeMQError("a consumer needs at least one topic")
+            raise ConfigError("topics", "a consumer needs at least one topic")
         self.config = config
         self.metrics = Metrics()
         self.client_id = consumer_id(config.group, kind or self.kind, config.local_address)

@@ -268,7 +268,10 @@ class Fetcher:
         code = res.err_code
         slot.last_code, slot.last_message = code, res.err_msg
         if code == ErrorCode.SUCCESS:
-            return self._on_success(slot, booking, res)
+            batch = self._on_success(slot, booking, res)
+            if batch is not None:
+                batch.requested_at = t0
+            return batch
         if code == ErrorCode.NOT_FOUND:
             self.empty_fetches += 1
             slot.empty_fetches += 1

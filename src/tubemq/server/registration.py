@@ -29,15 +29,19 @@ its partitions leave the producers' topicInfos and the consumers' assignments un
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import json
 import logging
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._tasks import wait_for
+from .. import _webcall as webcall
+from ..errors import TubeMQError
 from .config import ServerConfig
 from .meta import BrokerEntry, MetaStore, TopicConf
 
@@ -194,47 +198,46 @@ def url_host_port(url: str) -> tuple[str, int] | None:
     return parts.hostname, port
 
 
+_CALLERS: list[concurrent.futures.ThreadPoolExecutor] = []
+_CALLERS_LOCK = threading.Lock()
+
+
+def _callers() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads of the servers' admin calls, their own: a master that stopped answering holds a
+    thread for a call's timeout, which must not starve the event loop's default executor (or the
+    other masters' heartbeats, all running at once)."""
+    with _CALLERS_LOCK:
+        if not _CALLERS:
+            _CALLERS.append(concurrent.futures.ThreadPoolExecutor(
+                max_workers=4 * MAX_MASTERS, thread_name_prefix="tubemq-admin-call"))
+        return _CALLERS[0]
+
+
 async def admin_get(url: str, params: dict[str, str], timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
-    """One admin API call over a plain asyncio connection (bounded answer, bounded time)."""
+    """One admin API call (bounded answer, bounded time) through the admin clients' transport
+    (:mod:`tubemq._webcall`) in one of :func:`_callers`; the environment's proxies are not used between
+    servers."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise AdminCallError(f"admin URL must be http://HOST:PORT/..., got {url!r}")
-    port = parts.port or 80
-    target = (parts.path or "/webapi.htm") + "?" + urllib.parse.urlencode(params)
-
-    async def call() -> bytes:
-        reader, writer = await asyncio.open_connection(parts.hostname, port)
-        try:
-            writer.write(
-                f"GET {target} HTTP/1.1\r\nHost: {parts.hostname}:{port}\r\nConnection: close\r\n\r\n".encode()
-            )
-            await writer.drain()
-            data = await reader.read(MAX_ANSWER_BYTES + 1)
-            chunks = [data]
-            total = len(data)
-            while data and total <= MAX_ANSWER_BYTES:
-                data = await reader.read(MAX_ANSWER_BYTES + 1 - total)
-                chunks.append(data)
-                total += len(data)
-            if total > MAX_ANSWER_BYTES:
-                raise AdminCallError(f"answer of {url} larger than {MAX_ANSWER_BYTES} bytes", answered=True)
-            return b"".join(chunks)
-        finally:
-            writer.close()
-
+    target = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path or "/webapi.htm",
+                                      urllib.parse.urlencode(params), ""))
+    call = functools.partial(webcall.request, target, timeout=timeout, max_bytes=MAX_ANSWER_BYTES, proxies=False)
     try:
-        raw = await wait_for(call(), timeout)  # the caller's cancel wins (tubemq/_tasks.py)
-    except (OSError, asyncio.TimeoutError) as exc:
-        raise AdminCallError(f"admin call to {url} failed: {exc!r}") from None
-    head, _, body = raw.partition(b"\r\n\r\n")
-    status = head.split(b"\r\n", 1)[0]
-    if b" 200 " not in status + b" ":
-        raise AdminCallError(f"admin call to {url} answered {status.decode('latin-1')!r}", answered=bool(raw))
+        answer = await asyncio.get_running_loop().run_in_executor(_callers(), call)
+    except TubeMQError as exc:
+        raise AdminCallError(f"admin call to {url} failed: {exc}") from None
+    if answer.status != 200:
+        raise AdminCallError(f"admin call to {url} answered {answer.status} {answer.reason}", answered=True)
+    if len(answer.body) > MAX_ANSWER_BYTES:
+        raise AdminCallError(f"answer of {url} larger than {MAX_ANSWER_BYTES} bytes", answered=True)
     try:
-        answer: dict[str, Any] = json.loads(body)
+        decoded = json.loads(answer.body)
     except ValueError as exc:
         raise AdminCallError(f"admin call to {url}: not JSON ({exc})", answered=True) from None
-    return answer
+    if not isinstance(decoded, dict):
+        raise AdminCallError(f"admin call to {url}: not a JSON object", answered=True)
+    return decoded
 
 
 class BrokerRegistrar:

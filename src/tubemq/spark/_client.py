@@ -20,13 +20,14 @@ from ..errors import (
     ConfigError,
     ServerError,
     TopicNotDeployedError,
+    TopicNotPublishedError,
     TubeMQConnectionError,
     TubeMQError,
     TubeMQTimeoutError,
 )
 from ._compat import TubeMQSparkError
 from .offsets import partition_key
-from .options import ASSIGN, SUBSCRIBE, ReadOptions, assign_matches
+from .options import ASSIGN, SUBSCRIBE, ReadOptions, WriteOptions, assign_matches
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..codec import Partition
@@ -89,6 +90,21 @@ def open_consumer(opts: ReadOptions, group: str, topics: Any = None) -> Any:
         opts.num_retries,
         opts.retry_interval_ms,
     )
+
+
+def check_publishable(opts: WriteOptions) -> None:
+    """On the driver, when the write is planned: a ``topic`` that cannot be written fails the query there,
+    with one message naming it, instead of in every task (where the cause ends a long executor log)."""
+    if opts.topic is None:
+        return  # the rows' topic column: checked per message by the tasks
+    from .. import Producer
+
+    try:
+        with Producer(opts.master, **dict(opts.client_options)) as producer:
+            producer.publish(opts.topic)
+    except TopicNotPublishedError as exc:
+        raise ConfigError("topic", f"{opts.topic!r} cannot be written on master {opts.master}: {exc.message} "
+                          f"(create it first, e.g. `tubemq topic create {opts.topic}`)") from None
 
 
 def discover(consumer: Any, opts: ReadOptions, *, strict: bool) -> dict[TP, Partition]:

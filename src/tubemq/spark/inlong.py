@@ -105,7 +105,7 @@ class InLongArrowBuilder:
         self.groups: list[str | None] = []
         self.streams: list[str | None] = []
         self.dts: list[int | None] = []
-        self.offsets: list[int] = []
+        self.offsets: list[int | None] = []
         self.ids: list[int] = []
         self.indexes: list[int] = []
 
@@ -125,7 +125,8 @@ class InLongArrowBuilder:
             self._attr_cache[attr] = hit
         return hit
 
-    def extend(self, msgs: Sequence[Message]) -> None:
+    def extend(self, msgs: Sequence[Message], offset: int | None = None) -> None:
+        """``offset``: the start offset of the fetch the messages came in (see ``ArrowBuilder.extend``)."""
         from ..inlongmsg import decode
 
         for msg in msgs:
@@ -134,7 +135,7 @@ class InLongArrowBuilder:
             except InLongMsgError as exc:
                 part = msg.partition
                 raise TubeMQSparkError(
-                    f"valueFormat=inlongmsg: the message at offset {msg.offset} of {msg.topic} "
+                    f"valueFormat=inlongmsg: message {msg.message_id} (fetched at offset {offset}) of {msg.topic} "
                     f"(partition {part.key if part else '?'}) is not an InLong container: {exc}"
                 ) from exc
             index = 0
@@ -147,7 +148,7 @@ class InLongArrowBuilder:
                 self.groups.extend([group] * n)
                 self.streams.extend([stream] * n)
                 self.dts.extend([dt] * n)
-                self.offsets.extend([msg.offset] * n)
+                self.offsets.extend([msg.offset if offset is None else offset] * n)
                 self.ids.extend([msg.message_id] * n)
                 self.indexes.extend(range(index, index + n))
                 index += n

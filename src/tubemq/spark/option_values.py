@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import logging
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from .._options import closest
 from ..errors import ConfigError
 from .offsets import OffsetSpec, parse_partition_key
 from .option_names import (
@@ -268,9 +268,8 @@ def _check_unknown(o: _Opts, known: tuple[str, ...], what: str) -> None:
         if key in all_names:
             log.warning("option %r is not used for a %s and is ignored", all_names[key], what)
             continue
-        close = difflib.get_close_matches(key, list(lowered), n=1, cutoff=0.8)
-        if close:
-            raise ConfigError(key, f"unknown option; did you mean {lowered[close[0]]!r}?")
+        if (guess := closest(key, known)) is not None:
+            raise ConfigError(key, f"unknown option; did you mean {guess!r}?")
         log.warning("unknown option %r is ignored by the tubemq %s", key, what)
 
 

@@ -28,7 +28,6 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from .offsets import ENTRY_SIZE
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -251,9 +250,9 @@ class ArrowBuilder:
 
     Only the columns of ``arrow_schema`` are collected and built (a user schema may name a subset,
     in any order; see :func:`check_read_schema`). Two columns are kept run-length encoded while they
-    come in runs, which is what a fetch delivers: ``offset`` (a fetch numbers its messages
-    ``start + 28 * i``: one ``(first, count)`` part per chunk, expanded by Arrow arithmetic at flush)
-    and ``timestamp`` (a chunk usually carries one ``msgTime`` minute: one ``(value, count)`` part, a
+    come in runs, which is what a fetch delivers: ``offset`` (the exact start offset of the fetch the
+    row came in, the same for all of its messages: one ``(start, count)`` part per chunk) and
+    ``timestamp`` (a chunk usually carries one ``msgTime`` minute: one ``(value, count)`` part, a
     ``pa.repeat`` at flush when the whole batch has one). Both fall back to plain per-message lists
     for chunks that are not runs.
     """
@@ -270,7 +269,6 @@ class ArrowBuilder:
         self.want_attrs = ATTRIBUTES_COLUMN[0] in wanted
         self.want_headers = HEADERS_COLUMN[0] in wanted
         self.parse_time = TimeParser(zone)
-        self._steps: Any = None  # pa.array [0, 28, 56, ...], grown on demand (offset runs)
         self._reset()
 
     def _reset(self) -> None:
@@ -286,12 +284,15 @@ class ArrowBuilder:
     def __len__(self) -> int:
         return self.count
 
-    def add(self, msg: Message) -> None:
-        self.extend((msg,))
+    def add(self, msg: Message, offset: int | None = None) -> None:
+        self.extend((msg,), offset)
 
-    def extend(self, msgs: Sequence[Message]) -> None:
+    def extend(self, msgs: Sequence[Message], offset: int | None = None) -> None:
         """Append messages column-wise: the hot loop of a read, so C-level ``map``/``attrgetter``, one
-        time parse per distinct ``msg_time`` of the chunk, and runs kept as runs (see the class)."""
+        time parse per distinct ``msg_time`` of the chunk, and runs kept as runs (see the class).
+
+        ``offset``: the start offset of the fetch the messages came in, the ``offset`` of each row (a
+        consumed message has no offset of its own); None takes each message's ``offset``."""
         n = len(msgs)
         if not n:
             return
@@ -299,11 +300,8 @@ class ArrowBuilder:
         if self.want_value:
             self.values.extend(map(_DATA, msgs))
         if self.want_offset:
-            first = msgs[0].offset
-            # offsets of a chunk are distinct, ascending multiples of 28 apart (dropped messages leave
-            # gaps): a span of exactly 28 * (n - 1) means every step is 28
-            if first >= 0 and msgs[-1].offset - first == ENTRY_SIZE * (n - 1):
-                self.offset_parts.append((first, n))
+            if offset is not None:
+                self.offset_parts.append((offset, n))
             else:
                 self.offset_parts.append(list(map(_OFFSET, msgs)))
         if self.want_time:
@@ -339,14 +337,8 @@ class ArrowBuilder:
             )
 
     def _offsets(self, pa: Any, kind: Any) -> Any:
-        import pyarrow.compute as pc
-
-        longest = max((p[1] for p in self.offset_parts if isinstance(p, tuple)), default=0)
-        if self._steps is None or len(self._steps) < longest:
-            self._steps = pa.array(range(0, ENTRY_SIZE * max(longest, 1024), ENTRY_SIZE), pa.int64())
         arrays = [
-            pc.add(self._steps.slice(0, p[1]), pa.scalar(p[0], pa.int64())) if isinstance(p, tuple)
-            else pa.array(p, pa.int64())
+            pa.repeat(pa.scalar(p[0], pa.int64()), p[1]) if isinstance(p, tuple) else pa.array(p, pa.int64())
             for p in self.offset_parts
         ]
         out = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)

@@ -22,6 +22,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ..errors import ConfigError
+from ._client import check_publishable
 from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
 from .schema import check_read_schema, check_write_schema, read_schema
 
@@ -65,6 +66,7 @@ class TubeMQDataSource(DataSource):
         _append_only(overwrite, "mode", ".mode('append')")
         opts = parse_write_options(self.options)
         used = _check_write_schema(schema, opts)
+        check_publishable(opts)
         from .writer import TubeMQBatchWriter
 
         return TubeMQBatchWriter(opts, used)
@@ -73,6 +75,7 @@ class TubeMQDataSource(DataSource):
         _append_only(overwrite, "outputMode", ".outputMode('append')")
         opts = parse_write_options(self.options)
         used = _check_write_schema(schema, opts)
+        check_publishable(opts)
         from .writer import TubeMQStreamWriter
 
         return TubeMQStreamWriter(opts, used)

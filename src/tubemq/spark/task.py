@@ -39,7 +39,6 @@ from pyspark.sql.types import StructType
 from ..errors import ConfigError, TubeMQError
 from ._client import describe, new_group
 from ._compat import TubeMQSparkError
-from .offsets import ENTRY_SIZE
 from .options import ReadOptions
 from .schema import ArrowBuilder, arrow_schema_for
 
@@ -87,8 +86,8 @@ class _Loop:
                 self.loop.close()
 
 
-async def _next_batch(agen: AsyncIterator[Any]) -> list[Any] | None:
-    """The next fetched batch of ``agen`` (a non-empty list), or None when the range is done."""
+async def _next_batch(agen: AsyncIterator[Any]) -> Any | None:
+    """The next fetched batch of ``agen`` (a non-empty ``Batch``), or None when the range is done."""
     try:
         return await agen.__anext__()  # type: ignore[no-any-return]
     except StopAsyncIteration:
@@ -185,9 +184,9 @@ class _Dedup:
 class _Progress:
     """Where the task stands: every message stored before ``cur`` has been returned.
 
-    ``cur`` is exact after a completed ``read_range`` (the broker's committed offset of the task's
-    private group) and a safe under-estimate after a failure (last message's offset + 28; per-message
-    offsets never exceed the true ones), which is why a resumed read skips already returned ids.
+    ``cur`` is exact: after each fetched batch it is the batch's ``next_offset`` (the broker's committed
+    offset of the task's private group), and after a completed ``read_range`` the range's end. A resumed
+    read still skips already returned ids, for a batch that failed before its rows were handed over.
     """
 
     def __init__(self, start: int) -> None:
@@ -262,22 +261,24 @@ def _read(
     pending = session.loop.submit(_next_batch(agen))
     try:
         while True:
-            msgs = session.wait(pending)
-            if msgs is None:
+            batch = session.wait(pending)
+            if batch is None:
                 break
             pending = session.loop.submit(_next_batch(agen))  # prefetch while Spark works
-            msgs = dedup.fresh(msgs)
+            fetched_at = batch.start_offset
+            if batch.next_offset >= 0:
+                progress.cur = batch.next_offset  # exact: everything stored before it is in this batch or earlier
+            msgs = dedup.fresh(batch.messages)
             if not msgs:
                 continue
             dedup.remember(msgs)
-            progress.cur = msgs[-1].offset + ENTRY_SIZE
             room = chunk - len(builder)
-            builder.extend(msgs[:room])
+            builder.extend(msgs[:room], fetched_at)
             if len(builder) >= chunk:
                 yield builder.flush(part.topic, part.broker_id, part.partition_id)
                 rest = msgs[room:]
                 while rest:
-                    builder.extend(rest[:chunk])
+                    builder.extend(rest[:chunk], fetched_at)
                     rest = rest[chunk:]
                     if len(builder) >= chunk:
                         yield builder.flush(part.topic, part.broker_id, part.partition_id)

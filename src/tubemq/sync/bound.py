@@ -16,6 +16,7 @@ from ..config import ConsumerConfig
 from ..consumer.bound.aio import AsyncBoundConsumer
 from ..consumer.bound.core import BoundCore
 from ..consumer.bound.session import PartitionRef
+from ..types import Batch
 
 __all__ = ["BoundConsumer"]
 
@@ -51,6 +52,7 @@ class BoundConsumer(Facade[AsyncBoundConsumer]):
     confirm = blocking(AsyncBoundConsumer.confirm)
     offsets = blocking(AsyncBoundConsumer.offsets)
     detach = blocking(AsyncBoundConsumer.detach)
+    offset_for_time = blocking(AsyncBoundConsumer.offset_for_time)
 
     def attached(self) -> list[Partition]:
         return self._portal.call(self._aio.attached)
@@ -65,7 +67,7 @@ class BoundConsumer(Facade[AsyncBoundConsumer]):
                 yield from messages
 
     def read_range_batches(self, partition: PartitionRef, start: int, end: int | None = None, *,
-                           max_messages: int | None = None, timeout: float = 10.0) -> Generator[list[Message], None, None]:
+                           max_messages: int | None = None, timeout: float = 10.0) -> Generator[Batch, None, None]:
         """Blocking iterator over :meth:`AsyncBoundConsumer.read_range_batches`: one call into the
         client's loop thread per fetched batch."""
         yield from self._portal.iterate(self._aio.read_range_batches(

@@ -8,7 +8,7 @@ from typing import Any
 
 from ...errors import DecodeError
 from ...protocol import wire_fields as F
-from ...protocol.constants import INDEX_ENTRY_SIZE, TOKEN_MSG_TIME, TOKEN_MSG_TYPE, Method, ServiceType
+from ...protocol.constants import TOKEN_MSG_TIME, TOKEN_MSG_TYPE, Method, ServiceType
 from .datatypes import GetMessageResult, Message, Partition, RawMessage, SendResponse
 from .envelope import decode_response, encode_request
 from .payload import decode_payload
@@ -142,7 +142,7 @@ def java_parse_long(text: str) -> int:
 
 
 def decode_message(
-    raw: RawMessage, topic: str, partition: Partition | None = None, offset: int = -1
+    raw: RawMessage, topic: str, partition: Partition | None = None, offset: int | None = -1
 ) -> Message | None:
     """One TransferedMessage -> Message, or None when §4.9 says drop (bad checksum / header)."""
     if crc32(raw.payload) != raw.checksum:
@@ -153,7 +153,7 @@ def decode_message(
         return None
 
 
-def _to_message(raw: RawMessage, topic: str, partition: Partition | None, offset: int) -> Message:
+def _to_message(raw: RawMessage, topic: str, partition: Partition | None, offset: int | None) -> Message:
     """The Message a TransferedMessage carries (DecodeError when its attribute header does not fit)."""
     attrs, body = decode_payload(raw.payload, raw.flag)
     return Message(topic, body, attrs, attrs.get(TOKEN_MSG_TYPE), attrs.get(TOKEN_MSG_TIME), raw.message_id,
@@ -178,11 +178,13 @@ def decode_get_message_response(
     curr = got.get(F.GET_RSP_CURR_OFFSET, -1)
     messages: list[Message] = []
     dropped = 0
-    for i, raw in enumerate(raws):
+    for raw in raws:
+        # no per-message offset (None): the answer carries none and start + 28 x i is wrong when the
+        # partition shares its store; the result's curr_offset is the batch's exact start
         if verify:
-            m = decode_message(raw, topic, partition, curr + INDEX_ENTRY_SIZE * i if curr >= 0 else -1)
+            m = decode_message(raw, topic, partition, None)
         else:
-            m = _to_message(raw, topic, partition, curr + INDEX_ENTRY_SIZE * i)
+            m = _to_message(raw, topic, partition, None)
         if m is None:
             dropped += 1
         else:

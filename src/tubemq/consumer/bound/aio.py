@@ -17,6 +17,7 @@ from ...net.loop import close_when_forgotten
 from ...types import Batch
 from .core import BoundCore
 from .session import DEFAULT_FETCH_TIMEOUT, PartitionPosition, PartitionRef
+from .time_search import offset_for_time
 
 __all__ = ["AsyncBoundConsumer"]
 
@@ -107,8 +108,17 @@ class AsyncBoundConsumer:
 
     def read_range_batches(self, partition: PartitionRef, start: int, end: int | None = None, *,
                            max_messages: int | None = None,
-                           timeout: float = 10.0) -> AsyncGenerator[list[Message], None]:
+                           timeout: float = 10.0) -> AsyncGenerator[Batch, None]:
         return self._core.read_range_batches(partition, start, end, max_messages=max_messages, timeout=timeout)
+
+
+    async def offset_for_time(self, partition: PartitionRef, when: Any, *, timeout: float = 5.0) -> int:
+        """The first index offset whose message's ``msgTime`` is of ``when``'s minute or later (a
+        ``datetime``, naive = local, or epoch ms), found with bound reads: works on a real TubeMQ broker,
+        which has no time lookup, when producers set ``msg_time``. One minute precision; moves this
+        consumer's group position there (see :mod:`tubemq.consumer.bound.time_search`)."""
+        ms = int(when.timestamp() * 1000) if hasattr(when, "timestamp") else int(when)
+        return await offset_for_time(self, partition, ms, timeout=timeout)
 
 
 # one text per method: the engine's

@@ -30,7 +30,7 @@ from ...metrics import Metrics
 from ...net.health import SessionHealth
 from ...net.loop import with_operation
 from ...protocol import master_pb
-from ...protocol.constants import META_VALUE_UNDEFINED, ErrorCode, Method
+from ...protocol.constants import INDEX_ENTRY_SIZE, META_VALUE_UNDEFINED, ErrorCode, Method
 from ...serializers import deserialize_messages
 from ...types import Batch
 from ..brokers import BrokerClient, BrokerHeartbeats
@@ -53,6 +53,11 @@ from .session import (
 log = logging.getLogger("tubemq.consumer.bound")
 
 __all__ = ["BoundCore"]
+
+def _entry_boundary(offset: int) -> int:
+    """The first index entry boundary at or after ``offset`` (entries are 28 bytes, from 0)."""
+    return -(-offset // INDEX_ENTRY_SIZE) * INDEX_ENTRY_SIZE
+
 
 class BoundCore:
     """The bound consumer's state and logic on the running loop (see the module docstring)."""
@@ -413,7 +418,9 @@ class BoundCore:
                          max_messages: int | None = None, timeout: float = 10.0) -> AsyncIterator[Message]:
         """The messages stored in the partition at index offsets [start, end), in order.
 
-        ``end`` None = the partition's max offset when the read starts. Deterministic: the same
+        ``end`` None = the partition's max offset when the read starts. Any bounds: both are taken up
+        to the next index entry boundary (28 bytes), which selects the same messages (every entry
+        starts on one) and never asks a broker to read from inside an entry. Deterministic: the same
         ``start``/``end`` over the same data give the same messages. The read ends as soon as the
         partition's position reaches ``end``, also when the rest of the range holds only sibling
         partitions' index entries (the broker answers those reads without messages and commits past
@@ -428,16 +435,21 @@ class BoundCore:
 
     async def read_range_batches(self, partition: PartitionRef, start: int, end: int | None = None, *,
                                  max_messages: int | None = None,
-                                 timeout: float = 10.0) -> AsyncGenerator[list[Message], None]:
-        """:meth:`read_range` one fetch at a time: non-empty lists of messages, in order.
+                                 timeout: float = 10.0) -> AsyncGenerator[Batch, None]:
+        """:meth:`read_range` one fetch at a time: non-empty batches of messages, in order.
 
         For callers that hand messages to another thread (the sync facade, the Spark read task):
-        one hand-over per fetched batch instead of one per message.
+        one hand-over per fetched batch instead of one per message. Each :class:`~tubemq.Batch` has
+        the exact ``start_offset`` of its fetch and ``next_offset``, where the group's position stands
+        after it (every message of the partition stored before it has been yielded); -1 after a cut
+        by ``max_messages``. Already confirmed: ``confirm`` on it is not needed.
         """
         self._check()
         p = self._resolve(partition)
         if start < 0 or (end is not None and end < start):
             raise BadRequestError(ErrorCode.BAD_REQUEST, f"bad range [{start}, {end})")
+        start = _entry_boundary(start)
+        end = None if end is None else _entry_boundary(end)
         async with self._lock(p.key):
             pos = await self._attach(p, start)
             stop = pos.max if end is None else end
@@ -462,11 +474,15 @@ class BoundCore:
                 messages = batch.messages
                 if nxt > stop:
                     messages = await self._cut(p, messages, stop)
+                chunk = Batch(p, messages, batch.start_offset, batch.max_offset)
+                chunk.next_offset = min(nxt, stop)
+                chunk.confirmed = True
                 if max_messages is not None and len(messages) > max_messages - sent:
-                    messages = messages[:max_messages - sent]
-                if messages:
-                    sent += len(messages)
-                    yield messages
+                    chunk.messages = messages[:max_messages - sent]
+                    chunk.next_offset = -1
+                if chunk.messages:
+                    sent += len(chunk.messages)
+                    yield chunk
                 if nxt <= offset:
                     break  # no progress (cannot happen with a sane broker): avoid spinning
                 offset = nxt

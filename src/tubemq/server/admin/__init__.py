@@ -35,11 +35,14 @@ from .brokers import (
     DEFAULT_BROKER_PORT,
     DEFAULT_BROKER_TLS_PORT,
     DEFAULT_BROKER_WEB_PORT,
+    ERR_EXISTS,
+    ERR_ILLEGAL_CHANGE,
     ERR_ILLEGAL_STATUS,
     ERR_NOT_EXIST,
     ERR_UNCHANGED,
     ONLINE_STATUSES,
     STATUS_DRAFT,
+    STATUS_OFFLINE,
     STATUS_ONLINE,
     BrokerConfs,
     _broker_record,
@@ -49,8 +52,9 @@ from .brokers import (
 )
 from .params import (
     ERR_BAD_REQUEST,
-    ERR_UNAUTHORIZED,
     MB,
+    TOKEN_MISSING,
+    TOKEN_WRONG,
     Handler,
     _AdminError,
     _bool_param,
@@ -60,9 +64,10 @@ from .params import (
     _ok,
     _param,
     _topic_names,
+    check_users,
 )
 from .server import AdminServer
-from .topics import modify_topic_info
+from .topics import _row, modify_topic_info
 
 __all__ = ["AdminApi", "AdminServer", "BrokerConfs"]
 
@@ -95,14 +100,18 @@ class AdminApi:
         self.broker_web_port: Callable[[int], int] = lambda broker_id: 0
 
     def handle(self, params: dict[str, str]) -> dict[str, Any]:
+        """As the real master: ``type`` is not checked (the method decides), a modify method needs the
+        token, and a token given to any method must be the right one."""
         try:
-            op = _param(params, "type", required=True)
-            method = _param(params, "method", required=True)
-            handler = self._methods().get((op or "", method or ""))
-            if handler is None:
-                raise _AdminError(ERR_BAD_REQUEST, f"Unsupported method {method} for type {op}")
-            if op == "op_modify":
-                self._check_token(params)
+            method = _param(params, "method")
+            if method is None:
+                raise _AdminError(ERR_BAD_REQUEST, "Bad request from client, Please take with method parameter!")
+            found = [(op, h) for (op, name), h in self._methods().items() if name == method]
+            if not found:
+                raise _AdminError(ERR_BAD_REQUEST, f"Unsupported method {method}")
+            op, handler = found[0]
+            self._check_token(params, required=op == "op_modify")
+            check_users(params)
             return handler(params)
         except _AdminError as exc:
             return _fail(exc.code, exc.message)
@@ -118,6 +127,8 @@ class AdminApi:
             ("op_modify", "admin_add_broker_configure"): self._add_broker_conf,
             ("op_modify", "admin_online_broker_configure"): self._online_broker_conf,
             ("op_modify", "admin_reload_broker_configure"): self._reload_broker_conf,
+            ("op_modify", "admin_offline_broker_configure"): self._offline_broker_conf,
+            ("op_modify", "admin_delete_broker_configure"): self._delete_broker_conf,
             ("op_query", "admin_query_broker_configure"): self._query_broker_conf,
             ("op_query", "admin_query_broker_run_status"): self._query_broker_run_status,
             ("op_modify", "admin_update_topic_control_info"): self._update_topic_ctrl,
@@ -125,49 +136,65 @@ class AdminApi:
             **self.extra_methods,
         }
 
-    def _check_token(self, params: dict[str, str]) -> None:
+    def _check_token(self, params: dict[str, str], *, required: bool) -> None:
         expected = self.config.admin_token
         if expected is None:
             return
-        given = params.get("confModAuthToken", "")
+        given = (params.get("confModAuthToken") or "").strip()
+        if not given:
+            if required:
+                raise _AdminError(ERR_BAD_REQUEST, TOKEN_MISSING)
+            return
         if not hmac.compare_digest(given.encode(), expected.encode()):
-            raise _AdminError(ERR_UNAUTHORIZED, "Illegal access, unauthorized request!")
-
-    def _broker_ids(self, params: dict[str, str]) -> list[int] | None:
-        """The ``brokerId=1,2,3`` set (None when absent), every id a configured broker."""
-        text = _param(params, "brokerId")
-        if text is None:
-            return None
-        ids: list[int] = []
-        for bid in _int_items("brokerId", text):
-            if bid not in self.meta.brokers:
-                raise _AdminError(ERR_BAD_REQUEST, f"Broker {bid} is not configured on this master")
-            ids.append(bid)
-        return ids or None
+            raise _AdminError(ERR_BAD_REQUEST, TOKEN_WRONG)
 
     def _add_topic(self, params: dict[str, str]) -> dict[str, Any]:
+        """One row per (topic, broker) as the real master answers: 402 where the topic already is,
+        401 for a broker that has no configure record, the rest created."""
         names = _topic_names(params, required=True)
-        broker_ids = self._broker_ids(params)
+        wanted = self._wanted_brokers(params)
         partitions = _int_param(params, "numPartitions", 3, 1, 10000)
         stores = _int_param(params, "numTopicStores", 1, 1, 100)
         max_mb = _int_param(params, "maxMsgSizeInMB", 0, 0, 20)
         max_size = max_mb * MB if max_mb else None
         accept_pub = _bool_param(params, "acceptPublish", True)
         accept_sub = _bool_param(params, "acceptSubscribe", True)
-        self._check_client_limits(partitions, stores, len(broker_ids) if broker_ids else len(self.meta.brokers))
-        existing = [n for n in names if self.meta.get(n) is not None]
-        if existing:
-            raise _AdminError(ERR_BAD_REQUEST, f"Topic {', '.join(existing)} already exists!")
-        created = []
+        known = [b for b in wanted if b in self.meta.brokers] if wanted is not None else None
+        self._check_client_limits(partitions, stores, len(known) if known else len(self.meta.brokers))
+        rows: list[dict[str, Any]] = []
         for name in names:
+            conf = self.meta.get(name)
+            targets = wanted if wanted is not None else sorted(self.meta.brokers)
+            new: list[int] = []
+            for bid in targets:
+                if bid not in self.meta.brokers:
+                    rows.append(_row(bid, name, ERR_NOT_EXIST, f"Not found broker configure record by brokerId={bid}, "
+                                     "please create the broker's configure first!"))
+                elif conf is not None and conf.on_broker(bid):
+                    rows.append(_row(bid, name, ERR_EXISTS, f"Existed record found for brokerId-topicName({bid}:{name})!"))
+                else:
+                    new.append(bid)
+            if not new:
+                continue
             try:
-                conf = self._create(name, partitions, stores, max_size, broker_ids=broker_ids)
+                if conf is None:
+                    ids = new if wanted is not None else None
+                    conf = self._create(name, partitions, stores, max_size, broker_ids=ids)
+                    if not (accept_pub and accept_sub):
+                        self.meta.update_topic(name, accept_publish=accept_pub, accept_subscribe=accept_sub)
+                else:  # one deployment per topic here: the new brokers get the existing one
+                    self.meta.update_topic(name, broker_ids=sorted(set(conf.broker_ids or []) | set(new)))
             except (ConfigError, ValueError) as exc:
                 raise _AdminError(ERR_BAD_REQUEST, str(exc)) from None
-            if not (accept_pub and accept_sub):
-                conf = self.meta.update_topic(name, accept_publish=accept_pub, accept_subscribe=accept_sub)
-            created.append(self._topic_record(conf))
-        return _ok(data=created)
+            rows += [_row(bid, name) for bid in new]
+        return _ok(data=rows, count=len(rows))
+
+    def _wanted_brokers(self, params: dict[str, str]) -> list[int] | None:
+        """``brokerId=1,2`` in order without repeats (None when absent); unknown ids are kept (row 401)."""
+        text = _param(params, "brokerId")
+        if text is None:
+            return None
+        return list(dict.fromkeys(_int_items("brokerId", text))) or None
 
     @staticmethod
     def _check_client_limits(partitions: int, stores: int, brokers: int) -> None:
@@ -183,21 +210,52 @@ class AdminApi:
             )
 
     def _delete_topic(self, params: dict[str, str]) -> dict[str, Any]:
+        """The real master's rule: a topic is deleted only once it accepts neither publish nor
+        subscribe (406 otherwise); 401 where it is not deployed. Here a delete drops the topic's data
+        at once (a real master soft-deletes and the brokers drop the data later)."""
         names = _topic_names(params, required=True)
-        self._broker_ids(params)
-        missing = [n for n in names if self.meta.get(n) is None]
-        if missing:
-            raise _AdminError(ERR_BAD_REQUEST, f"Topic {', '.join(missing)} not found!")
+        wanted = self._wanted_brokers(params)
+        rows: list[dict[str, Any]] = []
         for name in names:
-            self._delete(name)
-        return _ok(data=[{"topicName": n} for n in names])
+            conf = self.meta.get(name)
+            deployed = [] if conf is None else [b for b in sorted(self.meta.brokers) if conf.on_broker(b)]
+            targets = wanted if wanted is not None else (deployed or [1])
+            topic_rows = []
+            for bid in targets:
+                if conf is None or bid not in deployed:
+                    topic_rows.append(_row(bid, name, ERR_NOT_EXIST, f"Not found the topic {name}'s deploy configure in "
+                                           f"broker={bid}, please confirm the configure first!"))
+                elif conf.accept_publish or conf.accept_subscribe:
+                    topic_rows.append(_row(bid, name, ERR_ILLEGAL_STATUS, "The values of acceptPublish and "
+                                           "acceptSubscribe must be false before change status of "
+                                           f"brokerId-topicName({bid}:{name}) record!"))
+                else:
+                    topic_rows.append(_row(bid, name))
+            if conf is not None and all(r["success"] for r in topic_rows):
+                rest = [b for b in deployed if b not in targets]
+                if rest:  # deleted on some of its brokers only: it stays on the others
+                    self.meta.update_topic(name, broker_ids=rest)
+                else:
+                    self._delete(name)
+            rows += topic_rows
+        return _ok(data=rows, count=len(rows))
 
     def _remove_topic(self, params: dict[str, str]) -> dict[str, Any]:
+        """After a delete the topic is gone here, so a remove succeeds; a topic still deployed was
+        never deleted: 406, as a real master answers."""
         names = _topic_names(params, required=True)
+        wanted = self._wanted_brokers(params)
+        rows: list[dict[str, Any]] = []
         for name in names:
-            if self.meta.get(name) is not None:
-                self._delete(name)
-        return _ok(data=[{"topicName": n} for n in names])
+            conf = self.meta.get(name)
+            deployed = [] if conf is None else [b for b in sorted(self.meta.brokers) if conf.on_broker(b)]
+            for bid in wanted if wanted is not None else (deployed or [1]):
+                if conf is not None and conf.on_broker(bid):
+                    rows.append(_row(bid, name, ERR_ILLEGAL_STATUS,
+                                     f"Please softly deleted the brokerId-topicName({bid}:{name}) record first!"))
+                else:
+                    rows.append(_row(bid, name))
+        return _ok(data=rows, count=len(rows))
 
     def _query_topics(self, params: dict[str, str]) -> dict[str, Any]:
         wanted = set(_topic_names(params, required=False))
@@ -311,14 +369,18 @@ class AdminApi:
             rec = self._broker_records().get(bid)
             if rec is None:
                 results.append(_broker_result(bid, "", ERR_NOT_EXIST, f"Not found broker configure for brokerId({bid})!"))
-            elif rec["manageStatus"] == STATUS_ONLINE:
-                results.append(_broker_result(bid, "", ERR_UNCHANGED, f"Unchanged  manageStatus({STATUS_ONLINE})!"))
             else:
-                rec["manageStatus"] = STATUS_ONLINE
-                rec["modifyUser"] = _param(params, "modifyUser", "") or ""
-                self.broker_confs.put(rec)
-                results.append(_broker_result(bid, ""))
+                results.append(self._move_to(rec, STATUS_ONLINE, params))
         return _ok(data=results, count=len(results))
+
+    def _move_to(self, rec: dict[str, Any], status: str, params: dict[str, str]) -> dict[str, Any]:
+        """A broker record's manage status changed (403 row when it already has it)."""
+        if rec["manageStatus"] == status:
+            return _broker_result(rec["brokerId"], "", ERR_UNCHANGED, f"Unchanged  manageStatus({status})!")
+        rec["manageStatus"] = status
+        rec["modifyUser"] = _param(params, "modifyUser", "") or ""
+        self.broker_confs.put(rec)
+        return _broker_result(rec["brokerId"], "")
 
     def _reload_broker_conf(self, params: dict[str, str]) -> dict[str, Any]:
         """Embedded brokers apply configuration changes at once: a reload of an online one is a no-op."""
@@ -334,6 +396,40 @@ class AdminApi:
                 ))
             else:
                 results.append(_broker_result(bid, rec["brokerIp"]))
+        return _ok(data=results, count=len(results))
+
+    def _offline_broker_conf(self, params: dict[str, str]) -> dict[str, Any]:
+        """online -> offline, with the real master's rows (a draft one cannot go offline: 407). An
+        embedded broker runs in this server and stays in service: 406 (stop the server instead)."""
+        results = []
+        for bid in self._broker_id_set(params):
+            rec = self._broker_records().get(bid)
+            if rec is None:
+                results.append(_broker_result(bid, "", ERR_NOT_EXIST, f"Not found broker configure for brokerId({bid})!"))
+            elif bid in self.meta.brokers:
+                results.append(_broker_result(bid, "", ERR_ILLEGAL_STATUS, f"Broker {bid} runs in this embedded server: "
+                                              "stop the server to take it out of service!"))
+            elif rec["manageStatus"] == STATUS_DRAFT:
+                results.append(_broker_result(bid, "", ERR_ILLEGAL_CHANGE, "Illegal manage status, cannot reverse "
+                                              f"manageStatus from draft to offline for the broker(brokerId={bid})!"))
+            else:
+                results.append(self._move_to(rec, STATUS_OFFLINE, params))
+        return _ok(data=results, count=len(results))
+
+    def _delete_broker_conf(self, params: dict[str, str]) -> dict[str, Any]:
+        """Delete an offline broker's record (406 while online); an unknown id answers success, as on a
+        real master. Topics are never deployed on an API-added record here, so nothing is left uncleaned."""
+        results = []
+        for bid in self._broker_id_set(params):
+            rec = self._broker_records().get(bid)
+            if rec is None:
+                results.append(_broker_result(bid, "null", info="Success"))
+            elif bid in self.meta.brokers or rec["manageStatus"] in ONLINE_STATUSES:
+                results.append(_broker_result(bid, "null", ERR_ILLEGAL_STATUS,
+                                              "Broker manage status is online, please offline first!"))
+            else:
+                self.broker_confs.remove(bid)
+                results.append(_broker_result(bid, "null"))
         return _ok(data=results, count=len(results))
 
     def _selected_brokers(self, params: dict[str, str]) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ log = logging.getLogger("tubemq.server.admin")
 
 STATUS_DRAFT = "draft"
 STATUS_ONLINE = "online"
+STATUS_OFFLINE = "offline"
 #: ManageStatus descriptions -> (accept publish, accept subscribe)
 _PUB_SUB = {
     "draft": (False, False),
@@ -27,8 +28,10 @@ DEFAULT_BROKER_PORT = 8123
 DEFAULT_BROKER_TLS_PORT = 8124
 DEFAULT_BROKER_WEB_PORT = 8081
 ERR_NOT_EXIST = 401
+ERR_EXISTS = 402
 ERR_UNCHANGED = 403
 ERR_ILLEGAL_STATUS = 406
+ERR_ILLEGAL_CHANGE = 407
 
 
 def _manage_status(params: dict[str, str], default: str) -> str:
@@ -90,10 +93,17 @@ class BrokerConfs:
                 if isinstance(rec, dict) and isinstance(rec.get("brokerId"), int):
                     self.records[rec["brokerId"]] = rec
 
+    def remove(self, broker_id: int) -> None:
+        if self.records.pop(broker_id, None) is not None:
+            self._write()
+
     def put(self, rec: dict[str, Any]) -> None:
         if rec["brokerId"] not in self.records and len(self.records) >= self.MAX_RECORDS:
             raise _AdminError(ERR_BAD_REQUEST, f"too many broker configure records (at most {self.MAX_RECORDS})")
         self.records[rec["brokerId"]] = dict(rec)
+        self._write()
+
+    def _write(self) -> None:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(list(self.records.values())), encoding="utf-8")
         tmp.replace(self.path)

@@ -114,6 +114,24 @@ class OffsetHistory:
         os.replace(tmp, path)
         self._counts[group] = len(lines)
 
+    def find_all(self, group: str, start_ms: int, count: int) -> list[dict[str, Any]]:
+        """Up to ``count`` records of ``group`` at or after ``start_ms``, oldest first."""
+        out: list[dict[str, Any]] = []
+        try:
+            with open(self.root / _file_name(group), encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        continue  # a torn last line after a crash
+                    if isinstance(rec, dict) and int(rec.get("dt", -1)) >= start_ms:
+                        out.append(rec)
+                        if len(out) >= count:
+                            break
+        except FileNotFoundError:
+            pass
+        return out
+
     def find(self, group: str, start_ms: int, end_ms: int) -> dict[str, Any]:
         """The first record of ``group`` at or after ``start_ms``; ValueError with the real broker's
         message when there is none or when it lies after ``end_ms``."""

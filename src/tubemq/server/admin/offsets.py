@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .offset_history import OffsetHistory, ServedBroker
-from .params import ERR_BAD_REQUEST, Handler, _AdminError, _bool_param, _int_param, _param
+from .params import ERR_BAD_REQUEST, Handler, _AdminError, _bool_param, _int_param, _param, strict_int
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -59,6 +59,7 @@ class BrokerWebApi:
             ("op_modify", "admin_set_offset"): self._set_offset,
             ("op_modify", "admin_clone_offset"): self._clone_offset,
             ("op_modify", "admin_set_offset_by_time"): self._set_offset_by_time,
+            ("op_query", "admin_get_group_history_offset"): self._group_history,
         }
 
     def web_port_of(self, port: Callable[[], int]) -> Callable[[int], int]:
@@ -75,7 +76,7 @@ class BrokerWebApi:
                 return nodes[0].broker
             raise _fail(f"Parameter brokerId is required: this server runs {len(nodes)} brokers")
         try:
-            bid = int(text)
+            bid = strict_int(text)
         except ValueError:
             raise _fail(f"Parameter brokerId must be an integer, got {text!r}") from None
         for n in nodes:
@@ -213,7 +214,7 @@ class BrokerWebApi:
         text = _param(params, "timestamp")
         if text is not None:
             try:
-                return int(text)
+                return strict_int(text)
             except ValueError:
                 raise _fail(f"Parameter timestamp must be epoch milliseconds, got {text!r}") from None
         return BrokerWebApi._date(params, "recordTime", required=True) or 0
@@ -226,7 +227,7 @@ class BrokerWebApi:
         pid = _int_param(params, "partitionId", -1, 0, 2**31 - 1)
         text = _param(params, "manualOffset", required=True) or ""
         try:
-            offset = int(text)
+            offset = strict_int(text)
         except ValueError:
             raise _fail(f"Parameter manualOffset must be an integer, got {text!r}") from None
         _topic, store = self._store(broker, topic_name, pid)
@@ -282,7 +283,7 @@ class BrokerWebApi:
             if bid != local or topic is None:
                 continue
             try:
-                pid = int(part)
+                pid = strict_int(part)
             except ValueError:
                 raise _fail(f"Parameter offsetJsonInfo's key invalid:{key}'s partitionId value not number!") from None
             if isinstance(value, bool) or not isinstance(value, int):
@@ -299,6 +300,8 @@ class BrokerWebApi:
         broker = self._broker(params)
         source = _param(params, "sourceGroupName", required=True) or ""
         topics = _names(params, "topicName", required=False)
+        if source not in self._booked(broker):  # checked first, as the real broker does
+            raise _fail(f"Parameter sourceGroupName: {source} has not been registered on this Broker!")
         subscribed = self._group_topics(broker, source)
         if not subscribed:
             raise _fail(f"Parameter sourceGroupName: subscribed topic set of {source} query result is null!")
@@ -307,8 +310,6 @@ class BrokerWebApi:
             raise _fail(f"Parameter sourceGroupName: {source} unsubscribed to the specified topic set!")
         targets = _names(params, "targetGroupName", required=True)
         _param(params, "modifyUser", required=True)
-        if source not in self._booked(broker):
-            raise _fail(f"Parameter sourceGroupName: {source} has not been registered on this Broker!")
         for name in sorted(chosen):
             topic = broker.catalog.topic(name)
             if topic is None:
@@ -335,9 +336,7 @@ class BrokerWebApi:
         if end < start:
             raise _fail("Parameter endTime value must >= recordTime")
         topics = _names(params, "topicName", required=False)
-        history = self.histories.get(broker.config.broker_id)
-        if history is None:
-            history = self.histories[broker.config.broker_id] = OffsetHistory(broker.config.data_dir)
+        history = self._history(broker)
         try:
             rec = history.find(group, start, end)
         except ValueError as exc:
@@ -364,6 +363,30 @@ class BrokerWebApi:
         after = self._group_offsets(broker, group, chosen)
         return {"result": True, "errCode": 0, "errMsg": "OK",
                 "data": [{"groupName": group, "before": before, "after": after}], "count": 1}
+
+    def _group_history(self, params: dict[str, str]) -> dict[str, Any]:
+        """adminQueryGroupHistoryOffSet: per group, its first ``msgCount`` history records at or after
+        ``recordTime``, or ``result: false`` "Could not find record!" inside a successful answer."""
+        broker = self._broker(params)
+        groups = _names(params, "groupName", required=True)
+        count = _int_param(params, "msgCount", 1, 1, 2**31 - 1)
+        start = self._date(params, "recordTime", required=True) or 0
+        history = self._history(broker)
+        data: list[dict[str, Any]] = []
+        for group in groups:
+            records = history.find_all(group, start, count)
+            if records:
+                data.append({"groupName": group, "result": True, "errMsg": "ok", "records": records,
+                             "recordCount": len(records)})
+            else:
+                data.append({"groupName": group, "result": False, "errMsg": "Could not find record!"})
+        return {"result": True, "errCode": 0, "errMsg": "OK", "data": data, "count": len(data)}
+
+    def _history(self, broker: Broker) -> OffsetHistory:
+        history = self.histories.get(broker.config.broker_id)
+        if history is None:
+            history = self.histories[broker.config.broker_id] = OffsetHistory(broker.config.data_dir)
+        return history
 
     @staticmethod
     def _date(params: dict[str, str], name: str, *, required: bool) -> int | None:

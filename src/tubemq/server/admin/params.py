@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -10,6 +11,20 @@ ERR_BAD_REQUEST = 400
 ERR_UNAUTHORIZED = 401
 ERR_NOT_FOUND = 404
 MB = 1024 * 1024
+
+#: The real master's and broker's rule for ``createUser``/``modifyUser`` (and topic names).
+_NAME_RULE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+USER_PARAMS = ("createUser", "modifyUser")
+#: A number in a parameter: ASCII digits, an optional leading "-" and nothing else (Python's int()
+#: alone also takes "1_0", "+3", spaces and any Unicode digit, which no client sends on purpose).
+_ASCII_INT = re.compile(r"-?[0-9]+")
+
+
+def strict_int(text: str) -> int:
+    """``int(text)`` for ASCII decimal digits only; ValueError for anything else."""
+    if _ASCII_INT.fullmatch(text) is None:
+        raise ValueError(f"not an ASCII decimal integer: {text!r}")
+    return int(text)
 
 #: One admin API method: request parameters -> the JSON answer.
 Handler = Callable[[dict[str, str]], dict[str, Any]]
@@ -35,7 +50,13 @@ def _ok(**extra: Any) -> dict[str, Any]:
 
 
 def _fail(code: int, message: str) -> dict[str, Any]:
-    return {"result": False, "errCode": code, "errMsg": message, "data": []}
+    """A whole-call failure, shaped as the real master's: no ``data``."""
+    return {"result": False, "errCode": code, "errMsg": message}
+
+
+#: The real master's words for a refused admin token (HTTP 200, errCode 400, like every error there).
+TOKEN_MISSING = "Bad request from client, Parameter confModAuthToken is missing or value is blank!"
+TOKEN_WRONG = "Bad request from client, illegal access, unauthorized request!"
 
 
 def _param(
@@ -49,12 +70,21 @@ def _param(
     return value.strip()
 
 
+def check_users(params: dict[str, str]) -> None:
+    """Refuse a record user a real master or broker refuses, with its words (the same on both)."""
+    for name in USER_PARAMS:
+        value = params.get(name)
+        if value is not None and value.strip() and _NAME_RULE.fullmatch(value.strip()) is None:
+            raise _AdminError(ERR_BAD_REQUEST, f"illegal value for {name}, value must begin with a letter, can only "
+                              "contain English letters, numbers, and underscores")
+
+
 def _int_param(params: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
     text = _param(params, name)
     if text is None:
         return default
     try:
-        value = int(text)
+        value = strict_int(text)
     except ValueError:
         raise _AdminError(ERR_BAD_REQUEST, f"Parameter {name} must be an integer, got {text!r}") from None
     if not lo <= value <= hi:
@@ -69,7 +99,7 @@ def _int_items(name: str, text: str) -> Iterator[int]:
         if not item:
             continue
         try:
-            value = int(item)
+            value = strict_int(item)
         except ValueError:
             raise _AdminError(ERR_BAD_REQUEST, f"Parameter {name} must be integers, got {text!r}") from None
         yield value

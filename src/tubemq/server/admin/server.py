@@ -15,11 +15,13 @@ from ..auth import FailureThrottle
 from .params import (
     ERR_BAD_REQUEST,
     ERR_NOT_FOUND,
-    ERR_UNAUTHORIZED,
+    TOKEN_MISSING,
+    TOKEN_WRONG,
     RequestHandler,
     _AdminError,
     _fail,
     _json_params,
+    strict_int,
 )
 
 log = logging.getLogger("tubemq.server.admin")
@@ -147,9 +149,13 @@ class AdminServer(Generic[_Api]):
         if not split.path.rstrip("/").endswith("webapi.htm"):
             return 404, _fail(ERR_NOT_FOUND, f"no such path {split.path}")
         params = dict(urllib.parse.parse_qsl(split.query, keep_blank_values=True))
+        if "transfer-encoding" in headers:
+            # a chunked (or otherwise encoded) body is not read here: refusing it beats taking the
+            # request as if its body were empty
+            return 411, _fail(ERR_BAD_REQUEST, "Transfer-Encoding is not supported: send the body with Content-Length")
         if verb == "POST":
             try:
-                length = int(headers.get("content-length", "0"))
+                length = strict_int(headers.get("content-length", "0"))
             except ValueError:
                 return 400, _fail(ERR_BAD_REQUEST, "bad Content-Length")
             if length < 0 or length > MAX_BODY_BYTES:
@@ -169,7 +175,7 @@ class AdminServer(Generic[_Api]):
             await asyncio.sleep(wait)
         self._conns[task] = 0.0  # answering now: never evicted
         answer = self.api.handle(params)
-        if answer.get("errCode") == ERR_UNAUTHORIZED:
+        if answer.get("errMsg") in (TOKEN_MISSING, TOKEN_WRONG):
             self.throttle.failure(source)
         return 200, answer
 
@@ -181,6 +187,7 @@ class AdminServer(Generic[_Api]):
             400: "Bad Request",
             404: "Not Found",
             405: "Method Not Allowed",
+            411: "Length Required",
             413: "Payload Too Large",
             431: "Request Header Fields Too Large",
             503: "Service Unavailable",

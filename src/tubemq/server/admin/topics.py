@@ -4,8 +4,9 @@ The real master registers this (deprecated) name for ``admin_update_topic_deploy
 (``WebTopicDeployHandler.adminModifyTopicDeployInfo``): parameters ``topicName`` (comma list),
 ``brokerId`` (comma list), ``numPartitions``, ``acceptPublish``, ``acceptSubscribe`` (each optional),
 and an answer with one record per (broker, topic): ``{"brokerId", "topicName", "success", "errCode",
-"errInfo"}`` (tests/data/admin/master_admin_modify_topic_info.json). Partitions may only grow: existing
-partitions keep their data and offsets, so a shrink would strand acknowledged messages.
+"errInfo"}`` (tests/data/admin/real/topics.json). Partitions may only grow (407 "Partition number less than
+before", the real master's row): existing partitions keep their data and offsets, so a shrink would
+strand acknowledged messages; the same values again answer 403 "not changed".
 
 The embedded metadata keeps one deployment per topic (the same on every broker it is on), so a change
 applies to the topic on all its brokers; ``brokerId`` selects which records the answer lists and must
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tubemq.codec import DEFAULT_MAX_PARTITIONS
 from tubemq.errors import ConfigError
 
-from .brokers import ERR_NOT_EXIST
+from .brokers import ERR_ILLEGAL_CHANGE, ERR_NOT_EXIST, ERR_UNCHANGED
 from .params import (
     ERR_BAD_REQUEST,
     _AdminError,
@@ -60,16 +61,20 @@ def _changes(params: dict[str, str]) -> dict[str, Any]:
     return changes
 
 
-def _refusal(conf: TopicConf, changes: dict[str, Any], brokers: int) -> str | None:
-    """Why the change cannot apply to this topic (None: it can)."""
+def _refusal(conf: TopicConf, changes: dict[str, Any], brokers: int) -> tuple[int, str] | None:
+    """Why the change cannot apply to this topic (None: it can): (row code, text; ``{record}`` is
+    replaced by the record's ``brokerId:topicName``)."""
+    if all(getattr(conf, k) == v for k, v in changes.items()):
+        return ERR_UNCHANGED, "Topic deploy configure not changed!"
     parts = changes.get("num_partitions")
     if parts is None:
         return None
-    if parts < conf.num_partitions:
-        return f"Parameter numPartitions value must be >= the current value {conf.num_partitions}!"
+    if parts < conf.num_partitions:  # the real master's words, its missing space included
+        return ERR_ILLEGAL_CHANGE, (f"Partition number less than before, new value is {parts}, current value is "
+                                    f"{conf.num_partitions}in brokerId-topicName({{record}}) record!")
     total = parts * conf.num_stores * max(1, brokers)
     if total > DEFAULT_MAX_PARTITIONS:
-        return (
+        return ERR_BAD_REQUEST, (
             f"numPartitions {parts} x numTopicStores {conf.num_stores} x {brokers} broker(s) = {total} partitions,"
             f" over the {DEFAULT_MAX_PARTITIONS} partitions per topic a client accepts (max_partitions)"
         )
@@ -90,17 +95,20 @@ def modify_topic_info(meta: MetaStore, params: dict[str, str]) -> dict[str, Any]
         deployed = [] if conf is None else [b for b in sorted(meta.brokers) if conf.on_broker(b)]
         selected = wanted if wanted is not None else (deployed or [0])
         if conf is None:
-            info = f"Not found the topic {name}'s deploy configure!"
-            rows += [_row(b, name, ERR_NOT_EXIST, info) for b in selected]
+            rows += [_row(b, name, ERR_NOT_EXIST, f"Not found topic deploy configure for brokerId-topicName({b}:{name})!")
+                     for b in selected]
             continue
         reason = _refusal(conf, changes, len(deployed))
         topic_rows = []
         for bid in selected:
-            if bid not in deployed:
-                info = f"Not found the topic {name}'s deploy configure in broker {bid}!"
+            if bid not in meta.brokers:
+                topic_rows.append(_row(bid, name, ERR_NOT_EXIST, f"Not found broker configure record by brokerId={bid}, "
+                                       "please create the broker's configure first!"))
+            elif bid not in deployed:
+                info = f"Not found topic deploy configure for brokerId-topicName({bid}:{name})!"
                 topic_rows.append(_row(bid, name, ERR_NOT_EXIST, info))
             elif reason is not None:
-                topic_rows.append(_row(bid, name, ERR_BAD_REQUEST, reason))
+                topic_rows.append(_row(bid, name, reason[0], reason[1].replace("{record}", f"{bid}:{name}")))
             else:
                 topic_rows.append(_row(bid, name))
         if all(r["success"] for r in topic_rows):
