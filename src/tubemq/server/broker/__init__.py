@@ -13,10 +13,13 @@ for ``cache_flush_interval_ms`` (the real memCacheFlushIntvl, 20 s) unless it fi
 The send and fetch handlers answer synchronously (no task per request) unless ``flush="always"``,
 where a send waits for the group fsync that covers it.
 
-The handlers are grouped by RPC family, one module each (like the master's): ``broker_send`` (13 and
-the fsync loop), ``broker_sessions`` (15, 16), ``broker_fetch`` (17, 18), ``broker_views`` (admin);
-their shared state and opening checks are ``broker_base.BrokerBase``. This module assembles them and
-runs the lifecycle and housekeeping.
+The handlers are grouped by RPC family, one module each (like the master's): ``send`` (13),
+``sessions`` (15, 16), ``fetch`` (17, 18), ``views`` (admin), with their opening checks in
+``base.BrokerBase``. The state lives in parts that own it: ``registry.Registrations`` (who holds which
+partition, the in-flight reads), ``catalog.Catalog`` (topics deployed here, partition stores),
+``offsets.OffsetStore``, ``commits.CommitJournal`` (durable commit answers), ``durability.SendDurability``
+(honest send acknowledgements, the fsync loop) and ``faults.FaultInjector`` (the test hook). This module
+assembles them and runs the lifecycle and housekeeping.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""What the broker's handler families share: state, the opening checks, texts and helpers.
+"""What the broker's handler families share: the opening checks, texts and helpers, and the parts.
 
-The broker is one object (``server/broker/__init__.py``) assembled from handler families, one module each,
-like the master's: sends (``broker_send``), consumer register/heartbeat (``broker_sessions``),
-getMessage/commit (``broker_fetch``) and the admin views (``broker_views``). They all build on
-``BrokerBase``: the state every family reads (registrations, offsets, stores) and the checks every
-data handler opens with, in the real broker's order (docs/PROTOCOL.md §5.3).
+The broker (``server/broker/__init__.py``) is assembled from handler families, one module each, like
+the master's: sends, consumer register/heartbeat, getMessage/commit and the admin views. They open with
+the checks of ``BrokerBase`` in the real broker's order (docs/PROTOCOL.md §5.3) and keep their state in
+the parts ``BrokerBase`` builds (registrations, catalog, offsets, commit journal, send durability,
+faults), each reached through its own small interface.
 """
 
 from __future__ import annotations
