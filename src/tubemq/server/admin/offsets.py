@@ -120,7 +120,7 @@ class BrokerWebApi:
 
     @staticmethod
     def _booked(broker: Broker) -> set[str]:
-        return set(broker.groups())
+        return set(broker.views.groups())
 
     def _offset_info(self, broker: Broker, group: str, topic: TopicConf, pid: int) -> dict[str, Any]:
         store = broker.catalog.store_for(topic, pid)

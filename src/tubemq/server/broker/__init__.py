@@ -38,12 +38,11 @@ from .faults import FaultRecord
 from .fetch import FetchHandlers
 from .send import SendHandlers
 from .sessions import SessionHandlers
-from .views import BrokerViews
 
 log = logging.getLogger("tubemq.server.broker")
 
 
-class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
+class Broker(SendHandlers, SessionHandlers, FetchHandlers):
     """Broker service handlers + consumer registrations and offsets (§5.3)."""
 
     # ---- wiring

@@ -26,6 +26,7 @@ from .durability import SendDurability
 from .faults import FaultInjector
 from .offsets import OffsetStore
 from .registry import Key, Registrations
+from .views import BrokerViews
 
 # Java String.trim() removes every char <= ' '.
 _JAVA_WS = "".join(chr(i) for i in range(33))
@@ -150,6 +151,8 @@ class BrokerBase:
         self.commits = CommitJournal(self.offsets, config.flush == "always")
         #: test hook: answers to spoil and what the clients did next
         self.faults = FaultInjector()
+        #: the admin views (groups, per-partition offsets and lag)
+        self.views = BrokerViews(self.registrations, self.offsets, self.catalog)
         meta.on_change.append(self._on_meta_change)
 
     def _on_meta_change(self) -> None:

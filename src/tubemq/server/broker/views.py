@@ -1,14 +1,24 @@
-"""The broker's admin views: groups and per-partition offsets/lag (admin API, CLI)."""
+"""The broker's admin views: groups and per-partition offsets/lag (admin API, CLI).
+
+Read-only, over the parts that own the state: registrations, committed offsets and the catalog.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .base import BrokerBase
+from .catalog import Catalog
+from .offsets import OffsetStore
+from .registry import Registrations
 
 
-class BrokerViews(BrokerBase):
+class BrokerViews:
     """Read-only views of the broker's consumer state."""
+
+    def __init__(self, registrations: Registrations, offsets: OffsetStore, catalog: Catalog) -> None:
+        self.registrations = registrations
+        self.offsets = offsets
+        self.catalog = catalog
 
     def groups(self) -> list[str]:
         """Groups with a registration or a committed offset on this broker."""
