@@ -23,8 +23,9 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import CCompilerError, CompileError, ExecError, LinkError, PlatformError
 
 #: The compiled modules: ``tubemq.<name>`` built from ``src/tubemq/<name as a path>.pyx`` (or the shipped
-#: ``.c``); ``_bridge._plain`` cimports ``codec.compiled`` (the blocking send's compiled route).
-EXTENSION_MODULES = ["codec.compiled", "codec._inlongmsg", "_bridge._plain"]
+#: ``.c``); ``_bridge._plain`` and ``producer._steps``
+#: cimport ``codec.compiled`` (the blocking send's compiled route).
+EXTENSION_MODULES = ["codec.compiled", "codec._inlongmsg", "_bridge._plain", "producer._steps"]
 
 #: The hand-written C the generated modules include (shipped in the sdist by MANIFEST.in).
 C_HEADERS = sorted(glob.glob("src/tubemq/codec/_c/*.h"))

@@ -108,8 +108,7 @@ def _cell(text: str) -> str:
 
 def config_tables() -> tuple[str, list[str]]:
     """The configuration page and the fields that have no description anywhere in the code."""
-    from tubemq.config import ClientConfig, ProducerConfig
-    from tubemq.consumer.config import ConsumerConfig
+    from tubemq.config import ClientConfig, ConsumerConfig, ProducerConfig
     from tubemq.server.config import ServerConfig
 
     out = [HEADER, "# Configuration reference", "",

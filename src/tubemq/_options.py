@@ -48,7 +48,6 @@ class ClientOptions(TypedDict, total=False):
     auth_password: str | None
     local_address: str | None
     stats_interval_ms: int
-    stats_interval_s: float  # deprecated: stats_interval_ms
     stats_callback: Callable[[dict[str, Any]], Any] | None
     max_partitions: int
     max_total_partitions: int

@@ -26,6 +26,14 @@ RECANCEL_S = 1.0
 STOP_PATIENCE_S = 10.0
 
 
+def wake_all(waiters: Iterable[asyncio.Future[Any]]) -> None:
+    """Resolve every waiter still pending with None: the waiters re-check their condition (room, a
+    resume, an idle buffer) themselves, so a waiter cancelled meanwhile is simply passed over."""
+    for w in waiters:
+        if not w.done():
+            w.set_result(None)
+
+
 def _retrieve(task: asyncio.Future[Any]) -> None:
     """Mark the outcome of an abandoned inner call as seen (no "exception was never retrieved")."""
     if not task.cancelled():

@@ -93,7 +93,7 @@ def request(url: str, body: bytes | None = None, *, timeout: float, context: ssl
         if isinstance(reason, ssl.SSLError):
             raise TubeMQConnectionError(f"TLS with {where(url)} failed: {reason}") from None
         why = "connection refused" if isinstance(reason, ConnectionRefusedError) else str(reason)
-        raise TubeMQConnectionError(f"cannot reach {where(url)} ({why})") from None
+        raise TubeMQConnectionError(f"cannot reach the admin API at {where(url)} ({why})") from None
     except TimeoutError:
         raise TubeMQTimeoutError(late) from None
     except ssl.SSLError as exc:

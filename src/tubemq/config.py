@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import ssl
-import sys
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -133,7 +131,7 @@ class ClientConfig:
     ``tls*``: TLS to master and brokers (PEM files); ``auth_user``/``auth_password``: §8 auth
     (the password is never shown in ``repr``). ``local_address``: the IPv4 reported as hostName.
     ``stats_interval_ms`` / ``stats_callback``: call ``stats_callback(metrics_snapshot)`` every that many
-    milliseconds (0 = never). ``stats_interval_s`` is its deprecated alias in seconds (DeprecationWarning).
+    milliseconds (0 = never).
     ``max_partitions`` / ``max_total_partitions``: the most partitions one topic / one master answer may
     expand to (topicInfo strings name broker x partitions x stores, so a hostile or broken master could
     ask for millions); an answer over a cap is refused with a DecodeError before anything is built.
@@ -164,8 +162,6 @@ class ClientConfig:
     local_address: str | None = None
     #: Call ``stats_callback(client.metrics())`` this often (ms); 0 = never.
     stats_interval_ms: int = _ranged(0, 0, 86400000)
-    #: deprecated alias of ``stats_interval_ms`` in seconds; None once converted
-    stats_interval_s: float | None = field(default=None, repr=False, compare=False)
     #: Callable that receives the metrics snapshots of ``stats_interval_ms``.
     stats_callback: Callable[[dict[str, Any]], Any] | None = field(default=None, repr=False, compare=False)
     max_partitions: int = _ranged(DEFAULT_MAX_PARTITIONS, 1, 10_000_000)
@@ -189,15 +185,6 @@ class ClientConfig:
             raise ConfigError("auth_user", "auth_user and auth_password go together")
         if self.auth_user is not None and not self.auth_user.strip():
             raise ConfigError("auth_user", "must not be blank")
-        if self.stats_interval_s is not None:
-            value = self.stats_interval_s
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 86400:
-                raise ConfigError("stats_interval_s", "must be a number of seconds in [0, 86400] (0 disables "
-                                  "the callback); use stats_interval_ms")
-            warnings.warn("stats_interval_s is deprecated: use stats_interval_ms (milliseconds)",
-                          DeprecationWarning, stacklevel=_caller_level())
-            self.stats_interval_ms = int(round(value * 1000))
-            self.stats_interval_s = None
         if self.stats_callback is not None and not callable(self.stats_callback):
             raise ConfigError("stats_callback", "must be callable")
         if self.local_address is not None:
@@ -272,16 +259,6 @@ def _serialize_hook(value_serializer: Any, key_serializer: Any) -> SerializeHook
         return data, key
 
     return hook
-
-
-def _caller_level() -> int:
-    """The ``stacklevel`` that points a warning at the first frame outside the tubemq package."""
-    level = 2
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "tubemq":
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level
 
 
 #: Options whose value is a Python object (a function), so never in a ``tubemq://`` string.

@@ -357,8 +357,11 @@ def test_serve_on_a_taken_port_is_one_clean_line(tmp_path: Path, role: str) -> N
     assert r.returncode == 3, err  # EXIT_PORT_IN_USE: whoever picked the port may pick another
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert lines == [f"tubemq serve: cannot start the server: {role} port {port} on 127.0.0.1: address already "
-                     "in use (choose another port, or 0 for any free one)"], err
+    assert lines[0] == (f"tubemq serve: cannot start the server: {role} port {port} on 127.0.0.1: address already "
+                        "in use (choose another port, or 0 for any free one)"), err
+    # then only the line to run instead: free ports, and the env file that tells the other commands
+    assert len(lines) == 2 and lines[1].lstrip().startswith("another program listens there"), err
+    assert "--master-port 0 --broker-port 0 --admin-port 0" in lines[1] and "tubemq-serve.env" in lines[1], err
 
 
 def test_start_on_free_ports_starts_again_only_when_a_port_was_taken(tmp_path: Path) -> None:

@@ -46,8 +46,9 @@ def test_partitions_attach_fetch_confirm_offsets(cluster: Any) -> None:
             assert batch is not None
             assert batch.start_offset == offset
             got.extend(m.data for m in batch)
-            offset = bc.confirm(batch)
-            assert offset > batch.start_offset and batch.next_offset == offset
+            assert bc.confirm(batch) is True
+            offset = batch.next_offset
+            assert offset > batch.start_offset
         assert got == [b for b, _ in data[0]]
         assert bc.offsets(parts[0]).current == offset  # reading the position does not move it
         assert bc.fetch(parts[0], timeout=0.1) is None  # caught up (may step over siblings' entries)

@@ -166,7 +166,7 @@ def test_unbound_register_has_no_bound_fields(cluster: Any, recorder: list[tuple
 
 def _core_with_answers(answers: list[Any]) -> Any:
     """A ConsumerCore (not started) whose master calls return ``answers`` in order."""
-    from tubemq.consumer.config import ConsumerConfig
+    from tubemq.config import ConsumerConfig
     from tubemq.consumer.core import ConsumerCore
 
     cfg = ConsumerConfig.build("127.0.0.1:1", "g", [TOPIC], bound_offsets={f"1:{TOPIC}:0": 280},

@@ -1,15 +1,13 @@
 """Unit tests (no network) of what the partition table adds for per-partition pause and lost-partition
-reports, of partition references, and of the deprecated ``CommittedOffset``."""
+reports, and of partition references."""
 
 from __future__ import annotations
 
 import asyncio
-import warnings
 
 import pytest
 
 from tubemq.codec import Partition
-from tubemq.consumer.bound.session import CommittedOffset
 from tubemq.consumer.partitions import PartitionSlot, PartitionState, PartitionTable
 from tubemq.consumer.positions import partition_key, partition_keys, reposition
 from tubemq.consumer.rebalance import RegisterOutcome
@@ -99,22 +97,6 @@ def test_partition_references() -> None:
         partition_key("orders")
     with pytest.raises(TypeError):
         partition_key(4)  # type: ignore[arg-type]
-
-
-def test_committed_offset_is_truthy_and_warns_as_a_number() -> None:
-    r = CommittedOffset(0)  # an offset of 0 used to be falsy: a success is truthy now
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert r and bool(r) is True
-        assert repr(r) == "0"
-        assert isinstance(r, int)
-    with pytest.warns(DeprecationWarning, match="batch.next_offset"):
-        assert r + 28 == 28
-    with pytest.warns(DeprecationWarning):
-        assert CommittedOffset(56) == 56
-    with pytest.warns(DeprecationWarning):
-        assert f"{CommittedOffset(56)}" == "56"
-    assert {CommittedOffset(56): 1}  # hashable
 
 
 class FakeBrokers:

@@ -207,8 +207,8 @@ def test_pause_and_resume_single_partitions(cluster: Any, consumer_api: Any) -> 
 
 
 def test_confirm_return_types_agree(cluster: Any) -> None:
-    """Consumer.confirm and BoundConsumer.confirm both answer True for an acknowledged commit; the
-    bound consumer's old int (the committed offset) is still there for one release, with a warning."""
+    """Consumer.confirm and BoundConsumer.confirm both answer True for an acknowledged commit (the
+    committed offset is batch.next_offset)."""
     cluster.create_topic("ct", partitions=1)
     produce(cluster, "ct", [b"a", b"b"])
     with tubemq.BoundConsumer(cluster.master_address, "g_ct", ["ct"], **FAST_CLIENT) as bc:
@@ -216,12 +216,8 @@ def test_confirm_return_types_agree(cluster: Any) -> None:
         bc.attach(p, 0)
         batch = bc.fetch(p, timeout=10)
         assert batch is not None
-        result = bc.confirm(batch)
-        assert result and bool(result) is True
-        with pytest.warns(DeprecationWarning, match="next_offset"):
-            assert result == batch.next_offset > 0
-        with pytest.warns(DeprecationWarning):
-            assert int(result) == batch.next_offset
+        assert bc.confirm(batch) is True and batch.next_offset > 0
+        assert bc.offsets(p).current == batch.next_offset
     with tubemq.Consumer(cluster.master_address, **opts("g_ct2", ["ct"])) as c:
         deadline = time.monotonic() + 20
         got = None
@@ -234,9 +230,7 @@ def test_confirm_return_types_agree(cluster: Any) -> None:
 def test_partition_state_left_the_public_exports() -> None:
     assert "PartitionState" not in tubemq.consumer.__all__
     assert not hasattr(tubemq, "PartitionState")
-    with pytest.warns(DeprecationWarning, match="internal"):
-        state = tubemq.consumer.PartitionState
-    assert state.OWNED.value == "owned"
+    assert not hasattr(tubemq.consumer, "PartitionState")
     assert tubemq.Batch is tubemq.consumer.Batch is tubemq.types.Batch
     assert tubemq.Batch.__module__ == "tubemq.types"
 

@@ -29,8 +29,7 @@ def test_every_option_and_error_class_is_on_the_site() -> None:
     import dataclasses
 
     from tubemq import errors
-    from tubemq.config import ClientConfig, ProducerConfig
-    from tubemq.consumer.config import ConsumerConfig
+    from tubemq.config import ClientConfig, ConsumerConfig, ProducerConfig
     from tubemq.server.config import ServerConfig
 
     config = (REPO / "docs" / "reference" / "configuration.md").read_text(encoding="utf-8")

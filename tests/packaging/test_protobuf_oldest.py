@@ -33,9 +33,9 @@ SUITES = [
 
 
 def oldest_protobuf() -> str:
-    """The floor of pyproject's protobuf requirement (``protobuf>=4.21.6,<8`` -> ``4.21.6``)."""
+    """The floor of pyproject's protobuf requirement (``protobuf>=4.21.6,<8; python_version < '3.14'`` -> ``4.21.6``)."""
     text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    m = re.search(r'"protobuf>=([0-9.]+),<\d+"', text)
+    m = re.search(r'"protobuf>=([0-9.]+),<\d+[";]', text)  # the first is the lowest floor
     assert m, "pyproject.toml: no protobuf>=X,<N requirement"
     return m.group(1)
 

@@ -19,6 +19,8 @@ REQUIRED = [
     "src/tubemq/codec/_inlongmsg.c",
     "src/tubemq/_bridge/_plain.c",  # the blocking send's compiled route, generated likewise
     "src/tubemq/_bridge/_plain.pyx",
+    "src/tubemq/producer/_steps.c",  # the engine's compiled plain-send steps, generated likewise
+    "src/tubemq/producer/_steps.pyx",
     "tests/_data.py",
     "tests/conftest.py",
     "tests/data/vectors.json",

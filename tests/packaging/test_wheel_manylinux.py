@@ -42,7 +42,7 @@ def test_manylinux_wheel_installs_and_runs(repaired_wheel: Path, tmp_path: Path)
     sources = [n for n in names if n.endswith((".pyx", ".pxi", ".c", ".h", ".html"))]
     assert not sources, f"the wheel carries build sources: {sources}"
     for needed in ("tubemq/codec/compiled.pxd", "tubemq/codec/compiled.pyi", "tubemq/codec/_inlongmsg.pyi",
-                   "tubemq/_bridge/_plain.pyi", "tubemq/protocol/RPC_pb2.pyi"):
+                   "tubemq/_bridge/_plain.pyi", "tubemq/producer/_steps.pyi", "tubemq/protocol/RPC_pb2.pyi"):
         assert needed in names, f"the wheel lacks {needed}"
     assert any(n.startswith("tubemq/codec/compiled.") and n.endswith(".so") for n in names), names
     assert "tubemq/py.typed" in names

@@ -29,8 +29,8 @@ class BatchFeed:
     round trip per batch.
 
     Why: ``Portal.run`` per batch (confirm the finished batch, poll the next) costs a Task, two
-    thread switches and a wake-up of the waiting thread, ≈100 µs of CPU on a loaded 2-core machine:
-    ~0.2 µs per message at 1 KiB. Here a task on the loop keeps ``FEED_AHEAD`` batch polled ahead in
+    thread switches and a wake-up of the waiting thread per batch, a large part of the iterator's
+    CPU on a loaded machine. Here a task on the loop keeps ``FEED_AHEAD`` batch polled ahead in
     a deque (polled = delivered, exactly as ``poll()`` would return it); the iterating thread takes
     it under a lock and posts the confirm of the batch it finished with ``call_soon_threadsafe``
     (fire and forget: a local confirm has no outcome the iterator reports). When the loop stops, a

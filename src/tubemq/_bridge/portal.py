@@ -32,7 +32,7 @@ class AsyncClient(Protocol):
     """What a :class:`Portal` / :class:`Facade` needs of an asyncio client."""
 
     #: set by the portal before ``start()``: the finalizer releases the loop thread with it
-    _release_loop: Callable[[], None] | None
+    release_loop: Callable[[], None] | None
 
     @property
     def client_id(self) -> str: ...
@@ -63,11 +63,11 @@ class Portal(Generic[A]):
         lt = LoopThread.shared()
         try:
             client = lt.call(build)  # on the loop thread: asyncio objects belong to their loop
-            client._release_loop = lt.stop
+            client.release_loop = lt.stop
             try:
                 lt.run(client.start())
             except BaseException:
-                client._release_loop = None
+                client.release_loop = None
                 try:
                     lt.run(close(client))
                 except BaseException:  # noqa: BLE001 - the start failure is the error to report

@@ -214,8 +214,7 @@ def _check_option(key: str, value: str) -> None:
     """
     import dataclasses
 
-    from tubemq.config import ProducerConfig, _convert
-    from tubemq.consumer.config import ConsumerConfig
+    from tubemq.config import ConsumerConfig, ProducerConfig, _convert
     from tubemq.errors import ConfigError
 
     for cls in (ProducerConfig, ConsumerConfig):

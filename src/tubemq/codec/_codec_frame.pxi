@@ -81,8 +81,8 @@ cdef Py_ssize_t _PRESIZE_MAX = 1024 * 1024  # largest result presized from a hea
 cdef Py_ssize_t _SLACK_KEPT = 16 * 1024
 # Added to a presize from the block count. Without it the result's malloc chunk is a multiple of 4 KiB
 # plus a fixed header, so the next heap chunk (typically the copy of the response body cut from the
-# result) starts 1 - 31 bytes past the source modulo 4 KiB: glibc's ``rep movsb`` memcpy is ~10x slower
-# for that distance on the AMD EPYC it was measured on (490 KB: 165 us instead of 16 us).
+# result) starts 1 - 31 bytes past the source modulo 4 KiB: glibc's ``rep movsb`` memcpy is many times
+# slower for that distance on some x86-64 CPUs (4 KiB aliasing of source and destination).
 cdef Py_ssize_t _PRESIZE_PAD = 2048
 
 
@@ -204,7 +204,7 @@ cdef class FrameDecoder:
         allocated: the size is set in place. A realloc would hand glibc back a smaller chunk than the
         next frame of the same block count asks for, so the next one is mmapped again (its dynamic
         mmap threshold only rises to the size of a freed mmapped chunk): a fresh mmap, a page fault
-        per 4 KiB and a munmap for every large frame, measured at ~10 % of a consumer's CPU.
+        per 4 KiB and a munmap for every large frame, a large share of a consumer's CPU.
         """
         cdef PyObject* o
         cdef object payload = self._pay

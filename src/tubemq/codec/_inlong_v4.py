@@ -4,7 +4,7 @@ A v4 message's key is Java's ``HashMap`` of its attributes joined in the map's i
 module carries just enough of ``java.util.HashMap`` (and of Guava's splitter) to reproduce it. Decoding
 is linear in the container's size for every attribute layout: one key merge per distinct private
 attribute text per container, the common keys hashed and ordered once per container and table size,
-and the merged key text bounded (issue 22 item 3). :mod:`tubemq.inlongmsg` is the public API.
+and the merged key text bounded (a hostile container cannot make it quadratic). :mod:`tubemq.inlongmsg` is the public API.
 """
 
 from __future__ import annotations

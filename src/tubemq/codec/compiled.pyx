@@ -306,9 +306,9 @@ try:
 except ImportError:  # pragma: no cover - CPython builds without zlib
     _zlib_crc32 = None
 
-# With PCLMULQDQ (x86-64 with GCC/Clang) the folding CRC beats zlib's at every size (about 0.1 ns/byte
-# against 0.5); without it the slice-by-16 table wins below about 1 KiB (no call overhead) and zlib's
-# kernels above (measured on the reference VM, zlib 1.2.13).
+# With PCLMULQDQ (x86-64 with GCC/Clang) the folding CRC beats zlib's at every size; without it the
+# slice-by-16 table wins on small inputs (no call overhead) and zlib's kernels above about 1 KiB
+# (the figures depend on the CPU and the zlib build).
 cdef Py_ssize_t _ZLIB_MIN = PY_SSIZE_T_MAX if tq_clmul_ok else 1024
 
 

@@ -76,7 +76,8 @@ class Consumer:
         self.iteration = Iteration()
         self._listener_task: asyncio.Task[None] | None = None
         self._listener_runner: Any = None
-        self._release_loop: Callable[[], None] | None = None  # a sync facade's loop-thread reference
+        #: set by a blocking facade before ``start()``: a forgotten client's finalizer calls it after closing
+        self.release_loop: Callable[[], None] | None = None
         self._finalizer: Any = None
 
     @property
@@ -110,7 +111,7 @@ class Consumer:
         except TubeMQError as exc:
             raise with_operation(exc, f"consumer start (register with master {','.join(self.config.masters)})")  # noqa: B904 - cause set
         if self._finalizer is None:
-            self._finalizer = close_when_forgotten(self, self._core.close, self._release_loop)
+            self._finalizer = close_when_forgotten(self, self._core.close, self.release_loop)
         return self
 
     async def __aenter__(self) -> Consumer:

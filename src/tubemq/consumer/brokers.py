@@ -17,10 +17,10 @@ from typing import Any
 from ..client import auth
 from ..client.session import MasterSessionBase
 from ..codec import Partition, parse_partition
+from ..config import ConsumerConfig
 from ..errors import DecodeError, ProtocolError, TubeMQConnectionError, TubeMQError, TubeMQTimeoutError
 from ..protocol import broker_pb
 from ..protocol.constants import MSG_OPTYPE_REGISTER, MSG_OPTYPE_UNREGISTER, ErrorCode, Method, ServiceType
-from .config import ConsumerConfig
 from .flowctrl import FlowControl
 from .links import Links
 from .partitions import PartitionSlot, PartitionState, PartitionTable

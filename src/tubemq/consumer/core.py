@@ -42,6 +42,7 @@ from typing import Any
 from .._tasks import wait_for
 from ..client.identity import consumer_id
 from ..codec import Partition
+from ..config import ConsumerConfig
 from ..errors import BadRequestError, ClientClosedError, ConfigError, TubeMQConnectionError, TubeMQError
 from ..metrics import Metrics
 from ..net.health import SessionHealth
@@ -49,7 +50,6 @@ from ..protocol.constants import ErrorCode, EventType
 from ..types import Batch
 from .broker_watch import BrokerWatch
 from .brokers import BrokerClient, BrokerHealth, BrokerHeartbeats
-from .config import ConsumerConfig
 from .engine import ConsumerEngine
 from .fetch import DeliveryBuffer, Fetcher
 from .flowctrl import FlowControl
@@ -355,7 +355,7 @@ class ConsumerCore:
             try:
                 ok, code, msg, curr, mx = await self.brokers.commit(batch.partition, consumed)
             except TubeMQError as exc:
-                # unknown outcome (issue 22 item 4): never True. Confirmed locally all the same, so
+                # unknown outcome: never True. Confirmed locally all the same, so
                 # that the partition moves on: the next fetch (lastPackConsumed) commits it if the
                 # broker still holds the partition; else the batch is delivered again
                 self.metrics.inc("consumer.commit_failures")

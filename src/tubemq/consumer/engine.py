@@ -1,8 +1,8 @@
 """The consumer engine: what a fetch route decides, written once for every driver.
 
-Why: the loop's fetch workers and the blocking iterator's own round trips on its thread used to be two
-fetch sequences side by side, and a step one of them forgot (presenting the consumer's tokens on a new
-connection) made the other read nothing from an authenticated broker, silently. Here the lease / fetch /
+Why: two fetch sequences side by side (the loop's fetch workers, the blocking iterator's own round trips
+on its thread) drift apart, and a step one of them forgets (presenting the consumer's tokens on a new
+connection) makes that route read nothing from an authenticated broker, silently. Here the lease / fetch /
 answer / confirm cycle, what a new link to a broker must send first, the flow control and filters of an
 answer (:class:`~tubemq.consumer.fetch.Fetcher` judges it), pause/resume at delivery, deserialization
 and the counters are decided in one place; a driver only moves the bytes the engine gives it and hands
@@ -35,8 +35,8 @@ from .links import FETCH_METHOD, OPENING_METHOD, Links
 from .partitions import PartitionSlot
 
 if TYPE_CHECKING:
+    from ..config import ConsumerConfig
     from .brokers import BrokerClient
-    from .config import ConsumerConfig
     from .fetch import DeliveryBuffer, Fetcher
     from .partitions import PartitionTable
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import codec
+from .._tasks import wake_all
 from ..codec import Partition
 from ..errors import ClientClosedError, DecodeError, RemoteError, TubeMQError
 from ..metrics import Histogram
@@ -108,9 +109,7 @@ class DeliveryBuffer:
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
-        for w in waiters:
-            if not w.done():
-                w.set_result(None)
+        wake_all(waiters)
 
     def take_nowait(self, is_current: Callable[[Batch], bool]) -> Batch | None:
         while self._items:

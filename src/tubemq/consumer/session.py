@@ -12,11 +12,11 @@ import time
 from typing import Any, Protocol
 
 from ..client.session import RUNTIME_VERSION, MasterSessionBase
+from ..config import ConsumerConfig
 from ..errors import NotRegisteredError
 from ..metrics import Metrics
 from ..protocol import master_pb
 from ..protocol.constants import MAX_SUBSCRIBE_REPORT_INTERVAL_TIMES, ErrorCode, EventType, Method
-from .config import ConsumerConfig
 from .flowctrl import FlowControl
 from .partitions import PartitionTable
 from .rebalance import EventQueue, EventQueueFullError, RebalanceEvent, ReportQueue

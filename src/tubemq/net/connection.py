@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import codec
-from .._tasks import wait_for
+from .._tasks import wait_for, wake_all
 from ..errors import (
     ConnectionLostError,
     FrameError,
@@ -156,7 +156,7 @@ class _Protocol(asyncio.BufferedProtocol):
 
     Buffered (``recv_into`` one preallocated buffer) rather than ``data_received``: the plain
     protocol makes the transport ``recv(256 KiB)``, which allocates a fresh 256 KiB bytes object per
-    read (an mmap, an mremap and a munmap syscall each time, measured with strace), a large share of
+    read (an mmap, an mremap and a munmap syscall each time), a large share of
     the cost of one small answer in a blocking ``send()``. Here each read copies out just its bytes.
     """
 
@@ -337,9 +337,7 @@ class Connection:
     def _resume(self) -> None:
         self._paused = False
         waiters, self._resume_waiters = self._resume_waiters, []
-        for w in waiters:
-            if not w.done():
-                w.set_result(None)
+        wake_all(waiters)
 
     # ------------------------------------------------------------------ requests
 
@@ -557,9 +555,7 @@ class Connection:
             elif not fut.done():  # type: ignore[union-attr]
                 fut.set_exception(exc)  # type: ignore[union-attr]
         self._wbuf = []
-        for w in list(self._slot_waiters) + self._resume_waiters:
-            if not w.done():
-                w.set_result(None)  # they re-check and raise the closed error
+        wake_all(list(self._slot_waiters) + self._resume_waiters)  # they re-check and raise the closed error
         self._slot_waiters.clear()
         self._resume_waiters = []
         if self._sweeper is not None:

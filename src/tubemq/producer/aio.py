@@ -55,7 +55,8 @@ class Producer:
         self._start_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the producer's loop, once started
         self._closed = False
-        self._release_loop: Callable[[], None] | None = None  # a sync facade's loop-thread reference
+        #: set by a blocking facade before ``start()``: a forgotten client's finalizer calls it after closing
+        self.release_loop: Callable[[], None] | None = None
         self._finalizer: Any = None
 
     @property
@@ -99,7 +100,7 @@ class Producer:
                     self._loop = self._core.loop
                 except TubeMQError as exc:
                     raise with_operation(exc, f"producer start (register with master {','.join(self.config.masters)})")  # noqa: B904 - cause set
-                self._finalizer = close_when_forgotten(self, self._core.close, self._release_loop)
+                self._finalizer = close_when_forgotten(self, self._core.close, self.release_loop)
         return self
 
     async def publish(self, topics: str | Iterable[str]) -> set[str]:
@@ -116,9 +117,9 @@ class Producer:
             await self._ensure_started()
         job = make_job(topic, data, attributes, stream_id, msg_time, key, self._done, self.config.serialize_hook)
         job.now = True
-        if not self._buffer.try_take():
+        if not self._engine.try_admit(job):  # full, or closed (then take_async raises)
             await self._buffer.take_async()
-        self._engine.start_clock(job)
+            self._engine.start_clock(job)
         fut: asyncio.Future[SendResult] = self._loop.create_future()  # type: ignore[union-attr]
         job.fut = fut
         core.accept(job)
@@ -179,8 +180,9 @@ class Producer:
         if callback is not None:
             job.cb = check_callback(callback)
         job.now = now
-        await self._buffer.take_async()
-        self._engine.start_clock(job)
+        if not self._engine.try_admit(job):  # full, or closed (then take_async raises)
+            await self._buffer.take_async()
+            self._engine.start_clock(job)
         fut: asyncio.Future[SendResult] = core.loop.create_future()
         job.fut = fut
         core.accept(job)

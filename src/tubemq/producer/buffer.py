@@ -24,18 +24,20 @@ from ..errors import ClientClosedError, TubeMQTimeoutError
 class SendBuffer:
     """``max_pending`` slots; see the module docstring."""
 
-    __slots__ = ("_cond", "_lock", "_task_waiters", "_thread_waiters", "_used", "acknowledged", "block_s",
-                 "bytes_sent", "closed", "direct", "failed", "loop", "max_pending", "retried", "sent")
+    __slots__ = ("_cond", "acknowledged", "block_s", "bytes_sent", "closed", "direct", "failed", "lock", "loop",
+                 "max_pending", "retried", "sent", "task_waiters", "thread_waiters", "used")
 
     def __init__(self, max_pending: int, block_s: float) -> None:
         self.max_pending = max_pending
         self.block_s = block_s
         self.loop: asyncio.AbstractEventLoop | None = None  # the producer's loop, set when it starts
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._used = 0
-        self._thread_waiters = 0
-        self._task_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        #: public with the counters below: the engine's compiled steps (:mod:`._steps`) take a slot and
+        #: count an outcome under it in C, as :meth:`take_now` / :meth:`release` do
+        self.lock = threading.Lock()
+        self._cond = threading.Condition(self.lock)
+        self.used = 0
+        self.thread_waiters = 0
+        self.task_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self.closed = False
         # the message counters (read by metrics snapshots; changed under the lock)
         self.sent = 0  # messages written to a broker (first attempt)
@@ -45,29 +47,25 @@ class SendBuffer:
         self.failed = 0
         self.direct = 0  # of the acknowledged: sent by a caller's thread itself (no event loop involved)
 
-    @property
-    def used(self) -> int:
-        return self._used
-
     def _full(self, what: str) -> TubeMQTimeoutError:
         return TubeMQTimeoutError(f"send buffer full: {self.max_pending} messages outstanding {what}")
 
     def try_take(self) -> bool:
         """Take a slot if one is free (any thread); never waits."""
-        with self._lock:
+        with self.lock:
             if self.closed:
                 raise ClientClosedError("producer is closed")
-            if self._used < self.max_pending:
-                self._used += 1
+            if self.used < self.max_pending:
+                self.used += 1
                 return True
             return False
 
     def take_now(self) -> bool:
         """:meth:`try_take` that never raises: False when full or closed."""
-        with self._lock:
-            if self.closed or self._used >= self.max_pending:
+        with self.lock:
+            if self.closed or self.used >= self.max_pending:
                 return False
-            self._used += 1
+            self.used += 1
             return True
 
     async def take_async(self) -> None:
@@ -78,13 +76,13 @@ class SendBuffer:
         deadline = loop.time() + self.block_s
         while True:
             waiter: asyncio.Future[None] = loop.create_future()
-            with self._lock:
+            with self.lock:
                 if self.closed:
                     raise ClientClosedError("producer is closed")
-                if self._used < self.max_pending:
-                    self._used += 1
+                if self.used < self.max_pending:
+                    self.used += 1
                     return
-                self._task_waiters.append(waiter)
+                self.task_waiters.append(waiter)
             left = deadline - loop.time()
             try:
                 if left > 0:
@@ -92,9 +90,9 @@ class SendBuffer:
             except asyncio.TimeoutError:
                 pass
             finally:
-                with self._lock:
-                    if waiter in self._task_waiters:
-                        self._task_waiters.remove(waiter)
+                with self.lock:
+                    if waiter in self.task_waiters:
+                        self.task_waiters.remove(waiter)
             if left <= 0:
                 raise self._full(f"for {self.block_s:g} s")
             # woken (or out of time): check again; a wake-up lost to another taker costs a round
@@ -108,24 +106,24 @@ class SendBuffer:
                              "where it cannot wait")
         deadline = time.monotonic() + self.block_s
         with self._cond:
-            self._thread_waiters += 1
+            self.thread_waiters += 1
             try:
                 while True:
                     if self.closed:
                         raise ClientClosedError("producer is closed")
-                    if self._used < self.max_pending:
-                        self._used += 1
+                    if self.used < self.max_pending:
+                        self.used += 1
                         return
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise self._full(f"for {self.block_s:g} s")
                     self._cond.wait(left)
             finally:
-                self._thread_waiters -= 1
+                self.thread_waiters -= 1
 
     def written(self, sent: int, size: int, resent: int) -> None:
         """Count attempts written: ``sent`` messages (first attempts, ``size`` bytes), ``resent`` resends."""
-        with self._lock:
+        with self.lock:
             self.sent += sent
             self.bytes_sent += size
             self.retried += resent
@@ -135,8 +133,8 @@ class SendBuffer:
         failed (False; None: not counted); ``direct``: sent by a caller's thread itself; ``sent``:
         bytes of a first attempt not counted yet (:meth:`written`). Wakes one waiting thread and one
         waiting task. Returns how many messages were acknowledged so far (0 for anything else)."""
-        with self._lock:
-            self._used -= 1
+        with self.lock:
+            self.used -= 1
             if sent:
                 self.sent += 1
                 self.bytes_sent += sent
@@ -148,14 +146,14 @@ class SendBuffer:
                 n = 0
                 if acknowledged is not None:
                     self.failed += 1
-            if self._thread_waiters:
+            if self.thread_waiters:
                 self._cond.notify()
-            waiter = self._task_waiters.popleft() if self._task_waiters else None
+            waiter = self.task_waiters.popleft() if self.task_waiters else None
         if waiter is not None:
-            self._wake(waiter)
+            self.wake(waiter)
         return n
 
-    def _wake(self, waiter: asyncio.Future[None]) -> None:
+    def wake(self, waiter: asyncio.Future[None]) -> None:
         loop = waiter.get_loop()
         try:
             running = asyncio.get_running_loop()
@@ -171,13 +169,13 @@ class SendBuffer:
 
     def close(self) -> None:
         """Wake every waiter: they fail with ClientClosedError (any thread)."""
-        with self._lock:
+        with self.lock:
             self.closed = True
             self._cond.notify_all()
-            waiters = list(self._task_waiters)
-            self._task_waiters.clear()
+            waiters = list(self.task_waiters)
+            self.task_waiters.clear()
         for w in waiters:
-            self._wake(w)
+            self.wake(w)
 
 
 def _set(waiter: asyncio.Future[None]) -> None:

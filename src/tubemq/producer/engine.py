@@ -4,14 +4,14 @@ Why one engine: the same send goes out three ways (the event loop, a caller's ow
 the compiled blocking send), and each must admit, route, frame, judge, retry and count exactly alike.
 So those three are drivers that move bytes and wait; this object decides:
 
-* :meth:`try_admit` / :meth:`admit_now` / :meth:`start_clock`: a slot in the bounded send buffer (a
+* ``try_admit`` / ``admit_now`` / :meth:`start_clock`: a slot in the bounded send buffer (a
   driver that must wait for one waits on the buffer its own way), and the message's deadline;
 * :meth:`route` / :meth:`route_direct`: the partition (round-robin, key, user partitioner, shielding);
 * :meth:`frame`: the whole send frame with the session's tokens as of now;
 * :meth:`written`: one attempt went out (counted);
 * :meth:`stored` / :meth:`judge`: what an answer (or a transport error) means: a SendResult, the error
   to report, or ``RETRY`` (a retryable refusal with attempts and time left);
-* :meth:`settle` / :meth:`settle_plain`: the outcome (counted, the slot given back, the owner told).
+* :meth:`settle` / ``settle_plain``: the outcome (counted, the slot given back, the owner told).
 
 A driver reads top to bottom: admit, then per attempt route, frame, write, read, judge, until an outcome,
 then settle. Thread-safe: any driver may call any method from any thread (the counters, the buffer, the
@@ -27,6 +27,7 @@ is settled by its deadline, ``rpc_timeout_ms`` after it was admitted (or the blo
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -51,6 +52,14 @@ from .message import Job, with_context
 from .quality import BrokerQuality
 from .router import Router
 from .stats import register_metrics
+
+if os.environ.get("TUBEMQ_NO_EXTENSIONS", "") not in ("", "0"):
+    from . import _steps_py as _steps
+else:
+    try:
+        from . import _steps  # type: ignore[no-redef]
+    except ImportError:  # pragma: no cover - exercised when the extension was not built
+        from . import _steps_py as _steps  # type: ignore[no-redef]
 
 log = logging.getLogger("tubemq.producer.engine")
 
@@ -110,16 +119,29 @@ class ProducerEngine:
         self.router = Router(config.partitioner)
         self.quality = BrokerQuality(config.broker_failure_threshold, config.broker_shield_ms, config.unavailable_ms)
         self.buffer = SendBuffer(config.max_pending, config.max_block_ms / 1000.0)
-        #: ``admit_now()``: a buffer slot if one is free now (never waits, never raises): False when full
-        #: or closed (then the caller takes a route that waits or refuses)
-        self.admit_now: Callable[[], bool] = self.buffer.take_now
-        #: ``written_batch(sent, size, resent)``: :meth:`written` for many attempts at once (``sent``
-        #: first attempts of ``size`` bytes in all, ``resent`` resends), one lock round
-        self.written_batch: Callable[[int, int, int], None] = self.buffer.written
         #: a caller's thread may do a send's round trip itself (no TLS, no user partitioner: loop business)
         self.direct_ok = not config.tls and not callable(self.router.partitioner)
         self.closed = False
         self._latency = metrics.histogram("producer.send_latency")
+        # the per-message steps of a plain send, compiled where built (``_steps``, twin ``_steps_py``)
+        steps = _steps.PlainSteps(self, self._latency)
+        #: ``admit_now()``: a buffer slot if one is free now (never waits, never raises): False when full
+        #: or closed (then the caller takes a route that waits or refuses)
+        self.admit_now: Callable[[], bool] = steps.admit
+        #: ``plain_frame(serial, topic, partition_id, data)``: :meth:`frame` of a plain body (no
+        #: attributes, no stream id, no time) without a :class:`Job`
+        self.plain_frame: Callable[[int, str, int, bytes], bytes] = steps.frame
+        #: ``settle_plain(broker_id, size, t0)``: a plain message admitted with ``admit_now`` was written
+        #: once and stored (the compiled blocking send, which builds no :class:`Job`)
+        self.settle_plain: Callable[[int, int, float], None] = steps.settle
+        #: ``try_admit(job)``: a buffer slot for ``job`` if one is free now, and its deadline
+        #: (:meth:`start_clock`); never waits, never raises: False when full or closed (a driver then
+        #: waits for room its own way, ``buffer.take`` on a thread or ``buffer.take_async`` on a loop,
+        #: and starts the clock)
+        self.try_admit: Callable[[Job], bool] = steps.admit_job
+        #: ``written_batch(sent, size, resent)``: :meth:`written` for many attempts at once (``sent``
+        #: first attempts of ``size`` bytes in all, ``resent`` resends), one lock round
+        self.written_batch: Callable[[int, int, int], None] = steps.written
         self._sides: list[SideDriver] = []
         self._loop_in_flight: Callable[[], int] = lambda: 0
         self._loop_backlog: Callable[[], int] = lambda: 0
@@ -158,16 +180,6 @@ class ProducerEngine:
         self.buffer.close()
 
     # ------------------------------------------------------------------ admission
-
-    def try_admit(self, job: Job) -> bool:
-        """A buffer slot for ``job`` if one is free now, and its deadline (:meth:`start_clock`); never
-        waits, never raises: False when full or closed (a driver then waits for room its own way,
-        ``buffer.take`` on a thread or ``buffer.take_async`` on a loop, and starts the clock)."""
-        if not self.buffer.take_now():
-            return False
-        now = job.t0 = _monotonic()
-        job.deadline = now + self.timeout
-        return True
 
     def start_clock(self, job: Job, timeout: float | None = None) -> None:
         """``job``'s deadline starts now: ``timeout`` seconds (default ``rpc_timeout_ms``)."""
@@ -222,12 +234,6 @@ class ProducerEngine:
                             msg_time=job.msg_time, auth_token=session.auth_token or None,
                             timeout_ms=self.timeout_ms)
 
-    def plain_frame(self, serial: int, topic: str, partition_id: int, data: bytes) -> bytes:
-        """:meth:`frame` of a plain body (no attributes, no stream id, no time) without a :class:`Job`."""
-        session = self.session
-        return _encode_send(serial, self.client_id, topic, partition_id, data, 0, self.sent_addr,
-                            session.visit_token, auth_token=session.auth_token or None, timeout_ms=self.timeout_ms)
-
     def left(self, job: Job) -> float:
         """Seconds until ``job``'s deadline (may be <= 0)."""
         return job.deadline - _monotonic()
@@ -241,9 +247,9 @@ class ProducerEngine:
     def written(self, job: Job) -> None:
         """One attempt of ``job`` went out (the first counts as sent, later ones as resends)."""
         if job.attempt:
-            self.buffer.written(0, 0, 1)
+            self.written_batch(0, 0, 1)
         else:
-            self.buffer.written(1, job.size, 0)
+            self.written_batch(1, job.size, 0)
 
     # ------------------------------------------------------------------ judging an answer
 
@@ -318,15 +324,6 @@ class ProducerEngine:
                 done(job, result, exc)
             except Exception:
                 log.exception("send completion callback failed")
-
-    def settle_plain(self, broker_id: int, size: int, t0: float) -> None:
-        """A plain message admitted with :meth:`admit_now` was written once and stored (the compiled
-        blocking send, which builds no :class:`Job`)."""
-        quality = self.quality
-        if quality.failures:
-            quality.success(broker_id)
-        if self.buffer.release(True, True, size) & 7 == 1:
-            self._latency.observe(_monotonic() - t0)
 
     def plain_job(self, topic: str, data: bytes, key: Any, part: codec.Partition, t0: float,
                   written: bool) -> Job:

@@ -14,7 +14,7 @@
   data directory (``ReplayJournal``: a hash and an expiry per accepted signature, appended before the
   answer, compacted as entries expire), so a master restarted inside the window still refuses them.
 * ``FailureThrottle``: repeated bad credentials from one source (admin token, master passwords)
-  are delayed per source, with bounded memory; other sources are not affected (item 7).
+  are delayed per source, with bounded memory; other sources are not affected.
 * ``VisitTokenManager``: the rotating ``visitAuthorizedToken`` (§4.11); the broker accepts any of the
   last 6 tokens (§8.3) through ``is_valid``. Unlike the real master's millisecond timestamps these are
   random, so they cannot be guessed.
@@ -244,7 +244,7 @@ class MasterAuthenticator:
 
 
 class FailureThrottle:
-    """Per-source delay after repeated bad credentials (issue 22 item 7).
+    """Per-source delay after repeated bad credentials: guessing a password or token gets slow.
 
     A source may fail ``free`` times within ``forget_s`` without effect; each further failure makes
     its next requests wait ``base_s`` doubled per failure, at most ``max_s`` (default
@@ -318,8 +318,8 @@ class FailureThrottle:
 class VisitTokenManager:
     """Rotating visit tokens; the last 6 stay valid (``SimpleVisitTokenManager``, §8.3).
 
-    The real master hands out millisecond timestamps, which anyone can guess (issue 11.6: a forged
-    send was accepted after 500 guesses). These tokens are random positive int64 values (the wire
+    The real master hands out millisecond timestamps, which anyone can guess (a forged send gets
+    through after a few hundred guesses). These tokens are random positive int64 values (the wire
     field ``visitAuthorizedToken`` is an int64), drawn with ``secrets``: never -2 (the client's
     "no token yet"), never a token still in the history.
     """

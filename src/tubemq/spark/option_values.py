@@ -278,7 +278,7 @@ def _config_class(kind: str) -> type:
         from ..config import ProducerConfig
 
         return ProducerConfig
-    from ..config import ConsumerConfig  # lazy re-export of tubemq.consumer.config
+    from ..config import ConsumerConfig
 
     return ConsumerConfig
 

@@ -58,8 +58,8 @@ class TubeMQCommitMessage(WriterCommitMessage):
 
 
 #: Unacknowledged messages per write task. A message's RPC timeout runs from its send_async call, so a
-#: deeper queue only makes messages wait (and expire, on a slow broker: 65 536 queued at 6 000 msg/s
-#: outlive a 10 s timeout) without sending any faster; a plain pipelined loop peaks well below this.
+#: deeper queue only makes messages wait (and expire, on a slow broker: a queue longer than the broker's rate
+#: times the timeout outlives it) without sending any faster; a plain pipelined loop peaks well below this.
 WRITE_WINDOW = 8192
 
 

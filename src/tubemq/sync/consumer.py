@@ -200,7 +200,7 @@ class Consumer(Facade[aio.Consumer]):
         state = "closed" if self.closed else "open"
         return f"<tubemq.Consumer {self.config.group} {sorted(self.config.topics)} {state}>"
 
-    # ------------------------------------------------------------------ positions (consumer engineer's block)
+    # ------------------------------------------------------------------ positions
     seek = blocking(aio.Consumer.seek)
     seek_to_beginning = blocking(aio.Consumer.seek_to_beginning)
     seek_to_end = blocking(aio.Consumer.seek_to_end)

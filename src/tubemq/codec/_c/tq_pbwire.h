@@ -19,8 +19,8 @@ static inline uint32_t tq_get_be32(const unsigned char *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
 }
 /* A varint in the 10 readable bytes at p: its length (1 - 10), or -2 when a 10th byte is above 1.
-   Unrolled and branchy on purpose: a branch-free 8-byte decode was measured slower here (the
-   lengths in a stream repeat, so the branches are predicted, and they do not wait on the load). */
+   Unrolled and branchy on purpose: a branch-free 8-byte decode is slower here (the lengths in a
+   stream repeat, so the branches are predicted, and they do not wait on the load). */
 #define TQ_VB(i) c = p[i]; r |= (c & 0x7F) << (7 * i); if (c < 0x80) { *out = r; return i + 1; }
 static inline Py_ssize_t tq_varint10(const unsigned char *p, uint64_t *out) {
     uint64_t r, c;
@@ -40,7 +40,7 @@ static inline Py_ssize_t tq_varint10(const unsigned char *p, uint64_t *out) {
 /* >= 0: new position; -1 truncated; -2 more than 64 bits (a 10th byte above 1, or an 11th byte).
    Unrolled without bounds checks when 10 bytes are left, a byte at a time near the end. Out of
    line: tq_next inlines its 1-byte cases and stays small enough to be inlined in the decoders
-   (measured: inlining this too made getMessage decoding slower). */
+   (inlining this too makes getMessage decoding slower: the decoders stop being inlined). */
 TQ_NOINLINE Py_ssize_t tq_get_varint(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, uint64_t *out) {
     uint64_t r = 0; int shift = 0; unsigned char c;
     Py_ssize_t len;

@@ -42,7 +42,8 @@ class AsyncBoundConsumer:
         self.client_id: str = self._core.client_id
         self.session = self._core.session  # the master session and the partition table, for inspection
         self.table = self._core.table
-        self._release_loop: Callable[[], None] | None = None  # a sync facade's loop-thread reference
+        #: set by a blocking facade before ``start()``: a forgotten client's finalizer calls it after closing
+        self.release_loop: Callable[[], None] | None = None
         self._finalizer: Any = None
 
     @property
@@ -69,7 +70,7 @@ class AsyncBoundConsumer:
         leaves the group instead of heartbeating on."""
         await self._core.start()
         if self._finalizer is None:
-            self._finalizer = close_when_forgotten(self, self._core.close, self._release_loop)
+            self._finalizer = close_when_forgotten(self, self._core.close, self.release_loop)
         return self
 
     async def close(self) -> None:

@@ -44,7 +44,6 @@ from .session import (
     DEFAULT_FETCH_TIMEOUT,
     MAX_EMPTY_READS,
     BoundSession,
-    CommittedOffset,
     PartitionPosition,
     PartitionRef,
     check_v2,
@@ -387,17 +386,14 @@ class BoundCore:
     async def confirm(self, batch: Batch, consumed: bool = True) -> bool:
         """Commit (or roll back) ``batch`` at the broker: True once the broker acknowledged it, like
         ``Consumer.confirm``; the committed offset is then ``batch.next_offset``. Refusals, a stale batch
-        and an unknown outcome (no answer) raise typed errors.
-
-        Deprecated for one release: the value returned is a :class:`CommittedOffset`, truthy and equal
-        to the committed offset as before; using it as a number warns."""
+        and an unknown outcome (no answer) raise typed errors."""
         self._check()
         slot = batch._slot
         if slot is None or not self.table.is_current(slot, batch._booking):
             raise BadRequestError(ErrorCode.BAD_REQUEST, f"{batch!r} is no longer current (re-fetched or detached)")
         async with self._lock(batch.partition.key):
-            offset = await self._confirm(slot, batch, consumed)
-        return CommittedOffset(offset)  # type: ignore[return-value]  # a bool from the next release
+            await self._confirm(slot, batch, consumed)
+        return True
 
     async def _confirm(self, slot: PartitionSlot, batch: Batch, consumed: bool) -> int:
         ok, code, msg, curr, mx = await self.brokers.commit(batch.partition, consumed)

@@ -18,7 +18,6 @@ batch at the first message stored at or after ``end`` by probing the partition a
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,7 +28,7 @@ from ...protocol import master_pb
 from ...protocol.constants import MAX_SUBSCRIBE_REPORT_INTERVAL_TIMES, META_VALUE_UNDEFINED, ErrorCode, Method
 from ..session import ConsumerSessionBase, SessionOwner
 
-__all__ = ["DEFAULT_FETCH_TIMEOUT", "MAX_EMPTY_READS", "BoundSession", "CommittedOffset", "BoundSessionOwner", "PartitionPosition",
+__all__ = ["DEFAULT_FETCH_TIMEOUT", "MAX_EMPTY_READS", "BoundSession", "BoundSessionOwner", "PartitionPosition",
            "PartitionRef", "check_v2"]
 
 DEFAULT_FETCH_TIMEOUT = 1.0
@@ -152,35 +151,3 @@ class BoundSession(ConsumerSessionBase):
 PartitionRef = Partition | str
 
 
-class CommittedOffset(int):
-    """What :meth:`BoundConsumer.confirm` returns for one release: truthy like the ``True`` it is
-    becoming (the broker acknowledged the commit, the same meaning as ``Consumer.confirm``), and equal
-    to the committed offset it used to return. Using it as a number warns (DeprecationWarning): read
-    ``batch.next_offset`` instead."""
-
-    __slots__ = ()
-
-    def __bool__(self) -> bool:
-        return True
-
-    __hash__ = int.__hash__
-
-
-def _deprecated_int(name: str) -> Any:
-    base = getattr(int, name)
-
-    def method(self: CommittedOffset, *args: Any) -> Any:
-        warnings.warn("BoundConsumer.confirm() returns a bool from the next release (True: the broker "
-                      "acknowledged the commit, as Consumer.confirm); read the committed offset from "
-                      "batch.next_offset", DeprecationWarning, stacklevel=2)
-        return base(self, *args)
-
-    method.__name__ = name
-    return method
-
-
-for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__add__", "__radd__", "__sub__",
-              "__rsub__", "__mul__", "__rmul__", "__floordiv__", "__mod__", "__int__", "__index__", "__float__",
-              "__format__"):
-    setattr(CommittedOffset, _name, _deprecated_int(_name))
-del _name

@@ -199,7 +199,7 @@ class AdminApi:
     @staticmethod
     def _check_client_limits(partitions: int, stores: int, brokers: int) -> None:
         """Refuse a topic the clients would refuse: a client expands a topic to brokers x stores x
-        partitions and accepts at most ``max_partitions`` (10000 by default) per topic (issue 22.8)."""
+        partitions and accepts at most ``max_partitions`` (10000 by default) per topic."""
         brokers = max(1, brokers)
         total = partitions * stores * brokers
         if total > DEFAULT_MAX_PARTITIONS:
@@ -303,7 +303,7 @@ class AdminApi:
         return detail
 
 
-    # ---- broker configure and topic control (issue 15.3): what deployment tooling calls
+    # ---- broker configure and topic control: what deployment tooling calls
 
     @property
     def broker_confs(self) -> BrokerConfs:

@@ -30,8 +30,8 @@ MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 1024 * 1024
 #: The request line and headers must arrive within this many seconds of the connection...
 HEADER_DEADLINE_S = 5.0
-#: ...and the body within this many seconds of the headers (issue 11.9: half-sent requests held a
-#: slot for 30 s each, so 64 of them refused everyone).
+#: ...and the body within this many seconds of the headers (half-sent requests would otherwise
+#: hold a slot each, and a few dozen of them would refuse everyone).
 BODY_DEADLINE_S = 5.0
 #: Connections served at once; at the cap the one that has been sending its request longest is
 #: dropped for the newcomer, and when every slot is answering, the newcomer gets a 503.
@@ -51,7 +51,7 @@ class AdminServer(Generic[_Api]):
         self._server: asyncio.base_events.Server | None = None
         #: task -> monotonic time its request started (0.0 once it is being answered)
         self._conns: dict[asyncio.Task[None], float] = {}
-        #: a source that keeps sending wrong admin tokens waits before each request (issue 22 item 7)
+        #: a source that keeps sending wrong admin tokens waits before each request
         self.throttle = FailureThrottle()
 
     @property

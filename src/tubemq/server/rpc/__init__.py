@@ -117,7 +117,7 @@ class _RateLimitedLog:
 class RpcServer:
     """A TubeMQ RPC listener: framing, envelope, whitelist, timeouts, bounded per-connection state.
 
-    Bounds beyond the real server's (issue 11.7/11.8): a connection with no complete request for
+    Bounds beyond the real server's (so that idle or muted peers cannot hold connections for ever): a connection with no complete request for
     ``idle_timeout_s`` is closed (the real client closes its side after 300 s read-idle); a muted
     connection (list size 0, which Java leaves hanging) is closed after ``muted_close_s``; at the
     connection cap the longest-idle connection (idle >= 1 s) is evicted to make room, otherwise the
