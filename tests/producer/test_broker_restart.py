@@ -76,8 +76,9 @@ def test_sends_queued_during_a_server_restart_wait_for_the_broker(tmp_path: Path
             restarter.join(60)
             t_done = time.monotonic()
             assert blocking, "the blocking sender hung"
+            resent = p.metrics()["counters"]["producer.retried"]  # e.g. written to the dead connection
         print(f"server down at 0.00 s, restart started at 1.50 s, every queued send done at "
-              f"{t_done - t_kill:.2f} s; acknowledged {len(acked)}, failed {len(failed)}")
+              f"{t_done - t_kill:.2f} s; acknowledged {len(acked)}, failed {len(failed)}, resent {resent}")
         kinds = sorted({type(e).__name__ for _, e in failed})
         assert not failed, f"{len(failed)} sends failed during the restart ({kinds}): {failed[:3]}"
         bodies = {bytes(m.data) for ms in stored(server.broker, "restart", [0]).values() for m in ms}

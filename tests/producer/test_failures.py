@@ -96,10 +96,52 @@ def test_timeout_is_reported_not_retried(fake_cluster) -> None:
         assert p.metrics()["counters"]["producer.unknown_outcome"] == 1
 
 
-def test_connection_drop_is_reported_not_retried(fake_cluster) -> None:
+def test_connection_drop_is_resent_within_retries(fake_cluster) -> None:
+    """A connection lost before the answer (a broker restarting) is resent on a new connection, up to
+    ``retries`` times (at-least-once: the lost attempt may have been stored); then it is reported."""
     fc = fake_cluster()
     broker = fc.brokers[0]
-    with tubemq.Producer(fc.master_list, retries=3, **FAST) as p:
+    with tubemq.Producer(fc.master_list, retries=2, **FAST) as p:
+        p.publish("demo")
+        broker.script = ["close"]
+        n = len(broker.sends)
+        assert p.send("demo", b"resent").message_id > 0
+        assert len(broker.sends) - n == 2  # the lost attempt, then the resend
+        broker.script = ["close"] * 3
+        n = len(broker.sends)
+        with pytest.raises(ConnectionLostError):
+            p.send("demo", b"lost")
+        assert len(broker.sends) - n == 3  # the first attempt and two resends
+        assert p.send("demo", b"reconnects").message_id > 0
+        assert p.metrics()["counters"]["producer.unknown_outcome"] == 1
+
+
+def test_pipelined_sends_on_a_dropped_connection_are_resent_and_name_no_tls_port(fake_cluster) -> None:
+    """Pipelined sends written to the loop's connection when the broker drops it are resent (a broker
+    restart); once the resends run out the error does not suggest a TLS port: this broker answered
+    before (on the caller's own channel), so the loop's connection closing unanswered is no TLS port."""
+    fc = fake_cluster()
+    broker = fc.brokers[0]
+    with tubemq.Producer(fc.master_list, retries=2, **FAST) as p:
+        p.publish("demo")
+        p.send("demo", b"warm-up")  # answered on this thread's own channel, not the loop's connection
+        broker.script = ["close"]
+        n = len(broker.sends)
+        assert p.send_async("demo", b"resent").result(30).message_id > 0
+        assert len(broker.sends) - n == 2
+        broker.script = ["close"] * 3
+        n = len(broker.sends)
+        exc = p.send_async("demo", b"lost").exception(30)
+        assert isinstance(exc, ConnectionLostError), exc
+        assert len(broker.sends) - n == 3
+        assert "tls=True" not in str(exc), exc
+        assert p.send_async("demo", b"reconnects").result(30).message_id > 0
+
+
+def test_connection_drop_is_reported_without_retries(fake_cluster) -> None:
+    fc = fake_cluster()
+    broker = fc.brokers[0]
+    with tubemq.Producer(fc.master_list, retries=0, **FAST) as p:
         p.publish("demo")
         broker.script = ["close"]
         with pytest.raises(ConnectionLostError):

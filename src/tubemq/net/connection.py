@@ -248,6 +248,10 @@ class Connection:
         self.close_reason = ""
         self.failed_on_close = 0  # requests still pending when it closed (failed with the close reason)
         self.tls = False
+        #: ``answered_before()``: True when this address answered before on another connection or
+        #: socket (set by the pool): then a close before any answer here is a peer that went away (a
+        #: server restart), not a TLS port, and gets no TLS hint
+        self.answered_before: Callable[[], bool] | None = None
 
     # ------------------------------------------------------------------ opening
 
@@ -331,7 +335,9 @@ class Connection:
     def _lost(self, exc: Exception | None) -> None:
         reason = f"{self.address}: connection lost" + (f": {exc}" if exc else "")
         if not self.tls and self.bytes_sent and not self.bytes_received:
-            reason += " before any answer" + _TLS_HINT  # what a TLS-only TubeMQ port does to plaintext
+            reason += " before any answer"
+            if self.answered_before is None or not self.answered_before():
+                reason += _TLS_HINT  # what a TLS-only TubeMQ port does to plaintext
         self._shutdown(ConnectionLostError(reason))
 
     def _resume(self) -> None:

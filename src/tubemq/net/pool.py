@@ -18,6 +18,7 @@ reopened lazily on the next :meth:`get`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import ssl as _ssl
@@ -94,6 +95,9 @@ class ConnectionPool:
         #: ``listener(address, reason)`` for every connection the peer closed (or that broke), not one
         #: closed here: a consumer learns at once that a broker holding its partitions went away
         self.disconnect_listeners: list[Callable[[str, str], None]] = []
+        #: ``probe(address)``: True when a client's own sockets (not this pool's) got an answer from
+        #: ``address``; asked only when a connection is lost before any answer (see :meth:`answered`)
+        self.answer_probes: list[Callable[[str], bool]] = []
 
     # ------------------------------------------------------------------ sharing
 
@@ -126,6 +130,23 @@ class ConnectionPool:
         """Seconds until ``address`` may be connected again (0 when it may now)."""
         h = self._health.get(address)
         return max(0.0, h.retry_at - time.monotonic()) if h is not None else 0.0
+
+    def answered(self, address: str) -> bool:
+        """True when ``address`` ever answered this process: on an earlier connection of this pool,
+        the open one, or a client's own socket (:attr:`answer_probes`)."""
+        h = self._health.get(address)
+        if h is not None and h.bytes_received:
+            return True
+        conn = self._conns.get(address)
+        if conn is not None and conn.bytes_received:
+            return True
+        for probe in list(self.answer_probes):
+            try:
+                if probe(address):
+                    return True
+            except Exception:  # a probe must not break the close of a connection
+                log.exception("answer probe failed for %s", address)
+        return False
 
     def connected(self, address: str) -> Connection | None:
         """The open connection to ``address`` if there is one (no I/O)."""
@@ -195,6 +216,7 @@ class ConnectionPool:
         h.connects += 1
         self._conns[address] = conn
         conn.on_close.append(self._forget)
+        conn.answered_before = functools.partial(self.answered, address)
         if self._reaper is None and s.idle_timeout > 0:
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
         if h.connects > 1:

@@ -18,8 +18,11 @@ then settle. Thread-safe: any driver may call any method from any thread (the co
 router and the quality tracker lock themselves or are single dict operations).
 
 Failure rules: a broker's explicit refusal with a retryable code (419, 500, 503) is resent up to
-``retries`` times after ``retry_backoff_ms`` (it was not stored: no duplicate); a timeout, a lost
-connection or any other error is reported (the message may or may not be stored); and every message
+``retries`` times after ``retry_backoff_ms`` (it was not stored: no duplicate); so is a message whose
+connection was lost before its answer (a broker restarting: the frame may have gone to a socket whose
+peer was already dead; it may also have been stored, so this resend is at-least-once), up to the same
+``retries``, so that sends in flight across a broker restart wait for the broker like queued ones do; a
+timeout or any other error is reported (the message may or may not be stored); and every message
 is settled by its deadline, ``rpc_timeout_ms`` after it was admitted (or the blocking send's
 ``timeout``), whatever it waits for: a partition list, a connect, window room, the answer, a resend.
 """
@@ -36,6 +39,7 @@ from .. import codec
 from ..config import ProducerConfig
 from ..errors import (
     ClientClosedError,
+    ConnectionLostError,
     DecodeError,
     MessageTooLargeError,
     RemoteError,
@@ -169,6 +173,11 @@ class ProducerEngine:
                 total[key] = total.get(key, 0) + n
         return total
 
+    def side_answered(self, address: str) -> bool:
+        """True when a side driver's own connections got bytes from ``address`` (the pool's answer
+        probe: a close before any answer on the loop's connection then is no TLS port)."""
+        return self._io(address).get("bytes_received", 0) > 0
+
     @property
     def outstanding(self) -> int:
         """Messages admitted and not settled yet, on every route."""
@@ -267,11 +276,15 @@ class ProducerEngine:
     def judge(self, job: Job, part: codec.Partition, payload: bytes | None,
               exc: BaseException | None) -> SendResult | BaseException:
         """The outcome of one attempt: a SendResult, the error to report, or ``RETRY`` for a retryable
-        refusal with attempts and time left (the driver resends it after :attr:`backoff`). Updates
-        the broker quality figures on the way."""
+        refusal or a lost connection with attempts and time left (the driver resends it after
+        :attr:`backoff`). Updates the broker quality figures on the way."""
         quality = self.quality
         if exc is not None:
             quality.failure(part.broker_id)
+            if type(exc) is ConnectionLostError and self._may_resend(job):
+                log.debug("connection to %s lost before the answer (%s); resending (attempt %d)", part.address,
+                          exc, job.attempt + 1)
+                return RETRY  # type: ignore[no-any-return]
             if isinstance(exc, (TubeMQTimeoutError, TubeMQConnectionError)):
                 self.metrics.inc("producer.unknown_outcome")
             return with_context(exc, job, part)
@@ -291,13 +304,18 @@ class ProducerEngine:
         quality.refused(part.broker_id)
         if code == ErrorCode.SERVICE_UNAVAILABLE:
             quality.unavailable(part.broker_id)
-        if (code in RETRYABLE_CODES and job.attempt < self.config.retries and not self.closed
-                and self.left(job) > self.backoff):
-            job.attempt += 1
+        if code in RETRYABLE_CODES and self._may_resend(job):
             log.debug("broker %s refused a message with %d; resending (attempt %d)", part.address, code,
                       job.attempt + 1)
             return RETRY  # type: ignore[no-any-return]
         return with_context(error_for_code(code, rsp.err_msg), job, part)
+
+    def _may_resend(self, job: Job) -> bool:
+        """True (and the attempt counted) when ``job`` has a resend left and time for its backoff."""
+        if job.attempt < self.config.retries and not self.closed and self.left(job) > self.backoff:
+            job.attempt += 1
+            return True
+        return False
 
     def retry_error(self, job: Job) -> BaseException | None:
         """Why a resend due now must not go out (closed, or out of time), else None."""

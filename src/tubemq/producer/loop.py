@@ -82,6 +82,7 @@ class LoopDriver:
         self._loop = asyncio.get_running_loop()
         self.session.on_metadata.append(self._preconnect)
         await self.session.start(register_attempts=5)
+        self.session.pool.answer_probes.append(self.engine.side_answered)
         self.engine.health.remember_pool()
         self.started = True
 
@@ -153,6 +154,9 @@ class LoopDriver:
                                                       "the message may or may not be stored"))
         for t in list(self._bg):
             t.cancel()
+        pool = self.session._pool
+        if pool is not None and self.engine.side_answered in pool.answer_probes:
+            pool.answer_probes.remove(self.engine.side_answered)
         await self.session.close()
 
     # ------------------------------------------------------------------ submission (loop thread)
