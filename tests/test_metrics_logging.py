@@ -17,7 +17,7 @@ import tubemq
 import tubemq.client.auth as client_auth
 from tubemq.errors import AuthenticationError
 from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
 FAST: dict[str, Any] = {"heartbeat_period_ms": 200, "register_retry_wait_ms": 100, "rpc_timeout_ms": 3000,
                         "connect_timeout_ms": 1000}
@@ -37,7 +37,7 @@ _NO_HANDLERS_SCRIPT = textwrap.dedent(
         except ImportError as exc:  # an optional dependency (e.g. pyspark) missing here
             skipped.append(f"{mod.name}: {exc}")
     from tubemq.server import EmbeddedCluster
-    from tubemq.server.testing import FAST_TIMERS
+    from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
     fast = {"heartbeat_period_ms": 200, "rpc_timeout_ms": 3000, "connect_timeout_ms": 1000}
     with tempfile.TemporaryDirectory() as d, EmbeddedCluster(data_dir=d, **FAST_TIMERS) as c:

@@ -13,7 +13,8 @@ Installed with tubemq (entry point ``pytest11``: ``tubemq``), so a user's suite 
 ``@pytest.mark.tubemq_cluster(brokers=2, topics={"orders": 4}, ...)`` passes server options (any
 ``EmbeddedCluster`` keyword) and topics to create (name -> partitions, or a list of names for 3 each).
 The ini option ``tubemq_fast_timers`` (default true) applies ``tubemq.server.testing.FAST_TIMERS`` so
-rebalances take a fraction of a second. Disable the plugin with ``-p no:tubemq``.
+rebalances take a fraction of a second, while client expiries stay 2.5 default client heartbeat periods
+(a default-settings client is never timed out between its heartbeats). Disable the plugin with ``-p no:tubemq``.
 
 Importing this module loads only pytest: the server is imported when a fixture is first used, so the
 plugin costs nothing in suites that never ask for a cluster.

@@ -14,10 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS
 
-#: server timers (see tubemq.server.testing.FAST_TIMERS)
-FAST_SERVER: dict[str, Any] = dict(FAST_TIMERS)
+#: server timers (tubemq.server.testing.FAST_CLIENT_TIMERS: our clients heartbeat every 200 ms)
+FAST_SERVER: dict[str, Any] = dict(FAST_CLIENT_TIMERS)
 
 #: client timers that keep integration tests fast (consumer and producer options)
 FAST_CLIENT: dict[str, Any] = {

@@ -17,7 +17,7 @@ import tubemq.aio
 from tubemq.admin import AdminClient
 from tubemq.errors import AdminError, AdminRecordError
 from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
 
 def _consume(cluster: Any, group: str, topic: str, want: int, deadline_s: float = 60.0) -> list[bytes]:

@@ -21,7 +21,7 @@ import pytest
 
 import tubemq
 from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
 from .replay import record
 

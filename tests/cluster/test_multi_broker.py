@@ -10,7 +10,7 @@ from pathlib import Path
 
 import tubemq
 from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
 from .helpers import admin_call
 

@@ -16,7 +16,7 @@ import tubemq
 from tubemq.errors import ServerOverflowError
 from tubemq.protocol.constants import ErrorCode
 from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
 
 @contextmanager

@@ -19,7 +19,7 @@ import pytest
 import tubemq
 from tubemq.cli.common import temporary_server_process
 from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
 from ._produce import produce
 from .conftest import FAST_CLIENT, drain, wait_for

@@ -19,7 +19,7 @@ import tubemq
 from tubemq._bridge.consumer import DirectFeed
 from tubemq.consumer.fetch import Batch, DeliveryBuffer
 from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
 from ._produce import produce
 from .conftest import FAST_CLIENT, wait_for

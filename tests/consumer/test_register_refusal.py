@@ -27,7 +27,7 @@ from tubemq.errors import (
 from tubemq.protocol import master_pb
 from tubemq.server import EmbeddedCluster
 from tubemq.server.master import Master
-from tubemq.server.testing import FAST_TIMERS as FAST_SERVER
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_SERVER
 
 #: how long a constructor may take before the test calls it hung (a guard, not a speed check)
 HANG_GUARD_S = 120.0

@@ -147,7 +147,8 @@ def test_bound_consumer_matches_java_client_balance_against_real_answers() -> No
                 batch = await bc.fetch(parts[i], timeout=5)
                 assert batch is not None and batch.partition == parts[i]
                 messages.extend(batch.messages)
-                offsets.append(await bc.confirm(batch))
+                assert await bc.confirm(batch) is True
+                offsets.append(batch.next_offset)  # the commit answer's currOffset
             await bc.detach(parts[0])
             await Deadline(10).until(
                 lambda: any(s.msg.subRepInfo.partSubInfo for s in master.requests(Method.MASTER_CONSUMER_HEARTBEAT_V2)

@@ -18,7 +18,7 @@ import pytest
 import tubemq
 from tubemq.errors import ConfigError, ConnectionLostError, NotTubeMQPortError
 from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS as FAST_SERVER
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_SERVER
 
 CLIENT = {"heartbeat_period_ms": 300, "rpc_timeout_ms": 20000, "register_retry_wait_ms": 100}
 

@@ -30,7 +30,7 @@ CHILD = textwrap.dedent(
     from tubemq._bridge.channel import BlockingChannel, Unsent
     from tubemq.errors import TubeMQError
     from tubemq.server import EmbeddedCluster
-    from tubemq.server.testing import FAST_TIMERS
+    from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
     def build(serial, arg):
         return codec.encode_request(serial, 3, 13, b"x" * 100, timeout_ms=3000)

@@ -69,7 +69,7 @@ def test_a_member_releases_registrations_it_let_go_of_when_the_broker_answers(
     master = tubemq_proxies.master_address
     broker = tubemq_cluster.server.node().broker
     held_by = lambda: tubemq_cluster._call(  # noqa: E731 - the broker's registrations, on its loop
-        lambda: {k[2]: r.consumer_id for k, r in broker._regs.items() if k[1] == "nf_orphan"})
+        lambda: {k[2]: r.consumer_id for k, r in broker.registrations.items() if k[1] == "nf_orphan"})
     with tubemq.Consumer(master, group="g_orphan", topics=["nf_orphan"], **opts) as a:
         wait_for(lambda: len(a.assignment()) == 2, 30, "A holding both partitions")
         tubemq_proxies.brokers[1].reset()  # A's broker connections (and B's to come) are reset

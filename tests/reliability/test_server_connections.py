@@ -24,7 +24,7 @@ from tubemq.protocol import broker_pb
 from tubemq.protocol.constants import MAX_LIST_SIZE
 from tubemq.server import EmbeddedCluster
 from tubemq.server.rpc import RpcServer, frame_limit_for
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
 CLIENT: dict[str, Any] = {"heartbeat_period_ms": 200, "register_retry_wait_ms": 100, "rpc_timeout_ms": 3000,
                           "connect_timeout_ms": 1000}

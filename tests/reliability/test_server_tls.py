@@ -18,7 +18,7 @@ from server._raw import RawClient  # tests/ is on sys.path (rootdir-relative pac
 import tubemq
 from tubemq.errors import ConfigError, TubeMQError
 from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
 CLIENT: dict[str, Any] = {"heartbeat_period_ms": 200, "register_retry_wait_ms": 100, "rpc_timeout_ms": 3000,
                           "connect_timeout_ms": 1000}

@@ -19,7 +19,7 @@ from tubemq import codec
 from tubemq.errors import ConnectionLostError
 from tubemq.protocol import broker_pb
 from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
 CLIENT: dict[str, Any] = {"heartbeat_period_ms": 200, "register_retry_wait_ms": 100, "rpc_timeout_ms": 3000,
                           "connect_timeout_ms": 1000}

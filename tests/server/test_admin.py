@@ -283,7 +283,7 @@ def test_max_msg_size_change_reaches_the_broker(tmp_path: Path) -> None:
     """The broker refuses a message over the new size with the real error, and takes it once allowed."""
     from tubemq.cli import main as cli_main
     from tubemq.server import EmbeddedCluster
-    from tubemq.server.testing import FAST_TIMERS
+    from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
     from ._raw import RawClient
 
@@ -306,7 +306,7 @@ def test_max_msg_size_change_reaches_the_broker(tmp_path: Path) -> None:
 def test_broker_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tubemq.cli import main as cli_main
     from tubemq.server import EmbeddedCluster
-    from tubemq.server.testing import FAST_TIMERS
+    from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
     with EmbeddedCluster(data_dir=tmp_path / "d", **FAST_TIMERS) as cl:
         admin = ["--admin-url", cl.admin_url]

@@ -19,7 +19,7 @@ from tubemq import codec
 from tubemq.errors import ConfigError
 from tubemq.protocol import broker_pb
 from tubemq.server import EmbeddedCluster, ServerConfig
-from tubemq.server.testing import FAST_TIMERS as FAST_SERVER
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_SERVER
 
 from ._raw import RawClient
 
@@ -530,7 +530,7 @@ def test_group_offsets_view(cluster: Any, c: RawClient) -> None:
         "inflight": 28, "max_offset": 140, "lag": 56}
     drain(c, G, "cap_err", 0, C1)
     assert cluster.group_offsets(G)[0]["lag"] == 0
-    assert G in cluster._call(cluster.server.broker.groups)
+    assert G in cluster._call(cluster.server.broker.views.groups)
 
 
 def test_offsets_survive_restart(tmp_path: Path) -> None:

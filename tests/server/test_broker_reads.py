@@ -20,7 +20,7 @@ from tubemq.protocol import broker_pb
 from tubemq.server import EmbeddedCluster
 from tubemq.server.broker import _int32
 from tubemq.server.storage import MEM_CACHE_MSG_COUNT, mem_cache_bytes
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
 from ._raw import RawClient
 

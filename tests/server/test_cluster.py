@@ -14,7 +14,7 @@ from tubemq.errors import ConfigError
 from tubemq.protocol import constants as C
 from tubemq.protocol import master_pb
 from tubemq.server import EmbeddedCluster, EmbeddedServer, ServerConfig
-from tubemq.server.testing import FAST_TIMERS as FAST_SERVER
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_SERVER
 
 from ._raw import RawClient
 

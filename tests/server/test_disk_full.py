@@ -19,7 +19,7 @@ from tubemq.protocol import broker_pb
 from tubemq.server import EmbeddedCluster, storage
 from tubemq.server.storage import encode_record
 from tubemq.server.storage.manager import StoreManager
-from tubemq.server.testing import FAST_TIMERS
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_TIMERS
 
 from ._diskfull import FullDisk
 from ._raw import RawClient

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tubemq.protocol import master_pb
 from tubemq.server import EmbeddedCluster
-from tubemq.server.testing import FAST_TIMERS as FAST_SERVER
+from tubemq.server.testing import FAST_CLIENT_TIMERS as FAST_SERVER
 
 from ._raw import RawClient
 

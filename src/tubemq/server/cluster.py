@@ -400,7 +400,7 @@ class EmbeddedServer:
 
     def group_offsets(self, group: str) -> list[dict[str, Any]]:
         """Per broker, topic and partition of this process: owner, committed offset, max offset, lag."""
-        return [{"broker_id": n.broker_id, **row} for n in self.nodes for row in n.broker.group_detail(group)]
+        return [{"broker_id": n.broker_id, **row} for n in self.nodes for row in n.broker.views.group_detail(group)]
 
     def set_standby(self, standby: bool) -> None:
         assert self.master is not None

@@ -173,9 +173,9 @@ class EmbeddedCluster:
 
     def inject_fault(self, code: int, count: int = 1, min_limit_ms: int = 0, broker_id: int | None = None) -> None:
         """Test hook: the broker answers its next ``count`` sends with 419, or fetches with 452 (waiting
-        ``min_limit_ms``) or 301 (see ``Broker.inject_fault``)."""
-        self._call(self._server.node(broker_id).broker.inject_fault, code, count, min_limit_ms)
+        ``min_limit_ms``) or 301 (see ``FaultInjector.inject``)."""
+        self._call(self._server.node(broker_id).broker.faults.inject, code, count, min_limit_ms)
 
     def fault_log(self, broker_id: int | None = None) -> list[Any]:
         """What the injected faults met: ``FaultRecord`` (code, client, when, delay of its next call)."""
-        return self._call(lambda: list(self._server.node(broker_id).broker.fault_log))
+        return self._call(lambda: list(self._server.node(broker_id).broker.faults.log))

@@ -61,23 +61,23 @@ class OffsetHistory:
     def record(self, broker: Broker, now_ms: int | None = None) -> int:
         """Write one record per online group; returns how many were written."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        online = sorted({k[0] for k in broker._regs})
+        online = sorted(broker.registrations.groups())
         for group in online:
             self._append(group, self._snapshot(broker, group, now_ms))
         return len(online)
 
     @staticmethod
     def _snapshot(broker: Broker, group: str, now_ms: int) -> dict[str, Any]:
-        keys = set(broker.offsets.partitions(group)) | {(k[1], k[2]) for k in broker._regs if k[0] == group}
+        keys = set(broker.offsets.partitions(group)) | broker.registrations.partitions(group)
         topics: dict[str, dict[int, list[dict[str, int]]]] = {}
         for topic_name, pid in sorted(keys):
-            topic = broker._topic(topic_name)
-            store = broker._store_for(topic, pid) if topic is not None else None
+            topic = broker.catalog.topic(topic_name)
+            store = broker.catalog.store_for(topic, pid) if topic is not None else None
             if store is None:
                 continue
             committed = broker.offsets.get(group, topic_name, pid)
             cfm = store.min_offset if committed is None else committed
-            flight = cfm + broker._inflight.get((group, topic_name, pid), 0)
+            flight = cfm + broker.registrations.inflight((group, topic_name, pid))
             topics.setdefault(topic_name, {}).setdefault(pid // 10000, []).append(
                 {"partId": pid, "iCfm": cfm, "iFlt": flight})
         records = [

@@ -96,10 +96,10 @@ class BrokerWebApi:
 
     @staticmethod
     def _store(broker: Broker, topic_name: str, pid: int) -> tuple[TopicConf, MessageStore]:
-        topic = broker._topic(topic_name)
+        topic = broker.catalog.topic(topic_name)
         if topic is None:
             raise _fail("Invalid parameter: not found the topicName configure!")
-        store = broker._store_for(topic, pid)
+        store = broker.catalog.store_for(topic, pid)
         if store is None:
             raise _fail("Invalid parameter: not found the store by topicName!")
         return topic, store
@@ -114,28 +114,28 @@ class BrokerWebApi:
         """OffsetService.resetOffset: the new committed offset, in-flight reads forgotten; returns the old."""
         old = BrokerWebApi._committed(broker, group, topic, pid, store)
         broker.offsets.set(group, topic, pid, offset)
-        broker._inflight.pop((group, topic, pid), None)
+        broker.registrations.clear_inflight((group, topic, pid))
         return old
 
     @staticmethod
     def _group_topics(broker: Broker, group: str) -> set[str]:
         """getGroupSubInfo: the topics the group has offsets or registrations for on this broker."""
         topics = {t for (t, _p) in broker.offsets.partitions(group)}
-        topics.update(k[1] for k in broker._regs if k[0] == group)
+        topics.update(t for t, _p in broker.registrations.partitions(group))
         return topics
 
     @staticmethod
     def _booked(broker: Broker) -> set[str]:
-        return set(broker.groups())
+        return set(broker.views.groups())
 
     def _offset_info(self, broker: Broker, group: str, topic: TopicConf, pid: int) -> dict[str, Any]:
-        store = broker._store_for(topic, pid)
+        store = broker.catalog.store_for(topic, pid)
         if store is None:
             return {"partitionId": pid, "curOffset": UNDEFINED, "flightOffset": UNDEFINED,
                     "curDataOffset": UNDEFINED, "offsetLag": UNDEFINED, "dataLag": UNDEFINED,
                     "offsetMax": UNDEFINED, "dataMax": UNDEFINED}
         cur = self._committed(broker, group, topic.name, pid, store)
-        flight = cur + broker._inflight.get((group, topic.name, pid), 0)
+        flight = cur + broker.registrations.inflight((group, topic.name, pid))
         return {
             "partitionId": pid, "curOffset": cur, "flightOffset": flight, "curDataOffset": UNDEFINED,
             "offsetLag": store.max_offset - cur, "dataLag": UNDEFINED, "offsetMax": store.max_offset,
@@ -147,7 +147,7 @@ class BrokerWebApi:
         wanted = sorted(subscribed if not topics else subscribed & set(topics))
         out = []
         for name in wanted:
-            topic = broker._topic(name)
+            topic = broker.catalog.topic(name)
             if topic is None:
                 continue
             offsets = [self._offset_info(broker, group, topic, pid) for pid in self._partitions(broker, topic)]
@@ -168,7 +168,7 @@ class BrokerWebApi:
         cur = self._committed(broker, group, topic_name, pid, store)
         out: dict[str, Any] = {
             "result": True, "errCode": 0, "errMsg": "OK!",
-            "tmpOffset": cur + broker._inflight.get((group, topic_name, pid), 0),
+            "tmpOffset": cur + broker.registrations.inflight((group, topic_name, pid)),
             "minOffset": store.min_offset, "maxOffset": store.max_offset,
             "minDataOffset": store.segments[0].dat_base, "maxDataOffset": store.data_max,
         }
@@ -191,7 +191,7 @@ class BrokerWebApi:
     def _booked_groups(self, params: dict[str, str]) -> dict[str, Any]:
         broker = self._broker(params)
         if _bool_param(params, "withDivide", False):
-            online = sorted({k[0] for k in broker._regs})
+            online = sorted(broker.registrations.groups())
             offline = sorted(self._booked(broker) - set(online))
             data = [{"type": "online", "groupName": online, "groupCount": len(online)},
                     {"type": "offline", "groupName": offline, "groupCount": len(offline)}]
@@ -203,13 +203,13 @@ class BrokerWebApi:
     def _offset_by_time(self, params: dict[str, str]) -> dict[str, Any]:
         broker = self._broker(params)
         name = _param(params, "topicName", required=True) or ""
-        topic = broker._topic(name)
+        topic = broker.catalog.topic(name)
         if topic is None:
             raise _fail("Invalid parameter: not found the topicName configure!")
         ts = self._timestamp(params)
         data = []
         for pid in self._partitions(broker, topic):
-            store = broker._store_for(topic, pid)
+            store = broker.catalog.store_for(topic, pid)
             if store is not None:
                 data.append({"topicName": name, "partitionId": pid, "timestamp": ts,
                              "offset": store.start_offset_by_timestamp(ts)})
@@ -257,11 +257,11 @@ class BrokerWebApi:
         else:
             resets = []
             for name in _names(params, "topicName", required=True):
-                topic = broker._topic(name)
+                topic = broker.catalog.topic(name)
                 if topic is None:
                     continue
                 for pid in self._partitions(broker, topic):
-                    store = broker._store_for(topic, pid)
+                    store = broker.catalog.store_for(topic, pid)
                     if store is not None:
                         resets.append((name, pid, store.max_offset, store))
         for group in groups:
@@ -285,7 +285,7 @@ class BrokerWebApi:
             if len(items) != 3:
                 raise _fail(f"Parameter offsetJsonInfo's key invalid:{key} must be brokerId:topicName:partitionId !")
             bid, name, part = (i.strip() for i in items)
-            topic = broker._topic(name)
+            topic = broker.catalog.topic(name)
             if bid != local or topic is None:
                 continue
             try:
@@ -294,7 +294,7 @@ class BrokerWebApi:
                 raise _fail(f"Parameter offsetJsonInfo's key invalid:{key}'s partitionId value not number!") from None
             if isinstance(value, bool) or not isinstance(value, int):
                 raise _fail(f"Parameter offsetJsonInfo's value of {key} must be an integer!")
-            store = broker._store_for(topic, pid)
+            store = broker.catalog.store_for(topic, pid)
             if store is None:
                 continue
             out.append((name, pid, min(max(value, store.min_offset), store.max_offset), store))
@@ -317,11 +317,11 @@ class BrokerWebApi:
         targets = _names(params, "targetGroupName", required=True)
         _param(params, "modifyUser", required=True)
         for name in sorted(chosen):
-            topic = broker._topic(name)
+            topic = broker.catalog.topic(name)
             if topic is None:
                 continue
             for pid in self._partitions(broker, topic):
-                store = broker._store_for(topic, pid)
+                store = broker.catalog.store_for(topic, pid)
                 if store is None:
                     continue
                 offset = self._committed(broker, source, name, pid, store)
@@ -350,13 +350,13 @@ class BrokerWebApi:
         resets = []
         for item in rec.get("records") or []:
             name = str(item.get("topic") or "")
-            topic = broker._topic(name)
+            topic = broker.catalog.topic(name)
             if topic is None or (topics and name not in topics):
                 continue
             for store_rec in item.get("offsets") or []:
                 for part in store_rec.get("parts") or []:
                     pid, cfm = part.get("partId"), part.get("iCfm")
-                    store = broker._store_for(topic, pid) if isinstance(pid, int) else None
+                    store = broker.catalog.store_for(topic, pid) if isinstance(pid, int) else None
                     if store is not None and isinstance(cfm, int):
                         resets.append((name, pid, min(max(cfm, store.min_offset), store.max_offset), store))
         if not resets:

@@ -13,10 +13,13 @@ for ``cache_flush_interval_ms`` (the real memCacheFlushIntvl, 20 s) unless it fi
 The send and fetch handlers answer synchronously (no task per request) unless ``flush="always"``,
 where a send waits for the group fsync that covers it.
 
-The handlers are grouped by RPC family, one module each (like the master's): ``broker_send`` (13 and
-the fsync loop), ``broker_sessions`` (15, 16), ``broker_fetch`` (17, 18), ``broker_views`` (admin);
-their shared state and opening checks are ``broker_base.BrokerBase``. This module assembles them and
-runs the lifecycle and housekeeping.
+The handlers are grouped by RPC family, one module each (like the master's): ``send`` (13),
+``sessions`` (15, 16), ``fetch`` (17, 18), ``views`` (admin), with their opening checks in
+``base.BrokerBase``. The state lives in parts that own it: ``registry.Registrations`` (who holds which
+partition, the in-flight reads), ``catalog.Catalog`` (topics deployed here, partition stores),
+``offsets.OffsetStore``, ``commits.CommitJournal`` (durable commit answers), ``durability.SendDurability``
+(honest send acknowledgements, the fsync loop) and ``faults.FaultInjector`` (the test hook). This module
+assembles them and runs the lifecycle and housekeeping.
 """
 
 from __future__ import annotations
@@ -29,17 +32,17 @@ from typing import Any
 
 from ..._tasks import cancel_and_wait
 from ...protocol import constants as C
-from ..rpc import RpcContext, RpcException
-from .base import FaultRecord, _int32
+from ..rpc import RpcContext
+from .base import _int32
+from .faults import FaultRecord
 from .fetch import FetchHandlers
-from .send import SendHandlers, _write_failed
+from .send import SendHandlers
 from .sessions import SessionHandlers
-from .views import BrokerViews
 
 log = logging.getLogger("tubemq.server.broker")
 
 
-class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
+class Broker(SendHandlers, SessionHandlers, FetchHandlers):
     """Broker service handlers + consumer registrations and offsets (§5.3)."""
 
     # ---- wiring
@@ -56,92 +59,27 @@ class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
     def flush_pending(self) -> dict[int, tuple[RpcContext, Any]] | None:
         """RPC batch-end hook: appends reach the OS before their acknowledgements are written; the
         acknowledgements of sends whose write failed are replaced by the error (419, with the cause)."""
-        acks = self._acks  # this read's acknowledgements (taken first: never carried to the next read)
-        self._acks = []
-        failed = self.stores.flush_pending()
-        if failed and self._sync_waiters:
-            self._release_sync_waiters()
-        lost = [(batch, ctx) for batch, ctx in acks if not batch.written]
-        replaced: dict[int, tuple[RpcContext, Any]] = {
-            ctx.serial: (ctx, _write_failed(ctx, batch.error or OSError("the message was not written")))
-            for batch, ctx in lost
-        }
-        commits, self._commit_acks = self._commit_acks, []
-        if commits:
-            replaced.update(self._journal_commits(commits))
+        replaced = self.durability.flush()
+        replaced.update(self.commits.flush())
         return replaced or None
-
-    def _journal_commits(
-        self, commits: list[tuple[tuple[str, str, int, int], RpcContext]]
-    ) -> dict[int, tuple[RpcContext, Any]]:
-        """An acknowledged commit survives a broker crash: this read's commits are journaled (handed to
-        the OS) before their answers are written, and with ``flush="always"`` answered after the
-        journal's fsync. A commit that could not be journaled is answered with an exception."""
-        error = self.offsets.journal([entry for entry, _ in commits])
-        if self.config.flush == "always":
-            waiters, self._commit_syncs = self._commit_syncs, []
-            if error is not None:
-                for fut in waiters:
-                    if not fut.done():
-                        fut.set_result(error)
-            else:
-                self._queue_commit_sync(waiters)
-            return {}
-        if error is None:
-            return {}
-        return {
-            ctx.serial: (ctx, RpcException(C.EXC_JAVA_EXCEPTION, f"the commit of group {entry[0]!r} was not saved: "
-                                                                  f"{error}"))
-            for entry, ctx in commits
-        }
-
-    def _queue_commit_sync(self, waiters: list[asyncio.Future[OSError | None]]) -> None:
-        """Group commit: one fsync of the journal in a worker thread covers every waiter queued before
-        it started; the next one starts when it is done."""
-        self._commit_pending_syncs.extend(waiters)
-        if self._commit_sync_task is None or self._commit_sync_task.done():
-            self._commit_sync_task = asyncio.ensure_future(self._run_commit_syncs())
-
-    async def _run_commit_syncs(self) -> None:
-        loop = asyncio.get_running_loop()
-        while self._commit_pending_syncs:
-            waiters, self._commit_pending_syncs = self._commit_pending_syncs, []
-            error: OSError | None = None
-            try:
-                await loop.run_in_executor(None, self.offsets.sync_journal)
-            except OSError as exc:
-                log.error("fsync of the commit journal failed: %s", exc)
-                error = exc
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(error)
 
     async def start(self) -> None:
         self._running = True
-        self._sync_wakeup = asyncio.Event()
-        for topic in self._topics():
+        self.durability.start()
+        for topic in self.catalog.topics():
             for index in range(topic.num_stores):
                 self.stores.get(topic.name, index)
         self._tasks = [
             asyncio.ensure_future(self._housekeeping_loop()),
-            asyncio.ensure_future(self._sync_loop()),
+            asyncio.ensure_future(self.durability.run()),
         ]
 
     async def stop(self) -> None:
         self._running = False
         tasks, self._tasks = self._tasks, []
-        if self._commit_sync_task is not None:
-            tasks.append(self._commit_sync_task)
-            self._commit_sync_task = None
         await cancel_and_wait(tasks)
-        for _, _, _, fut in self._sync_waiters:
-            if not fut.done():
-                fut.set_exception(ConnectionError("broker stopped"))
-        self._sync_waiters = []
-        for waiter in [*self._commit_syncs, *self._commit_pending_syncs]:
-            if not waiter.done():
-                waiter.set_result(OSError("broker stopped"))
-        self._commit_syncs, self._commit_pending_syncs = [], []
+        await self.commits.stop()
+        self.durability.stop()
         self.offsets.save()
         self.offsets.close()
         self.stores.close()
@@ -150,7 +88,7 @@ class Broker(SendHandlers, SessionHandlers, FetchHandlers, BrokerViews):
 
     async def _housekeeping_loop(self) -> None:
         cache_age = self.config.cache_flush_interval_ms / 1000.0
-        period = max(0.05, min(1.0, self._reg_timeout / 4, cache_age / 4))
+        period = max(0.05, min(1.0, self.registrations.timeout_s / 4, cache_age / 4))
         last_retention = 0.0
         while self._running:
             await asyncio.sleep(period)

@@ -1,19 +1,16 @@
-"""What the broker's handler families share: state, the opening checks, texts and helpers.
+"""What the broker's handler families share: the opening checks, texts and helpers, and the parts.
 
-The broker is one object (``server/broker/__init__.py``) assembled from handler families, one module each,
-like the master's: sends (``broker_send``), consumer register/heartbeat (``broker_sessions``),
-getMessage/commit (``broker_fetch``) and the admin views (``broker_views``). They all build on
-``BrokerBase``: the state every family reads (registrations, offsets, stores) and the checks every
-data handler opens with, in the real broker's order (docs/PROTOCOL.md §5.3).
+The broker (``server/broker/__init__.py``) is assembled from handler families, one module each, like
+the master's: sends, consumer register/heartbeat, getMessage/commit and the admin views. They open with
+the checks of ``BrokerBase`` in the real broker's order (docs/PROTOCOL.md §5.3) and keep their state in
+the parts ``BrokerBase`` builds (registrations, catalog, offsets, commit journal, send durability,
+faults), each reached through its own small interface.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ...protocol import constants as C
@@ -21,19 +18,23 @@ from ...protocol.constants import ErrorCode as E
 from ..config import ServerConfig
 from ..meta import MetaStore, TopicConf
 from ..rpc import RpcContext
-from ..storage import MessageStore, WriteBatch
+from ..storage import MessageStore
 from ..storage.manager import StoreManager
+from .catalog import Catalog
+from .commits import CommitJournal
+from .durability import SendDurability
+from .faults import FaultInjector
 from .offsets import OffsetStore
+from .registry import Key, Registrations
+from .views import BrokerViews
 
 # Java String.trim() removes every char <= ' '.
 _JAVA_WS = "".join(chr(i) for i in range(33))
-_MAX_STORE_INDEX = 100  # guard against hostile ids creating thousands of store directories
 _OK = "OK!"
 _TOKEN_INVALID = "Visit Authorized Token is invalid!"
 _TOKEN_UNVERIFIED = "Visit Authorized Token is invalid! (register or heartbeat with a valid token on this connection first)"
 _STORE_UNAVAILABLE = "StoreService temporary unavailable!"
 
-Key = tuple[str, str, int]  # (group, topic, partition id)
 
 
 def _text(value: Any) -> str:
@@ -86,17 +87,6 @@ def _check_string(value: Any, name: str, limit: int) -> tuple[str, str | None]:
     return s, None
 
 
-class _Registration:
-    __slots__ = ("consumer_id", "filters", "qry_priority_id", "last_seen", "last_data_rd")
-
-    def __init__(self, consumer_id: str, filters: frozenset[int] | None, qry_priority_id: int) -> None:
-        self.consumer_id = consumer_id
-        self.filters = filters
-        self.qry_priority_id = qry_priority_id
-        self.last_seen = time.monotonic()
-        self.last_data_rd = 0  # ConsumerNodeInfo.lastDataRdOffset: data offset after the last file read
-
-
 def _topic_missing(name: str) -> str:
     """errMsg of a request naming a topic this broker does not hold (answered 403)."""
     return f"topicName {name} not existed, please check your configure"
@@ -127,24 +117,6 @@ def _int32(value: int) -> int:
     return (value + 0x80000000) % 0x100000000 - 0x80000000
 
 
-@dataclass
-class _Fault:
-    code: int
-    min_limit_ms: int
-
-
-@dataclass
-class FaultRecord:
-    """One spoiled answer (``inject_fault``) and how long the client waited before calling again."""
-
-    kind: str
-    code: int
-    client: str
-    where: str
-    at: float
-    next_call_after_s: float | None = None
-
-
 class BrokerBase:
     """Broker state shared by the handler families, the opening checks and the fault hook."""
 
@@ -157,110 +129,46 @@ class BrokerBase:
         self.config = config
         self.meta = meta
         self.stores = store_manager
+        #: the topics deployed here and their partitions' stores
+        self.catalog = Catalog(meta, store_manager, config.broker_id)
         #: the master's visit-token check (None = off); set by the cluster once its master exists
         self.visit_token_check: Callable[[int], bool] | None = None
         #: test switches: False makes the read / write service answer 503 like a stopping broker
         self.read_available = True
         self.write_available = True
         self.offsets = OffsetStore(config.data_dir)
-        self._regs: dict[Key, _Registration] = {}
-        self._inflight: dict[Key, int] = {}
+        #: consumer registrations and their in-flight reads (the sessions part's state)
+        self.registrations = Registrations(config.consumer_reg_timeout_ms / 1000.0)
         self._last_mid = 0
         #: (topic name, partition id) -> (topic, store, max data length) for the send hot path
         self._send_targets: dict[tuple[str, int], tuple[TopicConf, MessageStore, int]] = {}
-        self._reg_timeout = config.consumer_reg_timeout_ms / 1000.0
         self._transfer = min(config.transfer_size, 2 * C.MAX_TRANSFER_SIZE)
         self._tasks: list[asyncio.Task[None]] = []
-        #: flush="always": sends waiting for the fsync that covers them (store, offset, batch, future)
-        self._sync_waiters: list[tuple[MessageStore, int, WriteBatch, asyncio.Future[OSError | None]]] = []
-        self._sync_wakeup: asyncio.Event | None = None
-        #: the acknowledged sends of the current read, checked by the batch-end hook (flush_pending)
-        self._acks: list[tuple[WriteBatch, RpcContext]] = []
-        #: this read's acknowledged commits ((group, topic, partition, offset), context): journaled
-        #: before they are answered (broker.py, _journal_commits)
-        self._commit_acks: list[tuple[tuple[str, str, int, int], RpcContext]] = []
-        #: flush="always": commits whose answers wait for the journal's fsync
-        self._commit_syncs: list[asyncio.Future[OSError | None]] = []
-        self._commit_pending_syncs: list[asyncio.Future[OSError | None]] = []
-        self._commit_sync_task: asyncio.Task[None] | None = None
         self._running = False
-        #: test hook (inject_fault): answers to spoil, per kind ("send" / "fetch"), and what followed
-        self._faults: dict[str, collections.deque[_Fault]] = {"send": collections.deque(), "fetch": collections.deque()}
-        self.fault_log: collections.deque[FaultRecord] = collections.deque(maxlen=1000)
-        self._awaiting_followup = 0  # fault_log records whose client has not called again yet
+        #: acknowledged sends and the fsync loop of the flush policy
+        self.durability = SendDurability(store_manager, config.flush, config.flush_interval_ms)
+        #: accepted commits: journaled before they are answered
+        self.commits = CommitJournal(self.offsets, config.flush == "always")
+        #: test hook: answers to spoil and what the clients did next
+        self.faults = FaultInjector()
+        #: the admin views (groups, per-partition offsets and lag)
+        self.views = BrokerViews(self.registrations, self.offsets, self.catalog)
         meta.on_change.append(self._on_meta_change)
 
     def _on_meta_change(self) -> None:
         self._send_targets.clear()
-        live = {t.name for t in self._topics()}
+        live = {t.name for t in self.catalog.topics()}
         for topic in {k[0] for k in self.stores.stores} | set(self.stores.known_topics_on_disk()):
             if topic not in live:
                 self.stores.drop_topic(topic)
                 self.offsets.drop_topic(topic)
-                for key in [k for k in self._regs if k[1] == topic]:
-                    del self._regs[key]
-                    self._inflight.pop(key, None)
-
-    # ---- test hook: server answers the clients must survive
-
-    def inject_fault(self, code: int, count: int = 1, min_limit_ms: int = 0) -> None:
-        """Answer the next ``count`` sends (419) or getMessage calls (452, 301) with ``code``.
-
-        419 ``SERVER_RECEIVE_OVERFLOW`` is what a real broker answers when its memory cache cannot take
-        the message; 452 ``SERVER_CONSUME_SPEED_LIMIT`` (with ``minLimitTime`` = ``min_limit_ms``) when
-        its flow control throttles a consumer; 301 ``MOVED`` when the requested index region was
-        deleted. Every spoiled answer and the delay until the same client's next call of that kind
-        are recorded in ``fault_log``.
-        """
-        if code == E.SERVER_RECEIVE_OVERFLOW:
-            kind = "send"
-        elif code in (E.SERVER_CONSUME_SPEED_LIMIT, E.MOVED):
-            kind = "fetch"
-        else:
-            raise ValueError(f"inject_fault: {code} is not one of 419, 452, 301")
-        if count < 1 or min_limit_ms < 0:
-            raise ValueError("inject_fault: count >= 1 and min_limit_ms >= 0")
-        self._faults[kind].extend(_Fault(int(code), min_limit_ms) for _ in range(count))
-
-    def _fault(self, kind: str, client: str, where: str) -> _Fault | None:
-        """The next spoiled answer of this kind, if any; notes when a faulted client comes back."""
-        now = time.monotonic()
-        if self._awaiting_followup:
-            for rec in self.fault_log:
-                if rec.kind == kind and rec.client == client and rec.next_call_after_s is None:
-                    rec.next_call_after_s = now - rec.at
-                    self._awaiting_followup -= 1
-        queue = self._faults[kind]
-        if not queue:
-            return None
-        fault = queue.popleft()
-        if len(self.fault_log) == self.fault_log.maxlen and self.fault_log[0].next_call_after_s is None:
-            self._awaiting_followup -= 1  # the oldest record falls out unanswered
-        self.fault_log.append(FaultRecord(kind, fault.code, client, where, now))
-        self._awaiting_followup += 1
-        return fault
+                self.registrations.drop_topic(topic)
 
     # ---- helpers
 
     def _offset(self, key: Key, store: MessageStore) -> int:
         o = self.offsets.get(*key)
         return store.min_offset if o is None else o
-
-    def _store_for(self, topic: TopicConf, partition_id: int) -> MessageStore | None:
-        if partition_id < 0 or partition_id % C.META_STORE_INS_BASE >= topic.num_partitions:
-            return None
-        index = partition_id // C.META_STORE_INS_BASE
-        if index >= max(topic.num_stores, _MAX_STORE_INDEX):
-            return None
-        return self.stores.get(topic.name, index)
-
-    def _topic(self, name: str) -> TopicConf | None:
-        """The topic if it is deployed on this broker (a broker knows only its own deployments)."""
-        topic = self.meta.get(name)
-        return topic if topic is not None and topic.on_broker(self.config.broker_id) else None
-
-    def _topics(self) -> list[TopicConf]:
-        return [t for t in self.meta.topics() if t.on_broker(self.config.broker_id)]
 
     def _next_message_id(self, now_ms: int) -> int:
         mid = now_ms << 20
@@ -293,7 +201,7 @@ class BrokerBase:
         values, refused = self._opening(req, ctx, self.read_available, unavailable, by_token, *names)
         if refused:
             return values, None, refused
-        topic = self._topic(values[-1])
+        topic = self.catalog.topic(values[-1])
         return values, topic, (E.FORBIDDEN, _topic_missing(values[-1]))
 
     def _opening(

@@ -29,8 +29,8 @@ from .base import (
     _int32,
     _partition_missing,
     _refusal,
-    _Registration,
 )
+from .registry import Registration
 
 log = logging.getLogger("tubemq.server.broker")
 
@@ -88,7 +88,7 @@ class FetchHandlers(BrokerBase):
             return fail(*refused)
         pid = req.partitionId
         key: Key = (group, name, pid)
-        reg = self._regs.get(key)
+        reg = self.registrations.get(key)
         if reg is None:
             return fail(E.HB_NO_NODE, f"UnRegistered Consumer:{cid}, you have to register firstly!")
         if reg.consumer_id != cid:
@@ -98,19 +98,19 @@ class FetchHandlers(BrokerBase):
                 f"has been consumed by {reg.consumer_id};Current consumer {cid}",
             )
         reg.last_seen = time.monotonic()
-        if self._faults["fetch"] or self._awaiting_followup:
-            fault = self._fault("fetch", cid, f"{name}:{pid}")
+        if self.faults.armed("fetch"):
+            fault = self.faults.take("fetch", cid, f"{name}:{pid}")
             if fault is not None and fault.code == E.SERVER_CONSUME_SPEED_LIMIT:
                 return fail(E.SERVER_CONSUME_SPEED_LIMIT, "Consumer read speed limited!", fault.min_limit_ms)
             if fault is not None:
                 return fail(E.MOVED, f"The requested offset of {name}:{pid} has been moved!", -1)
         if topic.closed:
             return fail(E.FORBIDDEN, f"topicName {name} has been closed")
-        store = self._store_for(topic, pid)
+        store = self.catalog.store_for(topic, pid)
         if store is None:
             return fail(E.INTERNAL_SERVER_ERROR, f"Get the store of topic {name} in partition {pid} failure!")
         committed = self._offset(key, store)
-        inflight = self._inflight.get(key, 0)
+        inflight = self.registrations.inflight(key)
         manual = req.manualCommitOffset
         # DefaultOffsetManager.getOffset: lastPackConsumed commits the in-flight delta first; without it
         # the delta stays (the read below overwrites it unless it scans nothing)
@@ -121,20 +121,20 @@ class FetchHandlers(BrokerBase):
                 committed += inflight
                 self.offsets.set(group, name, pid, committed)
                 inflight = 0
-                self._inflight[key] = 0
+                self.registrations.set_inflight(key, 0)
             start = committed
         hi = store.max_offset
         if start >= hi and hi > 0:
             if start > hi:  # the store shrank below the committed offset
                 self.offsets.set(group, name, pid, hi)
-                self._inflight[key] = 0
+                self.registrations.set_inflight(key, 0)
             return fail(E.NOT_FOUND, "The request offset reached maxOffset!", -1)
         lo = store.min_offset
         if start < lo:  # data expired under the consumer: continue at the oldest message
             log.info("%s: offset %d below min %d on %s:%d, moved up", group, start, lo, name, pid)
             start = committed = lo
             inflight = 0
-            self._inflight[key] = 0
+            self.registrations.set_inflight(key, 0)
             self.offsets.set(group, name, pid, lo)
         read = self._read(store, topic, reg, pid, start)
         self._book(key, start, read.scanned, read.count == 0, manual)
@@ -152,7 +152,7 @@ class FetchHandlers(BrokerBase):
             return _FETCH_HEAD + tail
         return b"".join((_FETCH_HEAD, *read.chunks, tail))
 
-    def _read(self, store: MessageStore, topic: TopicConf, reg: _Registration, pid: int, start: int) -> _Read:
+    def _read(self, store: MessageStore, topic: TopicConf, reg: Registration, pid: int, start: int) -> _Read:
         """MessageStore.getMessages of the real broker: where a read looks and where it stops.
 
         * ``qryPriorityId`` (the consumer's, else 300) picks the side: a filtered consumer uses
@@ -190,7 +190,7 @@ class FetchHandlers(BrokerBase):
         max_offset = file_max if switch <= 1 else store.max_offset
         return _Read(res.chunks, res.count, scanned, data_max, reg.last_data_rd, max_offset, slow)
 
-    def _half_read(self, store: MessageStore, reg: _Registration, pid: int, start: int, end: int, cnt: int) -> Any:
+    def _half_read(self, store: MessageStore, reg: Registration, pid: int, start: int, end: int, cnt: int) -> Any:
         """The file read: load min(cnt, entries up to ``end``) index entries, scan half of them."""
         loaded = min(cnt, (end - start) // C.INDEX_ENTRY_SIZE)
         res = store.read(start, pid, reg.filters, self._transfer, end, (loaded + 1) // 2)
@@ -199,7 +199,7 @@ class FetchHandlers(BrokerBase):
         return res
 
     def _read_cache(
-        self, store: MessageStore, topic: TopicConf, reg: _Registration, pid: int, start: int, backup: bool, data_max: int
+        self, store: MessageStore, topic: TopicConf, reg: Registration, pid: int, start: int, backup: bool, data_max: int
     ) -> _Read:
         """A read at or after the start of the memory cache by a consumer allowed to read it.
 
@@ -233,12 +233,12 @@ class FetchHandlers(BrokerBase):
         if scanned == 0:
             return
         if manual:
-            self._inflight[key] = self._inflight.get(key, 0) + scanned
+            self.registrations.set_inflight(key, self.registrations.inflight(key) + scanned)
         elif empty:
             self.offsets.set(*key, start + scanned)
-            self._inflight[key] = 0
+            self.registrations.set_inflight(key, 0)
         else:
-            self._inflight[key] = scanned
+            self.registrations.set_inflight(key, scanned)
 
     def commit(self, req: Any, ctx: RpcContext) -> Any:
         fail = _refusal(broker_pb.CommitOffsetResponseB2C, currOffset=-1)
@@ -248,28 +248,26 @@ class FetchHandlers(BrokerBase):
         if topic is None:
             return fail(*refused)
         pid = req.partitionId
-        store = self._store_for(topic, pid)
+        store = self.catalog.store_for(topic, pid)
         if store is None:
             return fail(E.FORBIDDEN, _partition_missing(name, pid))
         key: Key = (group, name, pid)
-        reg = self._regs.get(key)
+        reg = self.registrations.get(key)
         if reg is None:
             return fail(E.UNAUTHORIZED, "The partition not registered by consumers")
         if reg.consumer_id != cid:
             return fail(E.UNAUTHORIZED, f"The partition has been registered by other consumer: {reg.consumer_id}")
         committed = self._offset(key, store)
-        inflight = self._inflight.get(key, 0)
+        inflight = self.registrations.inflight(key)
         consumed = req.lastPackConsumed if req.HasField("lastPackConsumed") else True
         if consumed and inflight:
             committed += inflight
         self.offsets.set(group, name, pid, committed)
-        self._inflight[key] = 0
-        self._commit_acks.append(((group, name, pid, committed), ctx))  # journaled before the answer leaves
+        self.registrations.set_inflight(key, 0)
+        fut = self.commits.accepted((group, name, pid, committed), ctx)  # journaled before the answer leaves
         answer = broker_pb.CommitOffsetResponseB2C(
             success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=committed, maxOffset=store.max_offset
         )
-        if self.config.flush == "always":  # answered once the journal's fsync covering it succeeded
-            fut: asyncio.Future[OSError | None] = asyncio.get_running_loop().create_future()
-            self._commit_syncs.append(fut)
+        if fut is not None:  # flush="always": answered once the journal's fsync covering it succeeded
             return _after_commit_sync(group, fut, answer)
         return answer

@@ -1,6 +1,6 @@
 """The broker's consumer register/unregister (method 15) and heartbeat (16) handlers.
 
-Registrations live in ``BrokerBase._regs``; one idle longer than ``consumer_reg_timeout_ms`` expires
+Registrations live in ``BrokerBase.registrations`` (``registry.Registrations``); one idle longer than ``consumer_reg_timeout_ms`` expires
 and its in-flight read is rolled back.
 """
 
@@ -23,9 +23,9 @@ from .base import (
     Key,
     _precheck,
     _refusal,
-    _Registration,
     _text,
 )
+from .registry import Registration
 
 log = logging.getLogger("tubemq.server.broker")
 
@@ -45,13 +45,12 @@ class SessionHandlers(BrokerBase):
         pid = req.partitionId
         key: Key = (group, name, pid)
         part_str = f"{group}:{name}:{pid}"
-        reg = self._regs.get(key)
+        reg = self.registrations.get(key)
         if req.opType == C.MSG_OPTYPE_REGISTER:
             if reg is not None and reg.consumer_id != cid:
-                if time.monotonic() - reg.last_seen > self._reg_timeout:
+                if self.registrations.is_stale(reg):
                     # the stale owner is removed, but this attempt still fails (the next one succeeds)
-                    del self._regs[key]
-                    self._inflight.pop(key, None)
+                    self.registrations.remove(key)
                 return fail(
                     E.PARTITION_OCCUPIED,
                     f"[Duplicated Register] Partition {self.config.broker_id}#{part_str} "
@@ -61,8 +60,8 @@ class SessionHandlers(BrokerBase):
             keys = frozenset(codec.java_hash(f) for f in filters if f) or None
             qry = req.qryPriorityId if req.HasField("qryPriorityId") else C.META_VALUE_UNDEFINED
             # like the real broker, the record is written before the partition is validated
-            self._regs[key] = _Registration(cid, keys, qry)
-            store = self._store_for(topic, pid)
+            self.registrations.put(key, Registration(cid, keys, qry))
+            store = self.catalog.store_for(topic, pid)
             if store is None:
                 return fail(
                     E.INTERNAL_SERVER_ERROR,
@@ -78,7 +77,7 @@ class SessionHandlers(BrokerBase):
             elif req.HasField("currOffset") and req.currOffset >= 0:
                 stored = min(max(req.currOffset, lo), hi)
             self.offsets.set(group, name, pid, stored)
-            self._inflight[key] = 0
+            self.registrations.set_inflight(key, 0)
             return resp(success=True, errCode=E.SUCCESS, errMsg=_OK, currOffset=stored, maxOffset=hi)
         if req.opType == C.MSG_OPTYPE_UNREGISTER:
             if reg is None:
@@ -89,8 +88,7 @@ class SessionHandlers(BrokerBase):
                     f"[Duplicated Request]Partition {part_str} has been consumed by {reg.consumer_id};"
                     f"Current consumer {cid}, broker={self.config.host}",
                 )
-            inflight = self._inflight.pop(key, 0)
-            del self._regs[key]
+            inflight = self.registrations.remove(key)
             if req.readStatus == 0 and inflight:
                 committed = self.offsets.get(*key)
                 if committed is not None:
@@ -113,7 +111,7 @@ class SessionHandlers(BrokerBase):
         for text in req.partitionInfo:
             # a malformed string raises: the RPC layer answers InvocationTargetException like Java
             part = codec.parse_partition(_text(text))
-            reg = self._regs.get((group, part.topic, part.partition_id))
+            reg = self.registrations.get((group, part.topic, part.partition_id))
             if reg is None:
                 failures.append(f"{C.ErrorCode.HB_NO_NODE.value}:{part}")
             elif reg.consumer_id != cid:
@@ -128,16 +126,9 @@ class SessionHandlers(BrokerBase):
 
     def reset_sessions(self) -> None:
         """Forget registrations and in-flight reads (a broker restart); committed offsets stay."""
-        self._regs.clear()
-        self._inflight.clear()
+        self.registrations.clear()
         self.offsets.save()
 
     def expire_registrations(self) -> int:
         """Drop registrations idle longer than consumer_reg_timeout_ms, rolling back in-flight reads."""
-        now = time.monotonic()
-        expired = [k for k, r in self._regs.items() if now - r.last_seen > self._reg_timeout]
-        for key in expired:
-            reg = self._regs.pop(key)
-            self._inflight.pop(key, None)
-            log.info("registration of %s on %s:%s:%d expired", reg.consumer_id, *key)
-        return len(expired)
+        return self.registrations.expire()
