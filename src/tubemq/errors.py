@@ -337,6 +337,7 @@ __all__ = [
     "MessageTooLargeError",
     "MovedError",
     "NoPartitionError",
+    "NoTimeLookupError",
     "NotFoundError",
     "NotRegisteredError",
     "NotTubeMQPortError",
@@ -429,6 +430,12 @@ class AdminError(TubeMQError):
         self.method = method
         text = f"[{code}] {message}" if code else message
         super().__init__(f"{method}: {text}" if method else text)
+
+
+class NoTimeLookupError(AdminError):
+    """A broker has no time lookup (``admin_query_offset_by_time`` is the embedded server's own call;
+    a real TubeMQ broker answers "Unsupported method"). Its own type so that callers can fall back to
+    the search over the messages' ``msgTime`` (``BoundConsumer.offset_for_time``) on exactly this."""
 
 
 class AdminRecordError(AdminError):

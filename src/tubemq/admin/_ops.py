@@ -16,7 +16,14 @@ import time
 from collections.abc import Generator, Iterable, Mapping
 from typing import Any, TypeVar
 
-from tubemq.errors import AdminError, AdminRecordError, ConfigError, TubeMQConnectionError, TubeMQTimeoutError
+from tubemq.errors import (
+    AdminError,
+    AdminRecordError,
+    ConfigError,
+    NoTimeLookupError,
+    TubeMQConnectionError,
+    TubeMQTimeoutError,
+)
 
 from ..protocol.constants import INDEX_ENTRY_SIZE
 from ._http import Request
@@ -391,7 +398,8 @@ def reset_offsets(ctx: Ctx, group: str, topic: str, to: str | int) -> Op[BrokerR
 def offsets_for_times(
     ctx: Ctx, topic: str, when: _dt.datetime | int | float, partitions: Iterable[tuple[int, int]] | None = None,
 ) -> Op[list[TimeOffset]]:
-    """First offset at or after ``when`` per partition, looked up over the brokers' append times."""
+    """First offset at or after ``when`` per partition, looked up over the brokers' append times.
+    A broker without the lookup (every real one) raises :class:`~tubemq.errors.NoTimeLookupError`."""
     ts = timestamp_ms(when)
     wanted = set(partitions) if partitions is not None else None
     info = yield from describe_topic(topic)
@@ -401,11 +409,11 @@ def offsets_for_times(
             answer = yield _broker_call(bid, url, "op_query", TIME_LOOKUP_METHOD, topicName=topic, timestamp=ts)
         except AdminError as exc:
             if "Unsupported method" in exc.message:
-                raise AdminError(exc.code, f"broker {bid} has no time lookup ({TIME_LOOKUP_METHOD} is the embedded "
-                                 "server's). On a real TubeMQ broker: BoundConsumer.offset_for_time searches the "
-                                 "messages' msgTime (producers must set msg_time; one minute precision), and "
-                                 "set_offsets_by_time puts a group back to its own offset history",
-                                 TIME_LOOKUP_METHOD) from None
+                raise NoTimeLookupError(
+                    exc.code, f"broker {bid} has no time lookup ({TIME_LOOKUP_METHOD} is the embedded server's). "
+                    "On a real TubeMQ broker: BoundConsumer.offset_for_time searches the messages' msgTime "
+                    "(producers must set msg_time; one minute precision), and set_offsets_by_time puts a group "
+                    "back to its own offset history", TIME_LOOKUP_METHOD) from None
             raise
         for row in _rows(answer):
             pid = _int(row.get("partitionId"))

@@ -23,9 +23,9 @@ from .common import (
     CliError,
     check_reachable,
     client_target,
-    config_errors_are_usage,
     eprint,
     note,
+    open_client,
     temporary_server,
 )
 from .consume import IdleClock
@@ -117,8 +117,7 @@ def produce_messages(master: str, topic: str, count: int | None, size: int, *, i
     data = _payload(size)
     bar = ProgressBar(count if duration is None else None, label, enabled=progress)
     stop = StopFlag()
-    with config_errors_are_usage():
-        producer = Producer(client_target(master, options))
+    producer = open_client(Producer, client_target(master, options))
     with producer:
         producer.publish([topic])
         pipe = SendPipeline(producer, topic, inflight=inflight, bar=bar, stop=stop, record_latency=True)
@@ -207,9 +206,8 @@ def run_consume(args: argparse.Namespace) -> int:
         samples: array = array("d")
         n = nbytes = 0
         stop = StopFlag()
-        with config_errors_are_usage():
-            consumer = Consumer(client_target(master, args.option, CONSUMER_CLI_DEFAULTS), group=group, topics=[args.topic],
-                                consume_from="earliest")
+        consumer = open_client(Consumer, client_target(master, args.option, CONSUMER_CLI_DEFAULTS), group=group,
+                               topics=[args.topic], consume_from="earliest")
         with consumer:
             with sigint_stops(stop):
                 t_first: float | None = None

@@ -20,7 +20,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 # a taken port's exit status and the foreground run: the server's own (it must not import the CLI)
 from ..server.foreground import EXIT_PORT_IN_USE, port_in_use_status, run_server_foreground  # noqa: F401
@@ -240,6 +240,22 @@ def config_errors_are_usage() -> Iterator[None]:
         yield
     except ConfigError as exc:
         raise CliError(f"bad client option {exc}", EXIT_USAGE) from None
+
+
+T = TypeVar("T")
+
+
+def resolve_target(master: str | None, options: Sequence[str] | None,
+                   defaults: dict[str, str] | None = None) -> tuple[str, str]:
+    """``(master, client target)`` from ``--master`` and ``-X``: a bad option fails before any connection."""
+    resolved = resolve_master(master)
+    return resolved, client_target(resolved, options, defaults)
+
+
+def open_client(cls: Callable[..., T], target: str, **kwargs: Any) -> T:
+    """A Producer/Consumer for ``target``; a ConfigError from its options exits 2 naming the field."""
+    with config_errors_are_usage():
+        return cls(target, **kwargs)
 
 
 def check_reachable(master: str, timeout: float = 3.0) -> None:

@@ -20,11 +20,10 @@ from .common import (
     EXIT_USAGE,
     CliError,
     check_reachable,
-    client_target,
-    config_errors_are_usage,
     eprint,
+    open_client,
     plain,
-    resolve_master,
+    resolve_target,
 )
 from .output import format_table, message_to_json
 from .pipeline import StopFlag, sigint_stops
@@ -126,8 +125,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout is not None and args.timeout <= 0:
         raise CliError("--timeout must be positive", EXIT_USAGE)
     delimiter = _delimiter(args.delimiter)
-    master = resolve_master(args.master)
-    target = client_target(master, args.option, CONSUMER_CLI_DEFAULTS)
+    master, target = resolve_target(args.master, args.option, CONSUMER_CLI_DEFAULTS)
     check_reachable(master)
 
     from tubemq import Consumer
@@ -155,8 +153,7 @@ def run(args: argparse.Namespace) -> int:
     as_json = args.format == "json"
     as_inlong = args.format == "inlongmsg"
     try:
-        with config_errors_are_usage():
-            consumer = Consumer(target, group=args.group, topics=topics, consume_from=args.consume_from)
+        consumer = open_client(Consumer, target, group=args.group, topics=topics, consume_from=args.consume_from)
         with consumer:
             with sigint_stops(stop):
                 idle = IdleClock(consumer, args.timeout)

@@ -25,12 +25,11 @@ from .common import (
     EXIT_USAGE,
     CliError,
     check_reachable,
-    client_target,
-    config_errors_are_usage,
     eprint,
+    open_client,
     parse_attrs,
     plain,
-    resolve_master,
+    resolve_target,
 )
 from .output import envelope_fields, format_table
 from .pipeline import ReadGuard, ReadInterrupted, SendPipeline, StopFlag, sigint_stops
@@ -220,8 +219,7 @@ def run(args: argparse.Namespace) -> int:
     inlong.check_produce_arguments(args)
     attrs = parse_attrs(args.attr)
     delimiter = _delimiter(args.delimiter)
-    master = resolve_master(args.master)
-    target = client_target(master, args.option)
+    master, target = resolve_target(args.master, args.option)
     stream = _open_input(args.file)
     try:
         if args.file != "-":
@@ -244,8 +242,7 @@ def _produce(args: argparse.Namespace, target: str, stream: IO[bytes], delimiter
         total = _count_records(args.file, delimiter)
     if total is not None and args.limit is not None:
         total = min(total, args.limit)
-    with config_errors_are_usage():
-        producer = Producer(target)
+    producer = open_client(Producer, target)
     bar = ProgressBar(total, f"produce {args.topic}", enabled=args.progress)
     stop = StopFlag()
     counters = _Counters()

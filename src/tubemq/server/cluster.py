@@ -271,7 +271,7 @@ class EmbeddedServer:
         api.extra_methods[("op_query", STATUS_METHOD)] = table.status
         api.extra_methods[("op_modify", SYNC_METHOD)] = rep.sync
         api.extra_methods[("op_modify", POKE_METHOD)] = rep.poke
-        broker_web = BrokerWebApi(lambda: self.nodes)
+        broker_web = BrokerWebApi(lambda: self.nodes, time_lookup=cfg.time_lookup)
         api.extra_methods.update(broker_web.methods())
         api.broker_web_port = broker_web.web_port_of(lambda: self.admin_port)
         history = offset_history.run(lambda: self.nodes, broker_web.histories)

@@ -124,6 +124,9 @@ class ServerConfig:
     max_bad_visit_tokens: int = 3
     #: PEM CA bundle: with TLS on, clients must present a certificate signed by it (mutual TLS).
     tls_client_ca: str | None = None
+    #: Serve the embedded-only ``admin_query_offset_by_time``; False answers it as a real TubeMQ broker
+    #: does (``Unsupported method``), to exercise the clients' fallback to the msgTime search.
+    time_lookup: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, Path):
@@ -222,6 +225,8 @@ class ServerConfig:
             or not all(isinstance(k, str) and k and isinstance(v, str) for k, v in self.auth_users.items())
         ):
             raise ConfigError("auth_users", "must be None or a dict of non-empty user name -> password")
+        if not isinstance(self.time_lookup, bool):
+            raise ConfigError("time_lookup", f"must be True or False, got {self.time_lookup!r}")
         if self.admin_token is not None and (not isinstance(self.admin_token, str) or not self.admin_token):
             raise ConfigError("admin_token", "must be None or a non-empty string")
 

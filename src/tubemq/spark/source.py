@@ -12,6 +12,8 @@ InLong modules (and with them the asyncio client) are imported by the call that 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -63,19 +65,13 @@ class TubeMQDataSource(DataSource):
         return TubeMQStreamReader(opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        _append_only(overwrite, "mode", ".mode('append')")
-        opts = parse_write_options(self.options)
-        used = _check_write_schema(schema, opts)
-        check_publishable(opts)
+        opts, used = _write_options(self.options, schema, overwrite, "mode", ".mode('append')")
         from .writer import TubeMQBatchWriter
 
         return TubeMQBatchWriter(opts, used)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        _append_only(overwrite, "outputMode", ".outputMode('append')")
-        opts = parse_write_options(self.options)
-        used = _check_write_schema(schema, opts)
-        check_publishable(opts)
+        opts, used = _write_options(self.options, schema, overwrite, "outputMode", ".outputMode('append')")
         from .writer import TubeMQStreamWriter
 
         return TubeMQStreamWriter(opts, used)
@@ -98,6 +94,14 @@ def _check_write_schema(schema: StructType, opts: WriteOptions) -> dict[str, str
     return check_write_schema(schema, opts.topic)
 
 
-def _append_only(overwrite: bool, option: str, fix: str) -> None:
+def _write_options(
+    options: Mapping[str, str], schema: StructType, overwrite: bool, option: str, fix: str,
+) -> tuple[WriteOptions, dict[str, str]]:
+    """The batch and the streaming writer's driver-side checks, in one order: append-only, the options,
+    the DataFrame's columns, then whether the topic takes publishes."""
     if overwrite:
         raise ConfigError(option, f"TubeMQ topics are append-only logs and cannot be overwritten; use {fix}")
+    opts = parse_write_options(options)
+    used = _check_write_schema(schema, opts)
+    check_publishable(opts)
+    return opts, used

@@ -209,17 +209,24 @@ class AdminApi:
                 f" over the {DEFAULT_MAX_PARTITIONS} partitions per topic a client accepts (max_partitions)",
             )
 
+    def _topic_targets(self, params: dict[str, str]) -> list[tuple[str, TopicConf | None, list[int], list[int]]]:
+        """Per named topic: its config, the brokers it is deployed on and the brokers the call is about
+        (``brokerId`` when given, else where it is deployed, else broker 1 so an unknown topic gets a row)."""
+        names = _topic_names(params, required=True)
+        wanted = self._wanted_brokers(params)
+        out = []
+        for name in names:
+            conf = self.meta.get(name)
+            deployed = [] if conf is None else [b for b in sorted(self.meta.brokers) if conf.on_broker(b)]
+            out.append((name, conf, deployed, wanted if wanted is not None else (deployed or [1])))
+        return out
+
     def _delete_topic(self, params: dict[str, str]) -> dict[str, Any]:
         """The real master's rule: a topic is deleted only once it accepts neither publish nor
         subscribe (406 otherwise); 401 where it is not deployed. Here a delete drops the topic's data
         at once (a real master soft-deletes and the brokers drop the data later)."""
-        names = _topic_names(params, required=True)
-        wanted = self._wanted_brokers(params)
         rows: list[dict[str, Any]] = []
-        for name in names:
-            conf = self.meta.get(name)
-            deployed = [] if conf is None else [b for b in sorted(self.meta.brokers) if conf.on_broker(b)]
-            targets = wanted if wanted is not None else (deployed or [1])
+        for name, conf, deployed, targets in self._topic_targets(params):
             topic_rows = []
             for bid in targets:
                 if conf is None or bid not in deployed:
@@ -243,13 +250,9 @@ class AdminApi:
     def _remove_topic(self, params: dict[str, str]) -> dict[str, Any]:
         """After a delete the topic is gone here, so a remove succeeds; a topic still deployed was
         never deleted: 406, as a real master answers."""
-        names = _topic_names(params, required=True)
-        wanted = self._wanted_brokers(params)
         rows: list[dict[str, Any]] = []
-        for name in names:
-            conf = self.meta.get(name)
-            deployed = [] if conf is None else [b for b in sorted(self.meta.brokers) if conf.on_broker(b)]
-            for bid in wanted if wanted is not None else (deployed or [1]):
+        for name, conf, _deployed, targets in self._topic_targets(params):
+            for bid in targets:
                 if conf is not None and conf.on_broker(bid):
                     rows.append(_row(bid, name, ERR_ILLEGAL_STATUS,
                                      f"Please softly deleted the brokerId-topicName({bid}:{name}) record first!"))

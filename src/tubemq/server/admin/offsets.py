@@ -7,7 +7,8 @@ the servlet's JSON (``dataSet``/``subInfo``/``offsets`` of ``GroupOffsetInfo``; 
 ``tests/data/admin/``). Modify calls are ``op_modify`` here, so they need the admin token when one is set.
 
 ``admin_query_offset_by_time`` is this server's own call (no real broker has it): the first index
-offset appended at or after a time, per partition, over the store's append times.
+offset appended at or after a time, per partition, over the store's append times. With
+``ServerConfig.time_lookup`` False it is not served, and the answer is a real broker's to an unknown method.
 ``admin_set_offset_by_time`` is the real one: the group back to its own offsets recorded at a time
 (:mod:`tubemq.server.admin.offset_history`).
 """
@@ -44,13 +45,15 @@ def _fail(message: str) -> _AdminError:
 class BrokerWebApi:
     """The embedded brokers' offset calls, registered into ``AdminApi.extra_methods``."""
 
-    def __init__(self, nodes: Callable[[], Sequence[ServedBroker]]) -> None:
+    def __init__(self, nodes: Callable[[], Sequence[ServedBroker]], *, time_lookup: bool = True) -> None:
         self._nodes = nodes
+        #: False: no ``admin_query_offset_by_time``, so it gets a real broker's "Unsupported method" answer
+        self._time_lookup = time_lookup
         #: broker id -> its offset history (recorded by offset_history.run, read by set_offset_by_time)
         self.histories: dict[int, OffsetHistory] = {}
 
     def methods(self) -> dict[tuple[str, str], Handler]:
-        return {
+        methods: dict[tuple[str, str], Handler] = {
             ("op_query", "admin_query_group_offset"): self._query_group_offset,
             ("op_query", "admin_query_offset"): self._query_offset,
             ("op_query", "admin_get_booked_groupname"): self._booked_groups,
@@ -61,6 +64,9 @@ class BrokerWebApi:
             ("op_modify", "admin_set_offset_by_time"): self._set_offset_by_time,
             ("op_query", "admin_get_group_history_offset"): self._group_history,
         }
+        if not self._time_lookup:
+            del methods[("op_query", "admin_query_offset_by_time")]
+        return methods
 
     def web_port_of(self, port: Callable[[], int]) -> Callable[[int], int]:
         """``AdminApi.broker_web_port``: this API's port for the brokers of this process, else 0."""
