@@ -24,7 +24,9 @@ import pytest
 
 import tubemq
 
-PACKAGE_DIR = Path(tubemq.__file__).resolve().parent
+#: The checkout's sources (an installed wheel has no .pyx to read), else the imported package.
+_SOURCES = Path(__file__).resolve().parents[1] / "src" / "tubemq"
+PACKAGE_DIR = _SOURCES if (_SOURCES / "__init__.py").exists() else Path(tubemq.__file__).resolve().parent
 
 #: (rank, layer, module prefixes); the longest matching prefix names a module's layer.
 LAYERS: list[tuple[int, str, tuple[str, ...]]] = [

@@ -17,7 +17,9 @@ import pytest
 
 import tubemq
 
-PACKAGE_DIR = Path(tubemq.__file__).resolve().parent
+#: The checkout's sources (an installed wheel has no .pyx to read), else the imported package.
+_SOURCES = Path(__file__).resolve().parents[1] / "src" / "tubemq"
+PACKAGE_DIR = _SOURCES if (_SOURCES / "__init__.py").exists() else Path(tubemq.__file__).resolve().parent
 
 #: The files held to the rule (paths under src/tubemq): every driver and facade of each client (all of
 #: ``_bridge/`` and ``sync/``, so a new file there is held to it too) and the public entry modules.

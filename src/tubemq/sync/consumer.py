@@ -159,13 +159,15 @@ class Consumer(Facade[aio.Consumer]):
         if it raises, the error is logged and the batch is confirmed anyway (Java default) unless
         ``rollback_on_error`` asks for re-delivery. A failing poll is logged and retried."""
         runner = ListenerRunner(f"tubemq-consumer-{self.config.group}")
+        # known before the first call: a listener that closes its consumer at once must be seen as inside
+        previous, self._runner = self._runner, runner
         try:
             self._portal.call(functools.partial(self._aio.subscribe, listener, batch=batch,
                                                 rollback_on_error=rollback_on_error, runner=runner))
         except BaseException:
+            self._runner = previous
             runner.stop()
             raise
-        self._runner = runner
 
     def pause(self, partitions: Iterable[PartitionRef] | PartitionRef | None = None) -> None:
         """Stop fetching and stop calling the listener until :meth:`resume`; with ``partitions``,
