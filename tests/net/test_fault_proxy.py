@@ -258,7 +258,7 @@ def test_connection_limit_and_clean_close(echo: EchoServer) -> None:
             if not s.recv(1):
                 raise ConnectionResetError
         s.close()
-    assert threading.active_count() <= threads - 1  # the proxy's thread is gone
+    wait_for(lambda: threading.active_count() <= threads - 1, 10, "the proxy's thread to end")
     with pytest.raises(OSError):
         socket.create_connection((proxy.host, proxy.port), timeout=2).close()
 
