@@ -66,8 +66,10 @@ class Batch(Sequence[Message]):
     """The messages of one getMessage answer for one partition (a read-only sequence of them).
 
     ``start_offset`` is the broker offset the read started at, ``max_offset`` the partition's max
-    offset at that time; ``next_offset`` is the committed offset after a confirm that went to the
-    broker (−1 when the commit rides on the next fetch). Iterating yields :class:`~tubemq.Message`.
+    offset at that time; ``next_offset`` is the group's committed offset after the confirm: from the
+    commit RPC's answer, or (``confirm_in_local``, where the commit rides on the partition's next
+    fetch) from that fetch's answer, so it is −1 until the partition's next batch is fetched (and stays
+    −1 if a seek, a revoke or a lost answer came first). Iterating yields :class:`~tubemq.Message`.
 
     These are the exact positions: a consumed message has no offset of its own (``offset`` None),
     because the broker's answer carries none and a partition's index entries interleave with its

@@ -97,6 +97,42 @@ def test_remote_and_local_confirm_commit(cluster: Any) -> None:
         assert not quiet(c, 0.8)  # the local confirm was committed by unregister(readStatus 0)
 
 
+def test_local_confirm_gives_the_exact_next_offset(cluster: Any) -> None:
+    """With confirm_in_local the commit rides on the partition's next getMessage, whose answer starts at
+    the committed offset: each batch's next_offset is exact (the next batch's start, between the
+    producer's append offsets) once its partition's next batch is delivered, in a shared store too."""
+    cluster.create_topic("lcl", partitions=3)  # one store: the partitions' index entries interleave
+    first = produce(cluster, "lcl", [b"a%02d" % i for i in range(30)], partitions=3)
+    batches: dict[str, list[Any]] = {}
+    with consumer(cluster, "g_lcl", ["lcl"], confirm_in_local=True) as c:
+        def take(n: int) -> None:
+            got = 0
+            deadline = time.monotonic() + 30
+            while got < n and time.monotonic() < deadline:
+                batch = c.poll(0.2)
+                if batch is not None:
+                    assert c.confirm(batch) is True
+                    batches.setdefault(batch.partition.key, []).append(batch)
+                    got += len(batch)
+            assert got == n
+
+        take(30)
+        second = produce(cluster, "lcl", [b"b%d" % i for i in range(3)], partitions=3)
+        take(3)
+    appended: dict[str, list[int]] = {}
+    for i, r in enumerate([*first, *second]):
+        appended.setdefault(f"1:lcl:{i % 3}", []).append(r.append_offset)
+    assert sorted(batches) == sorted(appended)
+    for key, seq in batches.items():
+        offs, taken = appended[key], 0
+        for prev, cur in zip(seq, seq[1:], strict=False):
+            taken += len(prev)
+            assert prev.next_offset == cur.start_offset, key
+            # after the batch's last message, at or before the partition's next one
+            assert offs[taken - 1] < prev.next_offset <= offs[taken], key
+        assert seq[-1].next_offset == -1  # its commit rides on a fetch that has not answered yet
+
+
 def test_filters_by_stream_id(cluster: Any) -> None:
     cluster.create_topic("flt", partitions=2)
     kinds = ["typeA", "typeB", "typeC", None]

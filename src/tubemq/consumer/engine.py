@@ -162,6 +162,11 @@ class ConsumerEngine:
         batch.confirmed = ok
         if ok:
             self.confirms += 1
+            if batch.next_offset < 0:
+                if consumed:
+                    slot.unresolved = batch  # the next answer of the partition tells (Fetcher.answer)
+                else:
+                    batch.next_offset = batch.start_offset  # a rollback leaves the group where the read began
         return ok
 
     def unpoll(self, batch: Batch) -> None:

@@ -294,6 +294,14 @@ class Fetcher:
     def _on_success(self, slot: PartitionSlot, booking: int, res: Any) -> Batch | None:
         p = slot.partition
         slot.empty_fetches = 0
+        pending = slot.unresolved
+        if pending is not None:
+            slot.unresolved = None
+            # the broker committed the locally confirmed batch, then read from the committed offset
+            # (BrokerServiceServer.getMessages: currOffset is the read's start); still its start offset
+            # means the commit was lost with an unanswered fetch (lastPackConsumed false): stays -1
+            if res.curr_offset > pending.start_offset:
+                pending.next_offset = res.curr_offset
         if res.curr_offset >= 0:
             slot.curr_offset = res.curr_offset
         if res.max_offset >= 0:

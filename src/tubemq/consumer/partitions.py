@@ -95,6 +95,9 @@ class PartitionSlot:
     last_message: str = ""
     #: the batch currently IN_FLIGHT (whatever object the fetch layer uses; needs ``delivered``).
     batch: Any = None
+    #: a batch confirmed consumed without a commit RPC: its commit rides on the next getMessage, whose
+    #: successful answer's currOffset is then the committed offset after it (its ``next_offset``)
+    unresolved: Any = None
     _queued: bool = False
     _timer: asyncio.TimerHandle | None = None
     _settled: asyncio.Event | None = field(default=None, repr=False)

@@ -95,6 +95,7 @@ async def reposition(table: PartitionTable, brokers: BrokerClient, slot: Partiti
     The partition is fetched again from there at once. The broker clamps ``offset`` into [min, max].
     """
     booking = await _take(table, slot, time.monotonic() + timeout)
+    slot.unresolved = None  # the register drops the broker's pending commit: nothing tells that offset
     read_status = READ_STATUS_FROM_MAX_ALWAYS if to_end else READ_STATUS_NORMAL
     try:
         out = await brokers.register(slot, read_status, None if to_end else offset)
