@@ -23,7 +23,9 @@ from ...errors import (
     DecodeError,
     NotFoundError,
     NotRegisteredError,
+    TubeMQConnectionError,
     TubeMQError,
+    TubeMQTimeoutError,
     error_for_code,
 )
 from ...metrics import Metrics
@@ -52,6 +54,9 @@ from .session import (
 log = logging.getLogger("tubemq.consumer.bound")
 
 __all__ = ["BoundCore"]
+
+#: pause between attempts to attach a partition again while its broker cannot be reached
+_REATTACH_WAIT = 0.3
 
 def _entry_boundary(offset: int) -> int:
     """The first index entry boundary at or after ``offset`` (entries are 28 bytes, from 0)."""
@@ -91,6 +96,15 @@ class BoundCore:
         self._meta: dict[str, tuple[Partition, bool]] = {}
         self._meta_items: list[str] = []
         self._locks: dict[str, asyncio.Lock] = {}
+        #: bound offsets of attached partitions the broker no longer holds for us (dropped after its
+        #: heartbeat failed or answered 411, a getMessage answered 411/412/415, its connection was
+        #: closed): the next fetch attaches them again there, not at what the broker may have kept
+        self._resume: dict[str, int] = {}
+        #: attached partitions whose broker closed our connection: the broker may have restarted
+        #: (registrations gone) or only the connection broke (kept); either way the next fetch
+        #: registers them again, a register from the holding consumer id taking the partition over
+        self._relink: set[str] = set()
+        self.table.on_drop = self._dropped
         self._hb_task: asyncio.Task[None] | None = None
         self.started = False
         self.closing = False
@@ -118,6 +132,7 @@ class BoundCore:
                 what = f"bound consumer start (register with master {','.join(self.config.masters)})"
                 raise with_operation(exc, what)  # noqa: B904 - the cause is set
             self.health.remember_pool()
+            self.session.pool.disconnect_listeners.append(self._disconnected)
             self._hb_task = asyncio.get_running_loop().create_task(self.heartbeats.run(lambda: self.closing))
         return self
 
@@ -131,6 +146,9 @@ class BoundCore:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._hb_task
         if self.started:
+            listeners = self.session.pool.disconnect_listeners
+            if self._disconnected in listeners:
+                listeners.remove(self._disconnected)
             await asyncio.gather(*(self._release(s, None) for s in self.table.registered()),
                                  return_exceptions=True)
             self.table.close()
@@ -142,6 +160,23 @@ class BoundCore:
 
     def _on_lost(self, slot: PartitionSlot) -> None:
         self.session.trigger_heartbeat()
+
+    def _dropped(self, slot: PartitionSlot) -> None:
+        """An attached partition was dropped without a detach: remember where it stands."""
+        if not self.closing and slot.curr_offset >= 0:
+            self._resume[slot.key] = slot.curr_offset
+
+    def _disconnected(self, address: str, reason: str) -> None:
+        """A broker closed our connection (pool listener): its partitions are registered again before
+        their next fetch. Not dropped here: an unconfirmed batch may still be committed on a new
+        connection if the broker kept the registration."""
+        if self.closing:
+            return
+        keys = [s.key for s in self.table.registered() if s.partition.address == address]
+        if keys:
+            log.info("broker %s closed the connection (%s); attaching %s again before the next fetch",
+                     address, reason, ", ".join(keys))
+            self._relink.update(keys)
 
     async def _connection(self, address: str) -> Any:
         return await self.session.pool.get(address)
@@ -269,6 +304,8 @@ class BoundCore:
             self.table.drop(slot, f"register [{out.code}] {out.message}")
             raise error_for_code(out.code, f"attach {p.key}: {out.message}")
         self.table.registered_ok(slot, out.curr_offset, out.max_offset)
+        self._resume.pop(p.key, None)
+        self._relink.discard(p.key)
         self.session.trigger_heartbeat()  # report the new partition set (partSubInfo)
         return PartitionPosition(p, out.curr_offset, out.max_offset)
 
@@ -295,6 +332,8 @@ class BoundCore:
         self._check()
         p = self._resolve(partition)
         async with self._lock(p.key):
+            self._resume.pop(p.key, None)
+            self._relink.discard(p.key)
             slot = self.table.get(p.key)
             if slot is None or not slot.registered:
                 return
@@ -309,8 +348,9 @@ class BoundCore:
         p = self._resolve(partition)
         async with self._lock(p.key):
             slot = self.table.get(p.key)
-            if slot is None or not slot.registered:
-                return await self._attach(p, None)
+            if slot is None or not slot.registered or p.key in self._relink:
+                slot = await self._bound_slot(p, time.monotonic())
+                return PartitionPosition(p, slot.curr_offset, slot.max_offset)
             if slot.state is PartitionState.OWNED:
                 ok, code, msg = await self._sync_position(slot)
                 if not ok:
@@ -337,17 +377,42 @@ class BoundCore:
         async with self._lock(p.key):
             return await self._fetch(p, timeout)
 
-    async def _fetch(self, p: Partition, timeout: float, stop: int | None = None) -> Batch | None:
-        """One batch (waiting up to ``timeout`` for data); with ``stop``, None as soon as the
-        partition's position reached ``stop`` (empty reads move it over siblings' entries)."""
+    async def _bound_slot(self, p: Partition, deadline: float) -> PartitionSlot:
+        """The registered slot of ``p``, attached (again) first if the broker no longer holds it or
+        closed our connection: at its bound offset when it was attached before. A broker that cannot
+        be reached is tried again until ``deadline`` (monotonic), then its connection error (typed)
+        is raised; other refusals (410 held by another member, 415...) are raised at once."""
         slot = self.table.get(p.key)
-        if slot is None or not slot.registered:
-            await self._attach(p, None)
+        if slot is not None and slot.registered:
+            if p.key not in self._relink:
+                return slot
+            self._relink.discard(p.key)
+            self.table.drop(slot, "its broker closed the connection")  # _dropped keeps its offset
+        while True:
+            try:
+                await self._attach(p, self._resume.get(p.key))
+            except (TubeMQConnectionError, TubeMQTimeoutError) as exc:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise
+                log.info("partition %s: broker %s unreachable (%s); attaching again", p.key, p.address, exc)
+                await asyncio.sleep(min(_REATTACH_WAIT, remaining))
+                continue
             slot = self.table.get(p.key)
             assert slot is not None
+            return slot
+
+    async def _fetch(self, p: Partition, timeout: float, stop: int | None = None) -> Batch | None:
+        """One batch (waiting up to ``timeout`` for data); with ``stop``, None as soon as the
+        partition's position reached ``stop`` (empty reads move it over siblings' entries).
+
+        A partition its broker lost (restart, expiry, closed connection) is attached again at its
+        bound offset and read on within ``timeout``; a broker that stays unreachable for all of
+        ``timeout`` raises its connection error (``TubeMQConnectionError`` / ``TubeMQTimeoutError``)."""
         deadline = time.monotonic() + max(0.0, timeout)
         empty_reads = 0
         while True:
+            slot = await self._bound_slot(p, deadline)
             if slot.state is PartitionState.IN_FLIGHT:
                 self.table.confirm(slot, slot.booking, False)
             if slot.state is not PartitionState.OWNED or not self.table.acquire_slot(slot):
@@ -363,8 +428,14 @@ class BoundCore:
                         self.table.confirm(slot, slot.booking, False)  # rolled back: fetched again next time
                         raise
                 return batch
+            remaining = deadline - time.monotonic()
             if not slot.registered:
-                raise error_for_code(slot.last_code, f"partition {p.key} lost: {slot.last_message}")
+                # the broker answered that it does not hold the partition for us (411/412/415)
+                if remaining <= 0:
+                    raise error_for_code(slot.last_code, f"partition {p.key} lost: {slot.last_message}")
+                log.info("partition %s lost (%s); attaching it again at offset %d", p.key, slot.last_message,
+                         self._resume.get(p.key, -1))
+                continue
             if stop is not None and slot.state is PartitionState.OWNED \
                     and slot.last_code in (ErrorCode.SUCCESS, ErrorCode.NOT_FOUND):
                 ok, _code, _msg = await self._sync_position(slot)
@@ -375,12 +446,14 @@ class BoundCore:
                 continue
             if slot.last_code not in (ErrorCode.SUCCESS, ErrorCode.NOT_FOUND):
                 log.info("partition %s: fetch answered [%d] %s", p.key, slot.last_code, slot.last_message)
-            remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if slot.last_code == ErrorCode.UNSPECIFIED_ABNORMAL:
+                    # the getMessage itself failed (no connection, no answer): not "no data"
+                    raise TubeMQConnectionError(f"fetch {p.key}: broker {p.address}: {slot.last_message}")
                 return None
             wait = self.flow.empty_delay(slot.empty_fetches) if slot.last_code == ErrorCode.NOT_FOUND else 0.0
             if slot.last_code not in (ErrorCode.SUCCESS, ErrorCode.NOT_FOUND):
-                wait = 0.3
+                wait = _REATTACH_WAIT
             await asyncio.sleep(min(wait, remaining))
 
     async def confirm(self, batch: Batch, consumed: bool = True) -> bool:
