@@ -87,6 +87,7 @@ def test_broker_restart_mid_range_resumes_without_duplicates(cluster: Any, caplo
     assert len(expected) > 300
 
     caplog.set_level(logging.WARNING, logger="tubemq.spark.task")
+    caplog.set_level(logging.WARNING, logger="tubemq.consumer.partitions")
     got: list[tuple[bytes, int]] = []
     gen = read_partition(opts, read_schema(False), part)
     try:
@@ -97,7 +98,9 @@ def test_broker_restart_mid_range_resumes_without_duplicates(cluster: Any, caplo
     finally:
         gen.close()
     assert got == expected
-    assert "resuming at offset" in caplog.text  # the reconnect path really ran
+    # the restart really happened under the read: the bound consumer attached the partition again
+    # at its position, or (a failure it raised) the task resumed with a fresh consumer
+    assert "its broker closed the connection" in caplog.text or "resuming at offset" in caplog.text
 
 
 @pytest.mark.parametrize("fail", [True, False])
