@@ -198,7 +198,13 @@ def test_offsets_option_sentinels() -> None:
 
 
 def tp(i: int) -> tuple[str, str]:
-    return ("t", f"1:{i}")
+    """Partition ``i`` alone in store ``i`` (ids ``store * 10000 + local``): one message per entry."""
+    return ("t", f"1:{i * 10000}")
+
+
+def sibling(i: int, store: int = 0) -> tuple[str, str]:
+    """Partition ``i`` of a shared store: the siblings' messages interleave in one index."""
+    return ("t", f"1:{store * 10000 + i}")
 
 
 def test_rate_limit_takes_everything_under_budget() -> None:
@@ -238,6 +244,36 @@ def test_rate_limit_keeps_partitions_without_backlog() -> None:
     start = {tp(0): 56, tp(1): 56}
     end = rate_limit(start, {tp(0): 56, tp(1): 28}, 10)  # nothing new; one even behind (truncated)
     assert end == start
+
+
+def test_rate_limit_counts_messages_of_a_shared_store_once() -> None:
+    """Three siblings at one position, 300 entries waiting (about 100 each): a budget of 90 moves
+    all three to a common end 90 entries on, i.e. exactly 90 messages between them (each entry is one
+    sibling's message), not 90 entries each (up to 270 rows) nor 30 each (about 30 rows)."""
+    start = {sibling(i): 280 for i in range(3)}
+    latest = {sibling(i): 280 + 28 * 300 for i in range(3)}
+    end = rate_limit(start, latest, 90)
+    assert end == {sibling(i): 280 + 28 * 90 for i in range(3)}
+    # walking on, each batch is 90 entries of the store until the last, and it ends exactly at latest
+    cur, steps = dict(start), 0
+    while cur != latest and steps < 100:
+        nxt = rate_limit(cur, latest, 90)
+        assert max(nxt.values()) - min(cur.values()) <= 28 * 90
+        cur, steps = nxt, steps + 1
+    assert cur == latest and steps == 4
+
+
+def test_rate_limit_shares_between_stores_and_handles_uneven_siblings() -> None:
+    start = {sibling(0): 0, sibling(1): 28 * 10, tp(1): 0}  # store 0 shared, store 1 alone
+    latest = {sibling(0): 28 * 100, sibling(1): 28 * 100, tp(1): 28 * 100}
+    end = rate_limit(start, latest, 50)
+    # the budget splits by the stores' backlogs (100 entries each), the siblings move to one end that
+    # reads at most 25 entries of their index past the lower start
+    assert end == {sibling(0): 28 * 25, sibling(1): 28 * 25, tp(1): 28 * 25}
+    end = rate_limit({sibling(0): 0, sibling(1): 28 * 90, tp(1): 28 * 100}, latest, 10)
+    assert end == {sibling(0): 28 * 10, sibling(1): 28 * 90, tp(1): 28 * 100}  # the lower one catches up
+    two = {sibling(0): 28 * 100, sibling(1): 28 * 100}
+    assert rate_limit({sibling(0): 56, sibling(1): 28 * 100}, two, 1) == {sibling(0): 84, sibling(1): 28 * 100}
 
 
 # ---- schema

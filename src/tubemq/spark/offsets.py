@@ -16,14 +16,15 @@ without their individual positions, so ``BoundConsumer.read_range`` cuts the fet
 matched by message id). Consecutive ranges ``[a, b)``, ``[b, c)`` therefore neither lose nor
 repeat a message, and a retried task returns the same rows.
 
-``maxOffsetsPerTrigger``. Kafka counts messages; here the budget is counted in index entries
-(``(end - start) / 28``), shared between partitions in proportion to their backlog
-(:func:`rate_limit`). A partition alone in its store holds exactly one message per entry, so a
-micro-batch has exactly the budget's rows when enough data is waiting. In a shared store the
-entries of a range also belong to siblings, so a partition's range of ``n`` entries holds at most
-``n`` of its messages: the limit is an upper bound on a micro-batch's rows, never exceeded, and
-with ``k`` equally busy partitions in one store a batch carries about ``limit / k`` rows. Every
-call with a backlog advances at least one entry, so a query always makes progress.
+``maxOffsetsPerTrigger``. Messages per micro-batch, as Kafka counts them (:func:`rate_limit`).
+Offsets are 28-byte index positions, so the planner converts: a partition alone in its store holds
+one message per entry; the partitions of a shared store (ids ``store * 10000 + local``) hold one
+entry each per message between them, so they are planned together, moved to a common end offset,
+with the store's share of the budget counted in entries of that store's index. A micro-batch then
+has exactly the budget's rows when enough data is waiting and the store's partitions stand at one
+position (they do after their first micro-batch, and from ``earliest`` or ``latest``); never more.
+Fewer when only some of a store's partitions are read, or stream-id filters drop rows. Every call
+with a backlog advances at least one entry, so a query always makes progress.
 
 The ``offset`` column. Inside a fetch the consumer numbers messages ``fetch start + 28 * i``: the
 exact index offset for a partition alone in its store, a lower bound of it in a shared store
@@ -50,7 +51,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from ..errors import ConfigError
-from ..protocol.constants import INDEX_ENTRY_SIZE
+from ..protocol.constants import INDEX_ENTRY_SIZE, META_STORE_INS_BASE
 
 #: Bytes per index entry: the unit of TubeMQ offsets.
 ENTRY_SIZE = INDEX_ENTRY_SIZE
@@ -199,49 +200,65 @@ def to_json(flat: Mapping[tuple[str, str], int]) -> str:
     return json.dumps(nest(flat), sort_keys=False, separators=(",", ":"))
 
 
-def rate_limit(
-    start: Mapping[tuple[str, str], int], latest: Mapping[tuple[str, str], int], max_entries: int
-) -> Flat:
-    """End offsets that advance every partition from ``start`` toward ``latest`` by at most
-    ``max_entries`` index entries in total.
+def store_of(tp: tuple[str, str]) -> tuple[str, int, int]:
+    """(topic, broker id, store id) of a partition: a broker numbers a topic's partitions
+    ``store * META_STORE_INS_BASE + local``, and the partitions of one store share its index."""
+    broker_id, pid = parse_partition_key(tp[1])
+    return tp[0], broker_id, pid // META_STORE_INS_BASE
 
-    The budget is shared in proportion to each partition's backlog (like Kafka's
-    ``maxOffsetsPerTrigger``), rounding down and handing the remainder out one entry at a time to
-    the largest fractional shares (ties broken by partition order), so the total never exceeds the
-    budget, every call with a backlog advances by at least one entry, and equal inputs give equal
-    outputs (a restarted query re-plans the same batch). Partitions whose latest is not above
-    their start keep their start.
+
+def rate_limit(
+    start: Mapping[tuple[str, str], int], latest: Mapping[tuple[str, str], int], max_messages: int
+) -> Flat:
+    """End offsets that advance the partitions from ``start`` toward ``latest`` by at most
+    ``max_messages`` messages in total (Kafka's ``maxOffsetsPerTrigger``).
+
+    Planned per store, since a store's partitions share one index: every index entry is one message
+    of one of them, so moving every sibling to a common end ``E`` reads exactly the entries in
+    ``[s, E)`` when they stand at the same ``s`` (after their first micro-batch, or from
+    ``earliest``/``latest``), and at most those of ``[min s, E)`` otherwise. A store's backlog is
+    the entries from its lowest start with a backlog to its highest latest. The budget is shared in
+    proportion to the stores' backlogs, rounding down and handing the remainder out one entry at a
+    time to the largest fractional shares (ties broken by store order), so the total never exceeds
+    the budget, every call with a backlog advances at least one entry, and equal inputs give equal
+    outputs (a restarted query re-plans the same batch). Partitions whose latest is not above their
+    start keep their start. A partition alone in its store is the one-sibling case: exactly the
+    budget's messages when enough are waiting.
     """
-    if max_entries <= 0:
-        raise ValueError("max_entries must be > 0")
+    if max_messages <= 0:
+        raise ValueError("max_messages must be > 0")
     end: Flat = dict(start)
-    lag: dict[tuple[str, str], int] = {}
+    stores: dict[tuple[str, int, int], list[tuple[str, str]]] = {}
     for tp, hi in latest.items():
         lo = start.get(tp)
         if lo is None:
             raise ValueError(f"no start offset for {tp}")
-        if hi > lo:
-            lag[tp] = (hi - lo) // ENTRY_SIZE
         end.setdefault(tp, lo)
+        if hi > lo:
+            stores.setdefault(store_of(tp), []).append(tp)
+    base: dict[tuple[str, int, int], int] = {}
+    lag: dict[tuple[str, int, int], int] = {}
+    for key, members in stores.items():
+        base[key] = lo = min(start[tp] for tp in members)
+        lag[key] = (max(latest[tp] for tp in members) - lo) // ENTRY_SIZE
     total = sum(lag.values())
-    if total <= max_entries:
-        for tp in lag:
-            end[tp] = latest[tp]
-        return end
-    order = sorted(lag, key=lambda tk: (tk[0], parse_partition_key(tk[1])))
-    quota: dict[tuple[str, str], int] = {}
-    remainders: list[tuple[int, int, tuple[str, str]]] = []
-    for i, tp in enumerate(order):
-        share, rem = divmod(max_entries * lag[tp], total)
-        quota[tp] = share
-        remainders.append((-rem, i, tp))
-    left = max_entries - sum(quota.values())
-    for _, _, tp in sorted(remainders):
-        if left <= 0:
-            break
-        if quota[tp] < lag[tp]:
-            quota[tp] += 1
-            left -= 1
-    for tp in order:
-        end[tp] = start[tp] + quota[tp] * ENTRY_SIZE if quota[tp] < lag[tp] else latest[tp]
+    order = sorted(stores)
+    quota: dict[tuple[str, int, int], int] = dict(lag)
+    if total > max_messages:
+        remainders: list[tuple[int, int, tuple[str, int, int]]] = []
+        for i, key in enumerate(order):
+            share, rem = divmod(max_messages * lag[key], total)
+            quota[key] = share
+            remainders.append((-rem, i, key))
+        left = max_messages - sum(quota.values())
+        for _, _, key in sorted(remainders):
+            if left <= 0:
+                break
+            if quota[key] < lag[key]:
+                quota[key] += 1
+                left -= 1
+    for key in order:
+        stop = base[key] + quota[key] * ENTRY_SIZE
+        for tp in stores[key]:
+            end[tp] = latest[tp] if quota[key] >= lag[key] else max(start[tp], min(stop, latest[tp]))
     return end

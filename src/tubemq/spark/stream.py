@@ -6,8 +6,8 @@ alone. With ``commitOffsetsToGroup=<group>`` each finished micro-batch's end off
 as that group's committed offsets (best effort), so TubeMQ's lag dashboards can follow the query.
 
 * ``latestOffset`` honours the engine's read limit: ``ReadMaxRows(maxOffsetsPerTrigger)`` by
-  default when the option is set (index entries shared in proportion to each partition's backlog,
-  see :func:`tubemq.spark.offsets.rate_limit`), ``ReadAllAvailable`` otherwise or when the engine
+  default when the option is set (messages, shared in proportion to each store's backlog, see
+  :func:`tubemq.spark.offsets.rate_limit`), ``ReadAllAvailable`` otherwise or when the engine
   asks for everything.
 * ``Trigger.AvailableNow`` is supported: ``prepareForTriggerAvailableNow`` records the latest
   offsets, later batches never go past them (still split by ``maxOffsetsPerTrigger``), and
