@@ -8,7 +8,9 @@ raise a typed connection error within the fetch's timeout while the broker stays
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -43,15 +45,22 @@ def read_all(bc: Any, part: Any, count: int, timeout: float = 20.0) -> tuple[lis
     return got, batches
 
 
-def test_restarted_broker_is_attached_again_at_the_bound_offset(cluster: Any) -> None:
-    cluster.create_topic("bgone", partitions=1)
-    produce(cluster, "bgone", [b"a%02d" % i for i in range(20)])
-    with tubemq.BoundConsumer(cluster.master_address, "g_bgone", ["bgone"], **OPTS) as bc:
+@contextlib.contextmanager
+def read_first(cluster: Any, topic: str, count: int) -> Iterator[tuple[Any, Any, int]]:
+    """A bound consumer that read and confirmed the ``count`` messages of a new one-partition
+    ``topic``: (consumer, partition, its bound offset)."""
+    cluster.create_topic(topic, partitions=1)
+    produce(cluster, topic, [b"a%02d" % i for i in range(count)])
+    with tubemq.BoundConsumer(cluster.master_address, f"g_{topic}", [topic], **OPTS) as bc:
         part = bc.partitions()[0]
         bc.attach(part, 0)
-        before, batches = read_all(bc, part, 20)
-        assert before == [b"a%02d" % i for i in range(20)]
-        bound_at = batches[-1].next_offset
+        before, batches = read_all(bc, part, count)
+        assert before == [b"a%02d" % i for i in range(count)]
+        yield bc, part, batches[-1].next_offset
+
+
+def test_restarted_broker_is_attached_again_at_the_bound_offset(cluster: Any) -> None:
+    with read_first(cluster, "bgone", 20) as (bc, part, bound_at):
         cluster.stop_broker()  # the registration is gone with it, the data is kept
         cluster.start_broker()
         produce(cluster, "bgone", [b"b%02d" % i for i in range(5)])
@@ -67,13 +76,7 @@ def test_restarted_broker_is_attached_again_at_the_bound_offset(cluster: Any) ->
 
 
 def test_stopped_broker_raises_typed_then_reading_goes_on(cluster: Any) -> None:
-    cluster.create_topic("bstop", partitions=1)
-    produce(cluster, "bstop", [b"a%02d" % i for i in range(10)])
-    with tubemq.BoundConsumer(cluster.master_address, "g_bstop", ["bstop"], **OPTS) as bc:
-        part = bc.partitions()[0]
-        bc.attach(part, 0)
-        got, batches = read_all(bc, part, 10)
-        assert len(got) == 10
+    with read_first(cluster, "bstop", 10) as (bc, part, bound_at):
         cluster.stop_broker()
         for _ in range(2):  # the first after the close, and one on a partition already let go of
             t0 = time.monotonic()
@@ -84,7 +87,7 @@ def test_stopped_broker_raises_typed_then_reading_goes_on(cluster: Any) -> None:
         cluster.start_broker()
         produce(cluster, "bstop", [b"b%02d" % i for i in range(5)])
         batch = first_batch(bc, part)
-        assert batch.start_offset == batches[-1].next_offset
+        assert batch.start_offset == bound_at
         after = [bytes(m.data) for m in batch]
         assert bc.confirm(batch) is True
         rest, _ = read_all(bc, part, 5 - len(after))
