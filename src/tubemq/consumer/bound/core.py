@@ -348,7 +348,8 @@ class BoundCore:
         p = self._resolve(partition)
         async with self._lock(p.key):
             slot = self.table.get(p.key)
-            if slot is None or not slot.registered or p.key in self._relink:
+            if slot is None or not slot.registered or (p.key in self._relink and slot.state is PartitionState.OWNED):
+                # (a batch held unconfirmed keeps its registration: it may still be committed)
                 slot = await self._bound_slot(p, time.monotonic())
                 return PartitionPosition(p, slot.curr_offset, slot.max_offset)
             if slot.state is PartitionState.OWNED:
