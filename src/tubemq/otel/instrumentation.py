@@ -31,7 +31,7 @@ _state: dict[str, Any] = {}  # tracer, instruments, originals: empty = not instr
 #: when the running ``ConsumerCore.poll`` started (monotonic s): a receive span starts there
 _POLL_START: contextvars.ContextVar[float | None] = contextvars.ContextVar("tubemq_otel_poll", default=None)
 _MAX_ATTR_SETS = 4096  # metric attribute dicts kept for reuse (bounded: topics x brokers x outcomes)
-#: one send in this many has its duration recorded in messaging.client.operation.duration
+#: one send in this many (and the first of each attribute set and thread) has its duration recorded
 DURATION_SAMPLE = 32
 #: sends counted since instrument(), per (attribute set (the key of _metric_attrs), thread): a thread
 #: bumps only its own cells, so counting takes no lock; the observable counter adds the threads up
