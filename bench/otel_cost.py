@@ -13,6 +13,12 @@ machine than the rate).
 
 Both instrumented modes use the OpenTelemetry SDK's MeterProvider with an in-memory reader.
 
+Each trial also measures the SDK's own floor, without any client: the same TracerProvider and
+BatchSpanProcessor, ``tracer.start_span`` with the send span's five start attributes, ``set_attributes``
+with its four answer attributes, ``end`` -- one span at a time (``floor``) and with all of the trial's
+spans open before the first ends, as pipelined sends leave them (``floor open``). The client's CPU per
+message in ``spans`` mode cannot be below ``plain`` + the floor.
+
 Usage: python bench/otel_cost.py [--messages 20000] [--trials 5] [--size 100]
 """
 
@@ -39,6 +45,7 @@ import tubemq  # noqa: E402
 import tubemq.otel  # noqa: E402
 
 MODES = ("plain", "metrics", "spans")
+FLOORS = ("floor", "floor open")
 
 
 class NullExporter(SpanExporter):
@@ -77,6 +84,37 @@ def trial(master: str, topic: str, mode: str, messages: int, size: int) -> tuple
             tracer_provider.shutdown()
 
 
+def span_floor(messages: int, all_open: bool) -> float:
+    """CPU us per span (all threads, the export worker's too) of the SDK alone: see the docstring."""
+    from opentelemetry.trace import SpanKind
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(NullExporter()))
+    tracer = provider.get_tracer("floor")
+    start = {"messaging.system": "tubemq", "messaging.operation.type": "send", "messaging.operation.name": "send",
+             "messaging.destination.name": "otelcost", "messaging.client.id": "127.0.0.1-12345-1700000000000-1-1"}
+    answers: list[dict[str, Any]] = [{"messaging.destination.partition.id": str(i % 3), "messaging.message.id": str(10**9 + i),
+                "server.address": "127.0.0.1", "server.port": 8123} for i in range(messages)]
+    try:
+        c0 = time.process_time()
+        if all_open:
+            spans = [tracer.start_span("send otelcost", kind=SpanKind.PRODUCER, attributes=start)
+                     for _ in range(messages)]
+            for span, answer in zip(spans, answers, strict=True):
+                span.set_attributes(answer)
+                span.end()
+            del spans
+        else:
+            for answer in answers:
+                span = tracer.start_span("send otelcost", kind=SpanKind.PRODUCER, attributes=start)
+                span.set_attributes(answer)
+                span.end()
+        provider.force_flush()
+        return (time.process_time() - c0) / messages * 1e6
+    finally:
+        provider.shutdown()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=20000)
@@ -84,7 +122,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100)
     args = ap.parse_args()
     rates: dict[str, list[float]] = {m: [] for m in MODES}
-    cpus: dict[str, list[float]] = {m: [] for m in MODES}
+    cpus: dict[str, list[float]] = {m: [] for m in MODES + FLOORS}
     with tempfile.TemporaryDirectory() as data, embedded_server(data) as (mport, _bport, aport):
         create_topic(aport, "otelcost", 3)
         master = f"127.0.0.1:{mport}"
@@ -94,8 +132,11 @@ def main() -> None:
                 rate, cpu = trial(master, "otelcost", mode, args.messages, args.size)
                 rates[mode].append(rate)
                 cpus[mode].append(cpu)
+            cpus["floor"].append(span_floor(args.messages, all_open=False))
+            cpus["floor open"].append(span_floor(args.messages, all_open=True))
             print(f"trial {i + 1}: " + ", ".join(f"{m} {rates[m][-1]:,.0f} msg/s {cpus[m][-1]:.0f} us"
-                                                 for m in MODES), flush=True)
+                                                 for m in MODES)
+                  + ", " + ", ".join(f"{m} {cpus[m][-1]:.0f} us" for m in FLOORS), flush=True)
     plain, plain_cpu = statistics.median(rates["plain"]), statistics.median(cpus["plain"])
     print(f"\n{args.messages} send_async of {args.size} B, median of {args.trials} trials "
           "(msg/s; client CPU per message, all threads):")
@@ -103,6 +144,11 @@ def main() -> None:
         med, cpu = statistics.median(rates[mode]), statistics.median(cpus[mode])
         print(f"  {mode:8s} {med:10,.0f} msg/s {med / plain:5.2f}x   {cpu:6.1f} us/msg "
               f"{plain_cpu / cpu:5.2f}x")
+    print("the SDK alone, no client (CPU per span, all threads), and the best spans could do on top of plain:")
+    for floor in FLOORS:
+        cpu = statistics.median(cpus[floor])
+        print(f"  {floor:10s} {cpu:6.1f} us/span   plain + floor {plain_cpu + cpu:6.1f} us/msg "
+              f"{plain_cpu / (plain_cpu + cpu):5.2f}x")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from typing import Any
 import opentelemetry.sdk.trace as trace_sdk
 import pytest
 from opentelemetry import baggage, context, trace
+from opentelemetry.context import Context
+from opentelemetry.propagators.textmap import TextMapPropagator, default_setter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -336,6 +338,106 @@ def test_failed_send_counts_with_error_type(cluster, otel_on) -> None:
     sent = metric_points(reader)["messaging.client.sent.messages"]
     [dp] = [dp for dp in sent.data.data_points if "error.type" in dp.attributes]
     assert dp.value == 1 and dp.attributes["messaging.destination.name"] == "nosuchtopic"
+
+
+def test_direct_traceparent_is_the_propagators_own(monkeypatch) -> None:
+    """The send's traceparent written without the propagation API is the header the API writes."""
+    from opentelemetry import propagate
+
+    from tubemq.otel.propagation import inject_span
+
+    provider = trace_sdk.TracerProvider()
+    tracer = provider.get_tracer("test")
+    for flags_sampler in (trace_sdk.sampling.ALWAYS_ON, trace_sdk.sampling.ALWAYS_OFF):
+        provider.sampler = flags_sampler
+        span = tracer.start_span("send t")
+        expected: dict[str, str] = {"k": "v"}
+        propagate.inject(expected, context=trace.set_span_in_context(span))
+        with monkeypatch.context() as m:  # the direct way indeed: the API is not asked
+            m.setattr(propagate, "inject", None)
+            assert inject_span({"k": "v"}, span) == expected and "traceparent" in expected
+        span.end()
+    invalid = trace.NonRecordingSpan(trace.INVALID_SPAN_CONTEXT)  # the API without an SDK: nothing to carry
+    assert inject_span(None, invalid) == {}
+
+
+class _Upper(TextMapPropagator):
+    """A propagator of the application's: its own header, not W3C's."""
+
+    fields = {"x-trace"}
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = default_setter) -> None:
+        ctx = trace.get_current_span(context).get_span_context()
+        if ctx.is_valid:
+            setter.set(carrier, "x-trace", f"{ctx.span_id:x}")
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = None) -> Any:
+        return context if context is not None else Context()
+
+
+def test_other_propagators_and_tracestate_take_the_general_way(cluster, otel_on) -> None:
+    from opentelemetry import propagate
+    from opentelemetry.trace.span import TraceState
+
+    exporter, _, _ = otel_on
+    cluster.create_topic("propagators", partitions=1)
+    parent = trace.NonRecordingSpan(trace.SpanContext(
+        0x0AF7651916CD43DD8448EB211C80319C, 0x00F067AA0BA902B7, is_remote=True,
+        trace_flags=trace.TraceFlags(1), trace_state=TraceState([("vendor", "a1")])))
+    default = propagate.get_global_textmap()
+    try:
+        with tubemq.Producer(cluster.master_address, **FAST) as p:
+            token = context.attach(trace.set_span_in_context(parent))
+            try:
+                p.send_async("propagators", b"tracestate").result(timeout=10)  # inherited tracestate
+            finally:
+                context.detach(token)
+            propagate.set_global_textmap(_Upper())
+            p.send_async("propagators", b"upper").result(timeout=10)
+    finally:
+        propagate.set_global_textmap(default)
+    with tubemq.Consumer(cluster.master_address, group="gprop", topics=["propagators"], **CONSUMER) as c:
+        got = {}
+        for msg in c:
+            got[msg.data] = msg.attributes
+            if len(got) == 2:
+                break
+    spans = {s.attributes["messaging.message.id"]: s for s in exporter.get_finished_spans()
+             if s.name == "send propagators"}
+    assert len(spans) == 2
+    assert got[b"tracestate"]["traceparent"].startswith("00-0af7651916cd43dd8448eb211c80319c-")
+    assert otel.decode_value(got[b"tracestate"]["tracestate"]) == "vendor=a1"
+    assert "traceparent" not in got[b"upper"]
+    assert int(got[b"upper"]["x-trace"], 16) in {s.context.span_id for s in spans.values()}
+
+
+def test_sends_from_several_threads_are_all_counted(cluster) -> None:
+    reader = InMemoryMetricReader()
+    otel.instrument(meter_provider=MeterProvider(metric_readers=[reader]), spans=False)
+    try:
+        cluster.create_topic("threads", partitions=1)
+        with tubemq.Producer(cluster.master_address, **FAST) as p:
+            def work() -> None:
+                for f in [p.send_async("threads", b"t") for _ in range(50)]:
+                    f.result(timeout=10)
+            threads = [threading.Thread(target=work) for _ in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            work()  # this thread too
+            p.send("threads", b"last")
+        sent = metric_points(reader)["messaging.client.sent.messages"].data.data_points
+        assert sum(dp.value for dp in sent) == 201
+        otel.uninstrument()
+        otel.instrument(meter_provider=MeterProvider(metric_readers=[reader2 := InMemoryMetricReader()]),
+                        spans=False)  # counting starts over, not from the cells of before
+        with tubemq.Producer(cluster.master_address, **FAST) as p:
+            p.send_async("threads", b"again").result(timeout=10)
+        sent = metric_points(reader2)["messaging.client.sent.messages"].data.data_points
+        assert sum(dp.value for dp in sent) == 1
+    finally:
+        otel.uninstrument()
 
 
 # ---------------------------------------------------------------------------------------- instrumentor

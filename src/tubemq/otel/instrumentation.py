@@ -19,20 +19,19 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
-import itertools
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import semconv as sc
-from .propagation import TRACEPARENT, api, extract, extract_attributes, inject
+from .propagation import TRACEPARENT, api, extract, extract_attributes, inject_span
 
 _state: dict[str, Any] = {}  # tracer, instruments, originals: empty = not instrumented
 #: when the running ``ConsumerCore.poll`` started (monotonic s): a receive span starts there
 _POLL_START: contextvars.ContextVar[float | None] = contextvars.ContextVar("tubemq_otel_poll", default=None)
 _MAX_ATTR_SETS = 4096  # metric attribute dicts kept for reuse (bounded: topics x brokers x outcomes)
-#: one send in this many has its duration recorded in messaging.client.operation.duration
+#: one send in this many (and the first of each attribute set and thread) has its duration recorded
 DURATION_SAMPLE = 32
 #: sends counted since instrument(), per (attribute set (the key of _metric_attrs), thread): a thread
 #: bumps only its own cells, so counting takes no lock; the observable counter adds the threads up
@@ -66,7 +65,7 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None, *, spans
     _state.update(
         spans=spans, kinds=trace.SpanKind, attrs={},
         tracer=trace.get_tracer("tubemq", schema_url=sc.SCHEMA_URL, tracer_provider=tracer_provider),
-        ticks=itertools.count(),
+        templates={},
         consumed=meter.create_counter(sc.CONSUMED_MESSAGES, unit="{message}",
                                       description="Number of messages that were delivered to the application."),
         duration=meter.create_histogram(sc.OPERATION_DURATION, unit="s",
@@ -100,6 +99,7 @@ def uninstrument() -> None:
     with _SENT_LOCK:
         _SENT.clear()
         _SENT_ATTRS.clear()
+        _GEN[0] += 1
 
 
 def _metric_attrs(*key: Any) -> dict[str, Any]:
@@ -132,23 +132,54 @@ def _observe_sent(options: Any) -> list[Any]:
         return [metrics.Observation(n, _SENT_ATTRS[key]) for key, n in totals.items()]
 
 
-def _count_sent(key: tuple[Any, ...]) -> None:
-    cell = _SENT.get((key, threading.get_ident()))
+class _Cells(threading.local):
+    """This thread's counting cells by key (an attribute-set key, or a raw topic for the attempts of
+    pipelined sends), valid while ``gen`` is the current :data:`_GEN`: a cell dropped from
+    :data:`_SENT` (bounded) or :func:`uninstrument` makes every thread look its cells up again."""
+
+    def __init__(self) -> None:
+        self.gen = -1
+        self.cells: dict[Any, list[int]] = {}
+
+
+_LOCAL = _Cells()
+_GEN = [0]
+
+
+def _count_sent(key: tuple[Any, ...]) -> int:
+    """Count one send under ``key``; returns this thread's count of that key (1 for its first)."""
+    local = _LOCAL
+    cell = local.cells.get(key) if local.gen == _GEN[0] else None
     if cell is None:
-        cell = _new_cell(key)
+        cell = _new_cell(key, key)
     cell[0] += 1
+    return cell[0]
 
 
-def _new_cell(key: tuple[Any, ...]) -> list[int]:
+def _new_cell(alias: Any, key: tuple[Any, ...]) -> list[int]:
+    local = _LOCAL
     with _SENT_LOCK:
-        if len(_SENT) >= _MAX_ATTR_SETS:  # bounded: the oldest cell starts over (a counter reset)
-            del _SENT[next(iter(_SENT))]
-            live = {k for k, _thread in _SENT}
-            for stale in [k for k in _SENT_ATTRS if k not in live]:
-                del _SENT_ATTRS[stale]
-        _SENT_ATTRS[key] = _metric_attrs(*key)
-        cell = _SENT[(key, threading.get_ident())] = [0]
+        if local.gen != _GEN[0]:
+            local.cells, local.gen = {}, _GEN[0]
+        cell = _SENT.get((key, threading.get_ident()))  # a thread that ended left it: go on counting
+        if cell is None:
+            if len(_SENT) >= _MAX_ATTR_SETS:  # bounded: the oldest cell starts over (a counter reset)
+                del _SENT[next(iter(_SENT))]
+                live = {k for k, _thread in _SENT}
+                for stale in [k for k in _SENT_ATTRS if k not in live]:
+                    del _SENT_ATTRS[stale]
+                _GEN[0] += 1
+                local.cells, local.gen = {}, _GEN[0]
+            _SENT_ATTRS[key] = _metric_attrs(*key)
+            cell = _SENT[(key, threading.get_ident())] = [0]
+        local.cells[alias] = cell
         return cell
+
+
+def _sampled(count: int) -> bool:
+    """Whether the send counted ``count``-th (per key and thread) has its duration recorded: the
+    first of each, then one in :data:`DURATION_SAMPLE`."""
+    return count % DURATION_SAMPLE == 1
 
 
 def _start_ns(t0: float) -> int:
@@ -188,42 +219,53 @@ class _Send:
             if exc is not None:
                 _fail(span, exc)
             elif result is not None:
-                span.set_attributes({sc.PARTITION: str(result.partition.partition_id),
-                                     sc.MESSAGE_ID: str(result.message_id), sc.SERVER_ADDRESS: str(host),
-                                     sc.SERVER_PORT: int(port)})  # type: ignore[arg-type]
+                span.set_attributes({sc.PARTITION: str(part.partition_id), sc.MESSAGE_ID: str(result.message_id),
+                                     sc.SERVER_ADDRESS: str(host), sc.SERVER_PORT: int(port)})  # type: ignore[arg-type]
             span.end()
         key = ("send", self.topic, None, host, port, error)
-        if self.counted:  # sampled when it started
-            _state["duration"].record(time.monotonic() - self.t0, _metric_attrs(*key))
-            return
-        _count_sent(key)
-        if next(_state["ticks"]) % DURATION_SAMPLE == 0:
+        if self.counted or _sampled(_count_sent(key)):  # counted: sampled when it started
             _state["duration"].record(time.monotonic() - self.t0, _metric_attrs(*key))
 
-    def done(self, result: Any, exc: BaseException | None) -> None:
-        """The producer's ``callback(result, exc)``: on the client's loop thread, once."""
+    def __call__(self, result: Any, exc: BaseException | None) -> None:
+        """The producer's ``callback(result, exc)``: on the client's loop thread, once (the op itself,
+        not a bound method, so that a pending send holds one object less)."""
         if _state:
             self.end(result, exc)
+
+
+def _send_template(client: Any, topic: Any) -> tuple[str, str, dict[str, Any]]:
+    """(destination, span name, span attributes at start) of a client's sends to ``topic``, built once
+    per (topic, client id): the SDK copies the attributes into each span."""
+    client_id = getattr(client, "client_id", "")
+    cache = _state["templates"]
+    template = cache.get((topic, client_id))
+    if template is None:
+        name = topic.strip() if isinstance(topic, str) else str(topic)
+        template = (name, f"send {name}", {
+            sc.MESSAGING_SYSTEM: sc.SYSTEM, sc.OPERATION_TYPE: "send", sc.OPERATION_NAME: "send",
+            sc.DESTINATION: name, sc.CLIENT_ID: str(client_id)})
+        if len(cache) >= _MAX_ATTR_SETS:
+            cache.clear()
+        cache[(topic, client_id)] = template
+    return template
 
 
 def _start_send(client: Any, topic: Any, kwargs: dict[str, Any]) -> _Send:
     """A send starting: with spans, its ``send {topic}`` span and the context put in its attributes
     (unless the application set a ``traceparent`` itself: then it is kept and the span links to it)."""
-    name = topic.strip() if isinstance(topic, str) else str(topic)
     if not _state["spans"]:
-        return _Send(name)
+        return _Send(topic.strip() if isinstance(topic, str) else str(topic))
+    name, span_name, span_attrs = _send_template(client, topic)
     _, _, _, trace = api()
     attrs = kwargs.get("attributes")
     links = None
-    own = isinstance(attrs, Mapping) and TRACEPARENT in attrs
+    own = attrs is not None and isinstance(attrs, Mapping) and TRACEPARENT in attrs
     if own:
         ctx = trace.get_current_span(extract_attributes(attrs)).get_span_context()
         links = [trace.Link(ctx)] if ctx.is_valid else None
-    span = _state["tracer"].start_span(f"send {name}", kind=trace.SpanKind.PRODUCER, links=links, attributes={
-        sc.MESSAGING_SYSTEM: sc.SYSTEM, sc.OPERATION_TYPE: "send", sc.OPERATION_NAME: "send",
-        sc.DESTINATION: name, sc.CLIENT_ID: str(getattr(client, "client_id", ""))})
+    span = _state["tracer"].start_span(span_name, kind=trace.SpanKind.PRODUCER, links=links, attributes=span_attrs)
     if not own:
-        kwargs["attributes"] = inject(attrs, trace.set_span_in_context(span))
+        kwargs["attributes"] = inject_span(attrs, span)
     return _Send(name, span)
 
 
@@ -263,26 +305,32 @@ def _chain(op: _Send, user: Any) -> Callable[[Any, BaseException | None], None]:
     """The producer callback: ends ``op``, then calls the application's own callback (whose errors
     the producer logs as before)."""
     if user is None:
-        return op.done
+        return op
 
     def callback(result: Any, exc: BaseException | None) -> None:
         try:
-            op.done(result, exc)
+            op(result, exc)
         finally:
             user(result, exc)
     return callback
 
 
 def _metrics_only_send(topic: Any) -> _Send | None:
-    """Metrics only, a send returning a future: counted now (an attempt, by destination); one in
-    :data:`DURATION_SAMPLE` returns the op whose completion records its duration (with the broker
-    and the outcome), the others nothing more, so a pipelined send costs about a dict update."""
-    name = topic.strip() if isinstance(topic, str) else str(topic)
-    key = ("send", name, None, None, None, None)
-    _count_sent(key)
-    if next(_state["ticks"]) % DURATION_SAMPLE:
+    """Metrics only, a send returning a future: counted now (an attempt, by destination); a sampled
+    one (:func:`_sampled`) returns the op whose completion records its duration (with the broker and
+    the outcome), the others nothing more, so a pipelined send costs about a dict update."""
+    if type(topic) is str:  # looked up by the raw topic: no key to build
+        local = _LOCAL
+        cell = local.cells.get(topic) if local.gen == _GEN[0] else None
+        if cell is None:
+            cell = _new_cell(topic, ("send", topic.strip(), None, None, None, None))
+        cell[0] += 1
+        count = cell[0]
+    else:
+        count = _count_sent(("send", str(topic), None, None, None, None))
+    if count % DURATION_SAMPLE != 1:
         return None
-    return _Send(name, counted=True)
+    return _Send(topic.strip() if isinstance(topic, str) else str(topic), counted=True)
 
 
 def _wrap_pending(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -68,10 +68,11 @@ def api() -> Any:
     if _API:
         return _API[0]
     try:
-        from opentelemetry import context, metrics, propagate, trace
+        from opentelemetry import baggage, context, metrics, propagate, trace
     except ImportError as exc:  # pragma: no cover - the otel extra missing
         raise TubeMQError(f"OpenTelemetry is not installed: {install_hint('otel')}") from exc
     _API.append((context, metrics, propagate, trace))
+    _API.append(baggage)
     return _API[0]
 
 
@@ -81,6 +82,55 @@ def inject(attributes: Mapping[str, Any] | None = None, context: Any = None) -> 
     carrier: dict[str, Any] = dict(attributes or {})
     propagate.inject(carrier, context=context, setter=_SETTER)
     return carrier
+
+
+#: (the global propagator last looked at, whether it writes only a plain ``traceparent`` for a span
+#: without tracestate and baggage): the propagator is asked again when it is replaced
+_TEXTMAP: list[tuple[Any, bool]] = [(None, False)]
+_PROBE = (0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331)
+
+
+def _writes_traceparent_only(textmap: Any) -> bool:
+    """Whether ``textmap`` injects a span without tracestate and baggage as ``traceparent`` alone, in
+    the W3C format: the SDK's default (W3C trace context and baggage) does. Asked with a probe."""
+    _, _, _, trace = api()
+    from opentelemetry.context import Context
+    try:
+        if not set(textmap.fields) <= {TRACEPARENT, "tracestate", "baggage"}:
+            return False
+        probe = trace.NonRecordingSpan(trace.SpanContext(*_PROBE, is_remote=False,
+                                                         trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED)))
+        carrier: dict[str, str] = {}
+        textmap.inject(carrier, context=trace.set_span_in_context(probe, Context()))
+    except Exception:  # a propagator of the application's that cannot take the probe: the general way
+        return False
+    return carrier == {TRACEPARENT: _traceparent(*_PROBE, 1)}
+
+
+def _traceparent(trace_id: int, span_id: int, flags: int) -> str:
+    return f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
+
+
+def inject_span(attributes: Mapping[str, Any] | None, span: Any) -> dict[str, Any]:
+    """:func:`inject` of the current context with ``span`` in it. With the default propagator and no
+    tracestate or baggage to carry (a send's usual case) the ``traceparent`` is written directly: the
+    same header, without the propagation API's context and carrier machinery."""
+    _, _, propagate, trace = api()
+    sctx = span.get_span_context()
+    textmap = propagate.get_global_textmap()
+    known = _TEXTMAP[0]
+    if known[0] is not textmap:
+        known = _TEXTMAP[0] = (textmap, _writes_traceparent_only(textmap))
+    if known[1] and sctx.is_valid and not sctx.trace_state and not _baggage():
+        carrier: dict[str, Any] = {} if attributes is None else dict(attributes)
+        carrier[TRACEPARENT] = _traceparent(sctx.trace_id, sctx.span_id, sctx.trace_flags)
+        return carrier
+    return inject(attributes, trace.set_span_in_context(span))
+
+
+def _baggage() -> Any:
+    """The current baggage (after :func:`api`)."""
+    return _API[1].get_all()
 
 
 def extract_attributes(attributes: Mapping[str, str] | None) -> Any:
