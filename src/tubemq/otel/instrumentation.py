@@ -328,7 +328,7 @@ def _metrics_only_send(topic: Any) -> _Send | None:
         count = cell[0]
     else:
         count = _count_sent(("send", str(topic), None, None, None, None))
-    if count % DURATION_SAMPLE != 1:
+    if not _sampled(count):
         return None
     return _Send(topic.strip() if isinstance(topic, str) else str(topic), counted=True)
 

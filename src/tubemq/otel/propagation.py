@@ -61,6 +61,7 @@ _SETTER, _GETTER = _Setter(), _Getter()
 
 
 _API: list[Any] = []  # the modules, imported once (this runs per message)
+_BAGGAGE: list[Any] = []  # opentelemetry.baggage, imported with them
 
 
 def api() -> Any:
@@ -71,8 +72,8 @@ def api() -> Any:
         from opentelemetry import baggage, context, metrics, propagate, trace
     except ImportError as exc:  # pragma: no cover - the otel extra missing
         raise TubeMQError(f"OpenTelemetry is not installed: {install_hint('otel')}") from exc
+    _BAGGAGE.append(baggage)
     _API.append((context, metrics, propagate, trace))
-    _API.append(baggage)
     return _API[0]
 
 
@@ -130,7 +131,7 @@ def inject_span(attributes: Mapping[str, Any] | None, span: Any) -> dict[str, An
 
 def _baggage() -> Any:
     """The current baggage (after :func:`api`)."""
-    return _API[1].get_all()
+    return _BAGGAGE[0].get_all()
 
 
 def extract_attributes(attributes: Mapping[str, str] | None) -> Any:
